@@ -1,0 +1,189 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/turn"
+)
+
+func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
+	var req sessionRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	spec := turn.SessionSpec{Tools: req.Tools, CallbackURL: req.CallbackURL, Metadata: req.Metadata}
+	if req.ID != nil {
+		if *req.ID == "" {
+			s.writeError(w, r, &turn.InvalidError{Field: "id", Reason: "must not be empty"})
+			return
+		}
+		spec.ID = *req.ID
+	}
+	if req.Budget != nil {
+		c := req.Budget.config(s.svc.DefaultBudget())
+		spec.Budget = &c
+	}
+	sess, err := s.svc.CreateSession(r.Context(), spec)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, toSessionWire(sess))
+}
+
+func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.svc.GetSession(r.Context(), chi.URLParam(r, "session_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionWire(sess))
+}
+
+func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
+	var req turnRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tr := turn.TurnRequest{
+		ID:            req.ID,
+		Mode:          dispatch.Mode(req.Mode),
+		FailurePolicy: dispatch.FailurePolicy(req.FailurePolicy),
+		Calls:         make([]turn.Call, len(req.Calls)),
+	}
+	for i, c := range req.Calls {
+		tr.Calls[i] = turn.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	sessionID := chi.URLParam(r, "session_id")
+	sub, err := s.svc.Submit(r.Context(), sessionID, tr)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sub.Replayed {
+		w.Header().Set("Turnd-Replayed", "true")
+	}
+	prefs := preferences(r)
+	if _, async := prefs["respond-async"]; async {
+		w.Header().Set("Preference-Applied", "respond-async")
+		w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
+		writeJSON(w, http.StatusAccepted, toTurnWire(sub.Turn))
+		return
+	}
+	t := sub.Turn
+	if t.Status == turn.StatusRunning {
+		t, err = s.await(r, turn.TurnKey{SessionID: sessionID, TurnID: sub.Turn.ID}, s.cfg.MaxWait)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.writeTurn(w, t)
+}
+
+// await holds the request until the turn leaves status running or max
+// passes, then reads its state.
+func (s *server) await(r *http.Request, k turn.TurnKey, max time.Duration) (turn.Turn, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), max)
+	defer cancel()
+	t, err := s.svc.Await(ctx, k)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		return s.svc.GetTurn(r.Context(), k)
+	}
+	return t, err
+}
+
+// writeTurn answers 200 for a settled turn and 202 for one still running
+// or waiting on pending calls.
+func (s *server) writeTurn(w http.ResponseWriter, t turn.Turn) {
+	status := http.StatusOK
+	if !t.Status.Settled() {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, toTurnWire(t))
+}
+
+func (s *server) getTurn(w http.ResponseWriter, r *http.Request) {
+	k := turn.TurnKey{SessionID: chi.URLParam(r, "session_id"), TurnID: chi.URLParam(r, "turn_id")}
+	t, err := s.svc.GetTurn(r.Context(), k)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toTurnWire(t))
+}
+
+func (s *server) getLedger(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, limit := int64(0), 100
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.writeError(w, r, errHTTP(http.StatusBadRequest, "invalid_query", "after must be a non-negative integer"))
+			return
+		}
+		after = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, errHTTP(http.StatusBadRequest, "invalid_query", "limit must be an integer from 1 to 1000"))
+			return
+		}
+		limit = n
+	}
+	lines, err := s.svc.Ledger(r.Context(), chi.URLParam(r, "session_id"), after, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Lines     []lineWire `json:"lines"`
+		NextAfter int64      `json:"next_after"`
+	}{Lines: make([]lineWire, len(lines)), NextAfter: after}
+	for i, l := range lines {
+		out.Lines[i] = toLineWire(l)
+		out.NextAfter = l.Seq
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) getOutput(w http.ResponseWriter, r *http.Request) {
+	o, err := s.svc.GetOutput(r.Context(), chi.URLParam(r, "output_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", o.ContentType)
+	w.Header().Set("Cache-Control", "private, max-age=3600")
+	// ServeContent answers Range requests (206, 416) and HEAD.
+	http.ServeContent(w, r, "", o.CreatedAt, bytes.NewReader(o.Data))
+}
+
+func (s *server) getTools(w http.ResponseWriter, _ *http.Request) {
+	specs := s.svc.Tools().List()
+	out := struct {
+		Tools []toolWire `json:"tools"`
+	}{Tools: make([]toolWire, 0, len(specs))}
+	for _, t := range specs {
+		schema := t.InputSchema
+		if len(schema) == 0 {
+			schema = []byte(`{"type":"object"}`)
+		}
+		out.Tools = append(out.Tools, toolWire{
+			Name: t.Name, Description: t.Description, Effect: string(t.Effect), Idempotent: t.Idempotent, InputSchema: schema,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

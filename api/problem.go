@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// Problem is an RFC 9457 problem details body with a stable machine code.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+}
+
+// problemFor maps an error to its status, stable code and the message that
+// is safe to send. It is the only place domain errors become HTTP.
+func problemFor(err error) (status int, code, detail string) {
+	var inv *turn.InvalidError
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		return he.status, he.code, he.detail
+	case errors.As(err, &inv):
+		if inv.TooLarge {
+			return http.StatusUnprocessableEntity, "too_many_calls", inv.Error()
+		}
+		return http.StatusUnprocessableEntity, "invalid_request", inv.Error()
+	case errors.Is(err, turn.ErrTurnConflict):
+		return http.StatusConflict, "turn_conflict", "the turn id is already recorded with different calls"
+	case errors.Is(err, turn.ErrSessionExists):
+		return http.StatusConflict, "session_exists", "a session with this id already exists"
+	case errors.Is(err, turn.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no such resource"
+	case errors.Is(err, turn.ErrShuttingDown):
+		return http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another replica"
+	case errors.Is(err, turn.ErrUnavailable):
+		return http.StatusServiceUnavailable, "store_unavailable", "the database is unavailable; retry later"
+	default:
+		return http.StatusInternalServerError, "internal", "internal error"
+	}
+}
+
+// httpError is an error raised by the HTTP layer itself (bad JSON, body too
+// large, auth), already carrying its status.
+type httpError struct {
+	status int
+	code   string
+	detail string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.detail }
+
+func errHTTP(status int, code, detail string) error {
+	return &httpError{status: status, code: code, detail: detail}
+}
+
+// writeError sends err as problem+json; internal details go to the log
+// only. A request whose client is gone gets no body.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		s.log.Debug("client gone before the response", "path", r.URL.Path)
+		return
+	}
+	status, code, detail := problemFor(err)
+	level := slog.LevelDebug
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "code", code, "err", err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfterSeconds))
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnd"`)
+	}
+	writeProblem(w, status, code, detail)
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{
+		Type:   "urn:turnd:problem:" + code,
+		Title:  http.StatusText(status),
+		Status: status,
+		Detail: detail,
+		Code:   code,
+	})
+}

@@ -1,0 +1,149 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	turnd "github.com/turnd/turnd"
+	"github.com/turnd/turnd/turn"
+)
+
+// Config configures the HTTP handler. Zero fields take the defaults
+// WithDefaults documents.
+type Config struct {
+	// Service runs the turns. Required.
+	Service *turn.Service
+	// Tokens are the accepted bearer tokens for /v1. Empty disables
+	// authentication (cmd allows that on loopback addresses only).
+	Tokens []string
+	// Logger receives request errors. Default: discard.
+	Logger *slog.Logger
+	// MaxBodyBytes limits request bodies. Default 4 MiB.
+	MaxBodyBytes int64
+	// RetryAfterSeconds is sent with 503 answers. Default 2.
+	RetryAfterSeconds int
+	// MaxWait bounds how long a synchronous POST of a turn holds the
+	// response while the turn runs; after it the answer is 202 with the
+	// turn still running. Default 10 minutes.
+	MaxWait time.Duration
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.RetryAfterSeconds <= 0 {
+		c.RetryAfterSeconds = 2
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 10 * time.Minute
+	}
+	return c
+}
+
+type server struct {
+	cfg    Config
+	svc    *turn.Service
+	log    *slog.Logger
+	tokens [][32]byte
+}
+
+// New returns turnd's HTTP handler.
+func New(cfg Config) http.Handler {
+	cfg = cfg.WithDefaults()
+	s := &server{cfg: cfg, svc: cfg.Service, log: cfg.Logger}
+	for _, t := range cfg.Tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+		}
+	}
+	return s.routes()
+}
+
+func (s *server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+	})
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(turnd.OpenAPI)
+	})
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate, s.limitBody)
+		r.Post("/sessions", s.createSession)
+		r.Get("/sessions/{session_id}", s.getSession)
+		r.Post("/sessions/{session_id}/turns", s.postTurn)
+		r.Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
+		r.Get("/sessions/{session_id}/ledger", s.getLedger)
+		r.Get("/outputs/{output_id}", s.getOutput)
+		r.Get("/tools", s.getTools)
+	})
+	return r
+}
+
+// authenticate requires one of the configured bearer tokens. Tokens are
+// compared as SHA-256 digests in constant time, against every configured
+// token, so neither a token's content nor its length leaks through timing.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.tokens) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := r.Header.Get("Authorization")
+		const prefix = "Bearer "
+		ok := 0
+		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
+			got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+			for i := range s.tokens {
+				ok |= subtle.ConstantTimeCompare(got[:], s.tokens[i][:])
+			}
+		}
+		if ok != 1 {
+			s.writeError(w, r, errHTTP(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			s.writeError(w, r, errBodyTooLarge(s.cfg.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Ready(r.Context()); err != nil {
+		s.log.Warn("not ready", "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,265 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/turn"
+)
+
+// Wire types: snake_case JSON, times RFC 3339 UTC.
+
+type sessionRequest struct {
+	ID          *string         `json:"id"`
+	Tools       []string        `json:"tools"`
+	Budget      *budgetWire     `json:"budget"`
+	CallbackURL string          `json:"callback_url"`
+	Metadata    json.RawMessage `json:"metadata"`
+}
+
+type budgetWire struct {
+	Limit     *int     `json:"limit,omitempty"`
+	MaxLines  *int     `json:"max_lines,omitempty"`
+	Mode      string   `json:"mode,omitempty"`
+	Window    string   `json:"window,omitempty"`
+	HeadShare *float64 `json:"head_share,omitempty"`
+}
+
+type sessionWire struct {
+	ID          string          `json:"id"`
+	Tools       []string        `json:"tools"`
+	Budget      budgetOut       `json:"budget"`
+	CallbackURL *string         `json:"callback_url"`
+	Metadata    json.RawMessage `json:"metadata"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
+
+type budgetOut struct {
+	Limit     int     `json:"limit"`
+	MaxLines  int     `json:"max_lines"`
+	Mode      string  `json:"mode"`
+	Window    string  `json:"window"`
+	HeadShare float64 `json:"head_share"`
+}
+
+func toSessionWire(s turn.Session) sessionWire {
+	b := s.Budget.WithDefaults()
+	out := sessionWire{
+		ID:    s.ID,
+		Tools: s.Tools,
+		Budget: budgetOut{
+			Limit: b.Limit, MaxLines: b.MaxLines, Mode: string(b.Mode), Window: string(b.Window), HeadShare: b.HeadShare,
+		},
+		Metadata:  s.Metadata,
+		CreatedAt: s.CreatedAt.UTC(),
+	}
+	if s.CallbackURL != "" {
+		cb := s.CallbackURL
+		out.CallbackURL = &cb
+	}
+	if len(out.Metadata) == 0 {
+		out.Metadata = json.RawMessage("null")
+	}
+	return out
+}
+
+func (b *budgetWire) config(base budget.Config) budget.Config {
+	c := base
+	if b.Limit != nil {
+		c.Limit = *b.Limit
+	}
+	if b.MaxLines != nil {
+		c.MaxLines = *b.MaxLines
+	}
+	if b.Mode != "" {
+		c.Mode = budget.Mode(b.Mode)
+	}
+	if b.Window != "" {
+		c.Window = budget.Window(b.Window)
+	}
+	if b.HeadShare != nil {
+		c.HeadShare = *b.HeadShare
+	}
+	return c
+}
+
+type turnRequest struct {
+	ID            string     `json:"id"`
+	Calls         []callWire `json:"calls"`
+	Mode          string     `json:"mode"`
+	FailurePolicy string     `json:"failure_policy"`
+}
+
+type callWire struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+type turnWire struct {
+	ID            string       `json:"id"`
+	SessionID     string       `json:"session_id"`
+	Status        string       `json:"status"`
+	Mode          string       `json:"mode"`
+	FailurePolicy string       `json:"failure_policy"`
+	CreatedAt     time.Time    `json:"created_at"`
+	SettledAt     *time.Time   `json:"settled_at"`
+	Results       []resultWire `json:"results"`
+}
+
+type resultWire struct {
+	CallID        string          `json:"call_id"`
+	Name          string          `json:"name"`
+	Status        string          `json:"status"`
+	Output        json.RawMessage `json:"output"`
+	Error         *turn.CallError `json:"error,omitempty"`
+	Truncated     bool            `json:"truncated"`
+	OriginalBytes int64           `json:"original_bytes"`
+	OriginalLines int64           `json:"original_lines"`
+	OutputID      *string         `json:"output_id,omitempty"`
+	Attempts      int             `json:"attempts"`
+	StartedAt     *time.Time      `json:"started_at"`
+	FinishedAt    *time.Time      `json:"finished_at"`
+	ReplayedFrom  *string         `json:"replayed_from,omitempty"`
+}
+
+func toTurnWire(t turn.Turn) turnWire {
+	out := turnWire{
+		ID:            t.ID,
+		SessionID:     t.SessionID,
+		Status:        string(t.Status),
+		Mode:          string(t.Mode),
+		FailurePolicy: string(t.FailurePolicy),
+		CreatedAt:     t.CreatedAt.UTC(),
+		SettledAt:     timePtr(t.SettledAt),
+		Results:       make([]resultWire, 0, len(t.Results)),
+	}
+	for _, r := range t.Results {
+		rw := resultWire{
+			CallID:        r.CallID,
+			Name:          r.Name,
+			Status:        string(r.Status),
+			Output:        r.Output,
+			Error:         r.Error,
+			Truncated:     r.Truncated,
+			OriginalBytes: r.OriginalBytes,
+			OriginalLines: r.OriginalLines,
+			Attempts:      r.Attempts,
+			StartedAt:     timePtr(r.StartedAt),
+			FinishedAt:    timePtr(r.FinishedAt),
+		}
+		if len(rw.Output) == 0 {
+			rw.Output = json.RawMessage("null")
+		}
+		if r.OutputID != "" {
+			id := r.OutputID
+			rw.OutputID = &id
+		}
+		if r.ReplayedFrom != "" {
+			from := r.ReplayedFrom
+			rw.ReplayedFrom = &from
+		}
+		out.Results = append(out.Results, rw)
+	}
+	return out
+}
+
+type lineWire struct {
+	Seq    int64           `json:"seq"`
+	TurnID string          `json:"turn_id"`
+	CallID *string         `json:"call_id"`
+	Kind   string          `json:"kind"`
+	At     time.Time       `json:"at"`
+	Data   json.RawMessage `json:"data"`
+}
+
+func toLineWire(l turn.Line) lineWire {
+	out := lineWire{Seq: l.Seq, TurnID: l.TurnID, Kind: string(l.Kind), At: l.At.UTC(), Data: l.Data}
+	if l.CallID != "" {
+		id := l.CallID
+		out.CallID = &id
+	}
+	if len(out.Data) == 0 {
+		out.Data = json.RawMessage("{}")
+	}
+	return out
+}
+
+type toolWire struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Effect      string          `json:"effect"`
+	Idempotent  bool            `json:"idempotent"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// decodeJSON reads one JSON value into v. Unknown fields are ignored (a
+// client may send more than this version knows); trailing data is an error.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			return errBodyTooLarge(tooLarge.Limit)
+		case errors.Is(err, io.EOF):
+			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
+		default:
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value))
+			}
+			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not valid JSON: "+err.Error())
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return errBodyTooLarge(tooLarge.Limit)
+		}
+		return errHTTP(http.StatusBadRequest, "malformed_json", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func errBodyTooLarge(limit int64) error {
+	return errHTTP(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body exceeds %d bytes", limit))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// preferences parses RFC 7240 Prefer headers into name → value.
+func preferences(r *http.Request) map[string]string {
+	out := map[string]string{}
+	for _, h := range r.Header.Values("Prefer") {
+		for _, part := range strings.Split(h, ",") {
+			pref, _, _ := strings.Cut(part, ";")
+			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "" {
+				out[name] = strings.Trim(strings.TrimSpace(value), `"`)
+			}
+		}
+	}
+	return out
+}

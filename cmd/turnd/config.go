@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything turnd reads from flags and the environment, parsed
+// once here.
+type config struct {
+	Addr          string
+	DatabaseURL   string
+	DataPath      string
+	ConfigPath    string
+	LogFormat     string
+	LogLevel      string
+	Tokens        []string
+	NoMigrate     bool
+	ShutdownGrace time.Duration
+	LeaseTTL      time.Duration
+	MaxBodyBytes  int64
+	MaxCalls      int
+}
+
+func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
+	fs := flag.NewFlagSet("turnd "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	get := func(name, def string) string {
+		if v, ok := env(name); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	var c config
+	var grace, lease, maxBody, maxCalls string
+	fs.StringVar(&c.Addr, "addr", get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
+	fs.StringVar(&c.DataPath, "data", get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
+	fs.StringVar(&c.ConfigPath, "config", get("TURND_CONFIG", ""), "tool config YAML file (TURND_CONFIG)")
+	fs.StringVar(&c.LogFormat, "log-format", get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
+	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
+	fs.BoolVar(&c.NoMigrate, "no-migrate", get("TURND_NO_MIGRATE", "") == "true", "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
+	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
+	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
+	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
+	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, usageError{"help requested"}
+		}
+		return config{}, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return config{}, usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
+	}
+	var err error
+	if c.ShutdownGrace, err = time.ParseDuration(grace); err != nil || c.ShutdownGrace < 0 {
+		return config{}, usageError{fmt.Sprintf("shutdown-grace: %q is not a duration like 30s", grace)}
+	}
+	if c.LeaseTTL, err = time.ParseDuration(lease); err != nil || c.LeaseTTL < time.Second {
+		return config{}, usageError{fmt.Sprintf("lease-ttl: %q is not a duration of at least 1s", lease)}
+	}
+	if c.MaxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || c.MaxBodyBytes < 1024 {
+		return config{}, usageError{fmt.Sprintf("max-body-bytes: %q is not an integer of at least 1024", maxBody)}
+	}
+	if c.MaxCalls, err = strconv.Atoi(maxCalls); err != nil || c.MaxCalls < 1 {
+		return config{}, usageError{fmt.Sprintf("max-calls: %q is not a positive integer", maxCalls)}
+	}
+	switch c.LogFormat {
+	case "auto", "text", "json":
+	default:
+		return config{}, usageError{fmt.Sprintf("log-format: %q is not auto, text or json", c.LogFormat)}
+	}
+	if c.DatabaseURL == "" {
+		if c.DatabaseURL, err = fileVar(env, "DATABASE_URL_FILE"); err != nil {
+			return config{}, err
+		}
+	}
+	tokens := get("TURND_API_TOKENS", "")
+	if tokens == "" {
+		if tokens, err = fileVar(env, "TURND_API_TOKENS_FILE"); err != nil {
+			return config{}, err
+		}
+	}
+	for _, t := range strings.FieldsFunc(tokens, func(r rune) bool { return r == ',' || r == '\n' }) {
+		if t = strings.TrimSpace(t); t != "" {
+			c.Tokens = append(c.Tokens, t)
+		}
+	}
+	return c, nil
+}
+
+// fileVar reads the secret in the file named by the environment variable
+// name (the _FILE convention of container secrets).
+func fileVar(env func(string) (string, bool), name string) (string, error) {
+	path, ok := env(name)
+	if !ok || path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", name, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// isLoopback reports whether addr (host:port) only listens on loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

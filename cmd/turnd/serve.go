@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lmittmann/tint"
+
+	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/store/postgres"
+	"github.com/turnd/turnd/store/sqlite"
+	"github.com/turnd/turnd/tool"
+	"github.com/turnd/turnd/turn"
+)
+
+// store is what cmd needs of a store implementation beyond turn.Store.
+type store interface {
+	turn.Store
+	Migrate(ctx context.Context) error
+	SchemaVersion(ctx context.Context) (current, latest int, err error)
+}
+
+func newLogger(c config, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	format := c.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func openStore(ctx context.Context, c config, log *slog.Logger) (store, error) {
+	if c.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("opening Postgres: %w", err)
+		}
+		log.Info("store: Postgres")
+		return st, nil
+	}
+	st, err := sqlite.Open(ctx, c.DataPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening embedded store %s: %w", c.DataPath, err)
+	}
+	log.Info("store: embedded SQLite (one process only; set DATABASE_URL for Postgres and replicas)", "path", c.DataPath)
+	return st, nil
+}
+
+func migrate(ctx context.Context, c config, stderr io.Writer) error {
+	log := newLogger(c, stderr)
+	st, err := openStore(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	cur, _, err := st.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("schema is current", "version", cur)
+	return nil
+}
+
+func loadTools(c config) (*tool.Registry, error) {
+	if c.ConfigPath == "" {
+		return tool.NewRegistry(), nil
+	}
+	reg, err := tool.Load(c.ConfigPath, tool.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("loading tool config: %w", err)
+	}
+	return reg, nil
+}
+
+func serve(ctx context.Context, c config, stderr io.Writer) error {
+	log := newLogger(c, stderr)
+	if len(c.Tokens) == 0 {
+		if !isLoopback(c.Addr) {
+			return fmt.Errorf("refusing to listen on %s without authentication: set TURND_API_TOKENS (or TURND_API_TOKENS_FILE), or listen on a loopback address such as 127.0.0.1:8080", c.Addr)
+		}
+		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
+	}
+	reg, err := loadTools(c)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0)
+	for _, t := range reg.List() {
+		names = append(names, t.Name)
+	}
+	log.Info("tools registered", "count", len(names), "tools", strings.Join(names, ","))
+
+	st, err := openStore(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if !c.NoMigrate {
+		if err := st.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrating at start: %w", err)
+		}
+	}
+	cur, latest, err := st.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	if cur < latest {
+		return fmt.Errorf("the database schema is at version %d, this turnd needs %d: run `turnd migrate`", cur, latest)
+	}
+
+	svc, err := turn.New(turn.Config{
+		Store:    st,
+		Tools:    func() *tool.Registry { return reg },
+		Logger:   log,
+		LeaseTTL: c.LeaseTTL,
+		MaxCalls: c.MaxCalls,
+	})
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	handler := api.New(api.Config{
+		Service:      svc,
+		Tokens:       c.Tokens,
+		Logger:       log,
+		MaxBodyBytes: c.MaxBodyBytes,
+	})
+	srv := &http.Server{
+		Addr:              c.Addr,
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		// A synchronous POST of a turn holds its response while the turn
+		// runs (up to api.Config.MaxWait, 10 minutes).
+		WriteTimeout:   11 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		_ = svc.Shutdown(context.Background())
+		return fmt.Errorf("listening on %s: %w", c.Addr, err)
+	}
+	log.Info("turnd serving", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		_ = svc.Shutdown(context.Background())
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", c.ShutdownGrace)
+	graceCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+	defer cancel()
+	// The service stops taking turns first and lets running waves finish
+	// within the grace; the HTTP server meanwhile drains its requests,
+	// which end when their waves do.
+	svcDone := make(chan error, 1)
+	go func() { svcDone <- svc.Shutdown(graceCtx) }()
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), c.ShutdownGrace+5*time.Second)
+	defer cancelHTTP()
+	if err := srv.Shutdown(httpCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("http shutdown", "err", err)
+	}
+	if err := <-svcDone; err != nil {
+		log.Warn("waves cancelled at the end of the grace period", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}

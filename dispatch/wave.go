@@ -1,0 +1,293 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Effect is what a tool may do to the world outside the wave.
+type Effect string
+
+const (
+	EffectRead  Effect = "read"
+	EffectWrite Effect = "write"
+)
+
+// ParseEffect reads a declared effect. Anything but "read" is a write: a
+// tool that did not say it only reads must be assumed to change something.
+func ParseEffect(s string) Effect {
+	if s == string(EffectRead) {
+		return EffectRead
+	}
+	return EffectWrite
+}
+
+// Mode chooses how effects order a wave.
+type Mode string
+
+const (
+	// ModeOrdered (also the empty Mode): leading reads run concurrently, the
+	// first other effect waits for everything before it, and the rest of the
+	// wave is serial.
+	ModeOrdered Mode = "ordered"
+	// ModeConcurrent: every call starts at once whatever its effect; tools
+	// coordinate their own resources. Admission and accounting stay serial.
+	ModeConcurrent Mode = "concurrent"
+)
+
+// FailurePolicy chooses what an error does to the rest of the wave.
+type FailurePolicy string
+
+const (
+	// PolicyIsolate (also the empty policy): an error is only its call's
+	// result.
+	PolicyIsolate FailurePolicy = "isolate"
+	// PolicyFailFast: the first error or refusal taints the wave; later calls
+	// not yet admitted are refused with CodeTurnFailed and later running
+	// calls are cancelled.
+	PolicyFailFast FailurePolicy = "fail_fast"
+)
+
+// DefaultMaxConcurrency caps the tools running at once when a Wave does not
+// say.
+const DefaultMaxConcurrency = 16
+
+// MetaTool is the reserved tool name whose calls name the real tool in their
+// arguments: {"name": "X", "arguments": {...}}.
+const MetaTool = "call"
+
+// Sentinel errors.
+var (
+	// ErrInvalidWave: the Wave cannot run as configured; nothing was admitted.
+	ErrInvalidWave = errors.New("dispatch: invalid wave")
+	// ErrAccount wraps the error Host.Account returned, which aborted the wave.
+	ErrAccount = errors.New("dispatch: accounting failed")
+	// ErrNoKeyIssuer: a tool asked for a completion key in a wave without a
+	// KeyIssuer.
+	ErrNoKeyIssuer = errors.New("dispatch: wave has no completion key issuer")
+	// ErrEmptyKey: the KeyIssuer answered an empty key without an error.
+	ErrEmptyKey = errors.New("dispatch: key issuer returned an empty completion key")
+)
+
+// Verdict is the host's decision on a call.
+type Verdict int
+
+const (
+	// Run the admitted tool.
+	Run Verdict = iota
+	// Replay answers the call with a recorded outcome; no tool runs.
+	Replay
+	// Refuse answers the call with an outcome that no tool produced.
+	Refuse
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Run:
+		return "run"
+	case Replay:
+		return "replay"
+	case Refuse:
+		return "refuse"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// Call is one tool call as the model wrote it.
+type Call struct {
+	ID        string
+	Name      string
+	Arguments json.RawMessage
+}
+
+// Admission is the host's answer to Admit.
+type Admission struct {
+	Verdict Verdict
+	// Tool, Effect and Retry are read for Run. Effect is normalised with
+	// ParseEffect, so an empty Effect is a write.
+	Tool   Tool
+	Effect Effect
+	Retry  RetryPolicy
+	// Outcome is read for Replay and Refuse. A Refuse outcome without a
+	// Status gets StatusRefused.
+	Outcome Outcome
+}
+
+// Accounted is one call as the host accounts it.
+type Accounted struct {
+	Index int
+	// Call is the resolved call: a call of MetaTool appears as the call of
+	// the tool it named, with the same ID; Resolved says it was one.
+	Call     Call
+	Resolved bool
+	// Verdict is the host's verdict when Admitted; when dispatch decided
+	// without asking the host (duplicate_call_id, invalid meta-call,
+	// turn_failed before admission, cancelled before admission) it is Refuse
+	// and Admitted is false.
+	Verdict  Verdict
+	Admitted bool
+	// Effect is the admitted effect for Run, empty otherwise.
+	Effect  Effect
+	Outcome Outcome
+	// Attempts counts the attempts that invoked the tool: 0 when none did.
+	Attempts int
+	// StartedAt and FinishedAt bound the tool's attempts; zero when none ran.
+	StartedAt, FinishedAt time.Time
+}
+
+// Report sums up a wave. Status counts follow each call's final outcome; Ran
+// counts calls whose tool was invoked, Replayed calls answered by Replay.
+type Report struct {
+	Calls     int
+	Ran       int
+	Replayed  int
+	OK        int
+	Refused   int
+	Errors    int
+	Pending   int
+	Cancelled int
+	// Tainted: a fail_fast wave saw an error or refusal.
+	Tainted bool
+	// Interrupted: the wave's context was cancelled before the last call
+	// was accounted.
+	Interrupted bool
+}
+
+func (r *Report) count(a *Accounted) {
+	r.Calls++
+	if a.Attempts > 0 {
+		r.Ran++
+	}
+	if a.Admitted && a.Verdict == Replay {
+		r.Replayed++
+	}
+	switch a.Outcome.Status {
+	case StatusOK:
+		r.OK++
+	case StatusError:
+		r.Errors++
+	case StatusPending:
+		r.Pending++
+	case StatusRefused:
+		r.Refused++
+	case StatusCancelled:
+		r.Cancelled++
+	}
+}
+
+// Host is implemented by the turn service. Admit and Account are always
+// called from one goroutine (never concurrently with each other), each
+// strictly in call order; Admit of a later call may come before Account of an
+// earlier one.
+type Host interface {
+	Admit(ctx context.Context, call Call) Admission
+	// Account receives every call of the wave exactly once, in call order.
+	// A non-nil error aborts the wave: running tools are cancelled, nothing
+	// more is admitted or accounted, and Run returns the error wrapped in
+	// ErrAccount. ctx is the wave's and may already be cancelled.
+	Account(ctx context.Context, a Accounted) error
+}
+
+// AttemptHook may also be implemented by a Host. BeforeAttempt is called on
+// the tool's goroutine before each attempt, so the host can commit a
+// write-ahead ledger line; an error answers the call with
+// CodeAttemptNotRecorded and the tool does not run. For a speculative read
+// (see Aheader) it is called before the call's Admit.
+type AttemptHook interface {
+	BeforeAttempt(ctx context.Context, call Call, effect Effect, attempt int) error
+}
+
+// Aheader may also be implemented by a Host to start read tools before their
+// calls are admitted, overlapping the tool with Admit. Ahead lends the read
+// tool for a call, or reports false. Its result is used only when Admit then
+// clears the same call to Run on the same tool (see IdentifiedTool) with
+// EffectRead (any effect in ModeConcurrent); otherwise the speculative run is
+// cancelled and discarded and the admission applies. Ahead is called from
+// the goroutine that calls Admit, and only while the wave has not turned
+// serial.
+type Aheader interface {
+	Ahead(call Call) (Tool, bool)
+}
+
+// IdentifiedTool lets a speculative tool be matched with an admitted one
+// when tool values are not comparable (a ToolFunc never is). Tools that do
+// not implement it match when they are ==.
+type IdentifiedTool interface {
+	Tool
+	ToolID() string
+}
+
+// Wave is the ordered list of calls of one assistant turn and how to run it.
+type Wave struct {
+	// Calls are the wave's calls, or else Feed delivers them while the model
+	// still generates; the feeder closes Feed after the last call. Run stops
+	// receiving from Feed when the wave's context is done or the wave aborts,
+	// so a feeder must not block sending past either.
+	Calls []Call
+	Feed  <-chan Call
+
+	Mode          Mode
+	FailurePolicy FailurePolicy
+	// MaxConcurrency caps the tool goroutines running at once (speculative
+	// ones included); 0 means DefaultMaxConcurrency.
+	MaxConcurrency int
+	// Keys issues completion keys for deferred results; nil when the host
+	// offers none.
+	Keys KeyIssuer
+	// Now stamps StartedAt and FinishedAt; nil means time.Now. It is called
+	// from tool goroutines.
+	Now func() time.Time
+}
+
+func (w Wave) validate(h Host) error {
+	switch {
+	case h == nil:
+		return fmt.Errorf("%w: nil host", ErrInvalidWave)
+	case len(w.Calls) > 0 && w.Feed != nil:
+		return fmt.Errorf("%w: both Calls and Feed are set", ErrInvalidWave)
+	case w.MaxConcurrency < 0:
+		return fmt.Errorf("%w: negative MaxConcurrency %d", ErrInvalidWave, w.MaxConcurrency)
+	}
+	switch w.Mode {
+	case "", ModeOrdered, ModeConcurrent:
+	default:
+		return fmt.Errorf("%w: unknown mode %q", ErrInvalidWave, w.Mode)
+	}
+	switch w.FailurePolicy {
+	case "", PolicyIsolate, PolicyFailFast:
+	default:
+		return fmt.Errorf("%w: unknown failure policy %q", ErrInvalidWave, w.FailurePolicy)
+	}
+	return nil
+}
+
+// Run admits, runs and accounts the wave's calls. It returns after every
+// call has been accounted and every goroutine it started has exited. The
+// error is non-nil only for an invalid Wave (ErrInvalidWave, before anything
+// is admitted) or when Account failed (ErrAccount, wrapping the host's
+// error). A cancelled ctx is not an error: the calls it cut short are
+// accounted as cancelled and Report.Interrupted is set.
+func (w Wave) Run(ctx context.Context, h Host) (Report, error) {
+	if err := w.validate(h); err != nil {
+		return Report{}, err
+	}
+	if len(w.Calls) == 0 && w.Feed == nil {
+		return Report{}, nil
+	}
+	d := newDispatcher(w, h)
+	toolCtx, cancel := context.WithCancelCause(ctx)
+	// Also on a panicking host: tools are told to stop, and they never block
+	// on their result, so none outlives the wave for long.
+	defer cancel(nil)
+	err := d.drive(ctx, toolCtx)
+	if err != nil {
+		cancel(errAborted)
+	}
+	d.drain()
+	d.report.Tainted = d.tainted
+	d.report.Interrupted = d.interrupted
+	return d.report, err
+}

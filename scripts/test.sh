@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every check and test of turnd from a fresh clone:
+#   gofmt, go vet, go mod tidy drift, then go test -race over all packages.
+# When DATABASE_URL is not set it starts a throwaway PostgreSQL cluster
+# (initdb into a temp dir, a free loopback port) and removes it afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail() { echo "test.sh: $*" >&2; exit 1; }
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+[ -z "$unformatted" ] || fail "unformatted files (run gofmt -w):
+$unformatted"
+
+echo "== go mod tidy (drift)"
+go mod tidy -diff || fail "go.mod/go.sum drift: run go mod tidy"
+
+echo "== go vet"
+go vet ./...
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  echo "== throwaway PostgreSQL"
+  # shellcheck source=scripts/pg.sh
+  . scripts/pg.sh
+  pg_start
+  trap pg_stop EXIT
+fi
+
+echo "== go test -race"
+go test -race -count=1 -timeout 20m "$@" ./...

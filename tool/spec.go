@@ -1,0 +1,119 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+
+	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/dispatch"
+)
+
+// Spec is one registered tool.
+type Spec struct {
+	Name        string
+	Description string
+	Effect      dispatch.Effect
+	// Idempotent tools may run again after a crash interrupted an attempt
+	// whose write-ahead line was committed; others get the error
+	// "interrupted" instead.
+	Idempotent bool
+	// InputSchema is the JSON Schema of the arguments (nil: any object).
+	InputSchema json.RawMessage
+	Retry       dispatch.RetryPolicy
+	// Impl runs the tool.
+	Impl dispatch.Tool
+
+	// validate checks decoded arguments against the compiled InputSchema;
+	// nil when the spec has no (compiled) schema. See CompileSchema.
+	validate func(args any) error
+}
+
+// Validate checks args against the tool's input schema. Missing or null
+// arguments count as {}; arguments must be a JSON object even when the tool
+// has no schema. Errors match ErrInvalidArguments and their message is fit
+// for the model to read (e.g. "at /q: got number, want string").
+func (s *Spec) Validate(args json.RawMessage) error {
+	v, err := decodeArguments(args)
+	if err != nil {
+		return err
+	}
+	if s.validate == nil {
+		return nil
+	}
+	return s.validate(v)
+}
+
+// Registry is an immutable set of tools. A config reload builds a new one.
+type Registry struct {
+	byName map[string]*Spec
+	names  []string
+}
+
+// NewRegistry builds a registry; names must be unique (checked by the
+// config loader, which reports the config line).
+func NewRegistry(specs ...*Spec) *Registry {
+	r := &Registry{byName: make(map[string]*Spec, len(specs))}
+	for _, s := range specs {
+		if _, dup := r.byName[s.Name]; dup {
+			continue
+		}
+		r.byName[s.Name] = s
+		r.names = append(r.names, s.Name)
+	}
+	sort.Strings(r.names)
+	return r
+}
+
+// Lookup returns the named tool.
+func (r *Registry) Lookup(name string) (*Spec, bool) {
+	if r == nil {
+		return nil, false
+	}
+	s, ok := r.byName[name]
+	return s, ok
+}
+
+// List returns every tool, sorted by name.
+func (r *Registry) List() []*Spec {
+	if r == nil {
+		return nil
+	}
+	out := make([]*Spec, len(r.names))
+	for i, n := range r.names {
+		out[i] = r.byName[n]
+	}
+	return out
+}
+
+// Projected is an output a tool projected itself while reading it (a
+// streamed HTTP body): the service uses it as is instead of projecting
+// Outcome.Output. A tool returns it in dispatch.Outcome.Detail.
+type Projected struct {
+	Result budget.Result
+	// Full holds the output up to the service's keep cap; Complete reports
+	// whether it is the whole output.
+	Full        []byte
+	Complete    bool
+	ContentType string
+}
+
+type projectorKey struct{}
+
+// WithProjector returns a context carrying the session's budget projector
+// and the cap on the bytes of a full output a tool should keep, so that a
+// tool reading a stream can project it without holding all of it.
+func WithProjector(ctx context.Context, p *budget.Projector, keepCap int64) context.Context {
+	return context.WithValue(ctx, projectorKey{}, projectorValue{p, keepCap})
+}
+
+type projectorValue struct {
+	p   *budget.Projector
+	cap int64
+}
+
+// ProjectorFrom returns the projector and keep cap set by WithProjector.
+func ProjectorFrom(ctx context.Context) (*budget.Projector, int64, bool) {
+	v, ok := ctx.Value(projectorKey{}).(projectorValue)
+	return v.p, v.cap, ok && v.p != nil
+}

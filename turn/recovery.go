@@ -1,0 +1,152 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Start runs the background loops: lease renewal for this process's
+// running turns, and recovery of turns whose owner died (at once, then
+// every half lease). It returns immediately; Shutdown stops the loops.
+func (s *Service) Start(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("turn: service already started")
+	}
+	// Resume what a previous process left running before taking traffic.
+	if _, err := s.Recover(ctx); err != nil {
+		s.log.Warn("initial recovery failed; retrying in the background", "err", err)
+	}
+	s.loops.Add(2)
+	go s.every(s.cfg.LeaseTTL/3, s.renew)
+	go s.every(s.cfg.LeaseTTL/2, func(ctx context.Context) {
+		if _, err := s.Recover(ctx); err != nil {
+			s.log.Warn("recovery pass failed", "err", err)
+		}
+	})
+	return nil
+}
+
+func (s *Service) every(d time.Duration, f func(context.Context)) {
+	defer s.loops.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			f(ctx)
+			cancel()
+		}
+	}
+}
+
+// renew extends the leases of the turns running here. A lease found lost
+// (this process stalled past its TTL and a replica took over) cancels the
+// local wave; fencing at commit keeps its lines out of the ledger.
+func (s *Service) renew(ctx context.Context) {
+	s.mu.Lock()
+	keys := make([]TurnKey, 0, len(s.active))
+	for k := range s.active {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	lost, err := s.store.RenewLeases(ctx, s.cfg.Owner, s.now().Add(s.cfg.LeaseTTL), keys)
+	if err != nil {
+		s.log.Warn("renewing turn leases failed", "err", err)
+		return
+	}
+	for _, k := range lost {
+		s.mu.Lock()
+		r := s.active[k]
+		s.mu.Unlock()
+		if r != nil {
+			s.log.Warn("turn lease lost", "session_id", k.SessionID, "turn_id", k.TurnID)
+			r.cancel()
+		}
+	}
+}
+
+// Recover claims running turns whose lease expired and resumes them here:
+// accounted calls are replayed from the record, read calls in flight run
+// again, and write calls journaled as started but never answered get the
+// error "interrupted" unless their tool is idempotent. It returns how many
+// turns it resumed.
+func (s *Service) Recover(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return 0, nil
+	}
+	now := s.now()
+	keys, err := s.store.ClaimTurns(ctx, s.cfg.Owner, now, now.Add(s.cfg.LeaseTTL), 32)
+	if err != nil {
+		return 0, fmt.Errorf("claiming turns: %w", err)
+	}
+	n := 0
+	for _, k := range keys {
+		if err := s.resume(ctx, k); err != nil {
+			s.log.Error("resuming turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+			continue
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (s *Service) resume(ctx context.Context, k TurnKey) error {
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		return fmt.Errorf("reading turn: %w", err)
+	}
+	sess, err := s.store.GetSession(ctx, k.SessionID)
+	if err != nil {
+		return fmt.Errorf("reading session: %w", err)
+	}
+	recorded := t.Results
+	if recorded == nil {
+		recorded = []Result{}
+	}
+	r, err := s.prepare(ctx, sess, t, recorded)
+	if err != nil {
+		return err
+	}
+	s.log.Info("resuming turn", "session_id", k.SessionID, "turn_id", k.TurnID, "recorded", len(recorded))
+	s.launch(r)
+	return nil
+}
+
+// Shutdown stops taking turns, lets running waves finish until ctx ends,
+// then cancels them (their calls are accounted as cancelled and the turns
+// recorded as such), and stops the background loops.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	finished := make(chan struct{})
+	go func() {
+		s.waves.Wait()
+		close(finished)
+	}()
+	var err error
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		err = fmt.Errorf("grace period over, cancelling running waves: %w", ctx.Err())
+		s.cancelBase()
+		<-finished
+	}
+	if s.started.Load() {
+		close(s.stop)
+		s.loops.Wait()
+	}
+	s.cancelBase()
+	return err
+}

@@ -1,0 +1,525 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/tool"
+)
+
+// run is one turn's wave in this process. It is the wave's dispatch.Host:
+// Admit and Account run on the dispatcher's driving goroutine, in call
+// order; BeforeAttempt runs on tool goroutines, hence the mutex on the
+// commit buffer.
+type run struct {
+	svc     *Service
+	key     TurnKey
+	turn    Turn
+	session Session
+	reg     *tool.Registry
+	proj    *budget.Projector
+	// index maps a call id to its position (first occurrence).
+	index map[string]int
+	// answered holds earlier answers of this turn's call ids in the session.
+	answered map[string]Result
+	// recorded holds this turn's own results from before a resume.
+	recorded map[int]Result
+	resumed  bool
+
+	calls []callState // per call index; touched only by the driving goroutine, except admittedLine (under mu)
+
+	mu      sync.Mutex
+	pending Commit // lines, results and outputs not yet committed
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	final     Turn
+	settleErr error
+}
+
+type callState struct {
+	spec         *tool.Spec
+	admitted     bool // Admit cleared it to run
+	replayedFrom string
+	// silent: the call was accounted before a resume; its lines exist.
+	silent       bool
+	admittedLine bool // call_admitted already buffered (write-ahead)
+}
+
+// prepare builds a run for t. recorded carries the results of a resumed
+// turn (nil for a new one).
+func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []Result) (*run, error) {
+	proj, err := budget.New(sess.Budget.WithDefaults())
+	if err != nil {
+		// A session stored with an invalid budget (older config): fall back.
+		proj, _ = budget.New(s.cfg.Budget)
+	}
+	r := &run{
+		svc:     s,
+		key:     TurnKey{t.SessionID, t.ID},
+		turn:    t,
+		session: sess,
+		reg:     s.cfg.Tools(),
+		proj:    proj,
+		index:   make(map[string]int, len(t.Calls)),
+		calls:   make([]callState, len(t.Calls)),
+		done:    make(chan struct{}),
+	}
+	ids := make([]string, 0, len(t.Calls))
+	for i, c := range t.Calls {
+		if _, dup := r.index[c.ID]; !dup {
+			r.index[c.ID] = i
+			ids = append(ids, c.ID)
+		}
+	}
+	if recorded != nil {
+		r.resumed = true
+		r.recorded = make(map[int]Result, len(recorded))
+		for _, res := range recorded {
+			r.recorded[res.Index] = res
+		}
+	}
+	if len(ids) > 0 {
+		answered, err := s.store.Answered(ctx, t.SessionID, ids)
+		if err != nil {
+			return nil, fmt.Errorf("reading answered calls: %w", err)
+		}
+		// A resumed turn's own answers are in recorded, not replays.
+		for id, res := range answered {
+			if res.ReplayedFrom == t.ID {
+				delete(answered, id)
+			}
+		}
+		r.answered = answered
+	}
+	r.turn.Results = nil
+	return r, nil
+}
+
+// launch starts the run's wave on a goroutine owned by the service.
+func (s *Service) launch(r *run) {
+	ctx, cancel := context.WithCancel(s.base)
+	ctx = tool.WithProjector(ctx, r.proj, s.cfg.OutputKeepCap)
+	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID})
+	r.ctx, r.cancel = ctx, cancel
+	s.mu.Lock()
+	s.active[r.key] = r
+	s.waves.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.waves.Done()
+		defer cancel()
+		r.execute()
+		s.mu.Lock()
+		delete(s.active, r.key)
+		s.mu.Unlock()
+		close(r.done)
+	}()
+}
+
+func (r *run) execute() {
+	s := r.svc
+	if r.resumed {
+		r.buffer(Line{Kind: LineTurnResumed, Data: mustJSON(map[string]any{"owner": s.cfg.Owner})})
+	}
+	calls := make([]dispatch.Call, len(r.turn.Calls))
+	for i, c := range r.turn.Calls {
+		calls[i] = dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	wave := dispatch.Wave{
+		Calls:          calls,
+		Mode:           r.turn.Mode,
+		FailurePolicy:  r.turn.FailurePolicy,
+		MaxConcurrency: s.cfg.MaxConcurrency,
+		Now:            s.cfg.Now,
+	}
+	report, err := wave.Run(r.ctx, r)
+	status := StatusCompleted
+	switch {
+	case err != nil && errors.Is(err, ErrLeaseLost):
+		// Another owner took the turn over; it will settle it.
+		s.log.Warn("turn lease lost; another owner continues it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+		r.settleErr = fmt.Errorf("running turn: %w", err)
+		r.final = r.turn
+		return
+	case err != nil:
+		s.log.Error("wave aborted", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		r.settleErr = fmt.Errorf("running turn: %w", err)
+		r.final = r.turn
+		return
+	case report.Pending > 0:
+		status = StatusWaiting
+	case report.Tainted:
+		status = StatusFailed
+	case r.ctx.Err() != nil && report.Cancelled > 0:
+		status = StatusCancelled
+	}
+	r.settle(status)
+}
+
+// settle commits what is buffered together with the turn's new status,
+// retrying briefly when the store is unavailable. When it still fails the
+// turn stays running under a lease that will expire, and recovery resumes
+// it: nothing acknowledged is lost because nothing was acknowledged.
+func (r *run) settle(status Status) {
+	s := r.svc
+	now := s.now()
+	var settledAt time.Time
+	if status.Settled() {
+		settledAt = now
+		r.buffer(Line{Kind: LineTurnSettled, Data: mustJSON(map[string]any{"status": status})})
+	}
+	r.mu.Lock()
+	c := r.takeLocked()
+	r.mu.Unlock()
+	c.Status = status
+	c.SettledAt = settledAt
+	ctx := context.WithoutCancel(r.ctx)
+	var err error
+	for attempt, delay := 0, 50*time.Millisecond; attempt < 6; attempt, delay = attempt+1, delay*2 {
+		if err = r.commit(ctx, c); err == nil || !errors.Is(err, ErrUnavailable) {
+			break
+		}
+		time.Sleep(delay)
+	}
+	if err != nil {
+		s.log.Error("settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		r.settleErr = fmt.Errorf("settling turn: %w", err)
+		r.final = r.turn
+		return
+	}
+	r.turn.Status = status
+	r.turn.SettledAt = settledAt
+	r.final = r.turn
+}
+
+func (r *run) commit(ctx context.Context, c Commit) error {
+	c.Key = r.key
+	c.LeaseOwner = r.svc.cfg.Owner
+	c.LeaseUntil = r.svc.now().Add(r.svc.cfg.LeaseTTL)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return r.svc.store.Commit(ctx, c)
+}
+
+// buffer appends a line to the next commit.
+func (r *run) buffer(l Line) {
+	r.mu.Lock()
+	r.bufferLocked(l)
+	r.mu.Unlock()
+}
+
+func (r *run) bufferLocked(l Line) {
+	l.SessionID, l.TurnID = r.key.SessionID, r.key.TurnID
+	if l.At.IsZero() {
+		l.At = r.svc.now()
+	}
+	r.pending.Lines = append(r.pending.Lines, l)
+}
+
+func (r *run) takeLocked() Commit {
+	c := r.pending
+	r.pending = Commit{}
+	return c
+}
+
+// Admit implements dispatch.Host.
+func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
+	i, ok := r.index[call.ID]
+	if !ok {
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("unknown_call", "call id not in this turn")}
+	}
+	st := &r.calls[i]
+	if rec, ok := r.recorded[i]; ok {
+		if rec.Status.Final() {
+			st.silent = true
+			return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(rec)}
+		}
+	}
+	if prev, ok := r.answered[call.ID]; ok {
+		st.replayedFrom = prev.ReplayedFrom
+		return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(prev)}
+	}
+	spec, ok := r.reg.Lookup(call.Name)
+	if !ok {
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("unknown_tool", fmt.Sprintf("no tool named %q is registered", call.Name))}
+	}
+	if !r.session.Granted(call.Name) {
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("tool_not_granted", fmt.Sprintf("tool %q is not granted to this session", call.Name))}
+	}
+	if err := spec.Validate(call.Arguments); err != nil {
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("invalid_arguments", err.Error())}
+	}
+	if rec, ok := r.recorded[i]; ok && rec.Status == CallStarted && !spec.Idempotent {
+		// A write attempt was journaled before a crash and never answered:
+		// it may have taken effect, so it must not run again.
+		st.silent = false
+		st.admittedLine = true
+		return dispatch.Admission{Verdict: dispatch.Replay, Outcome: dispatch.Fail("interrupted",
+			"the process running this call stopped during its attempt; it was not run again because the tool is not idempotent")}
+	}
+	st.spec = spec
+	st.admitted = true
+	return dispatch.Admission{Verdict: dispatch.Run, Tool: spec.Impl, Effect: spec.Effect, Retry: spec.Retry}
+}
+
+// BeforeAttempt implements dispatch.AttemptHook: a write call's attempt is
+// journaled and committed (with everything accounted before it) before the
+// tool runs.
+func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect dispatch.Effect, attempt int) error {
+	if effect == dispatch.EffectRead {
+		return nil
+	}
+	i := r.index[call.ID]
+	r.mu.Lock()
+	st := &r.calls[i]
+	if !st.admittedLine {
+		st.admittedLine = true
+		r.bufferLocked(admittedLine(call, i, effect))
+	}
+	r.bufferLocked(Line{CallID: call.ID, Kind: LineAttemptStarted, Data: mustJSON(map[string]any{"attempt": attempt})})
+	c := r.takeLocked()
+	r.mu.Unlock()
+	c.Results = append(c.Results, Result{
+		Index: i, CallID: call.ID, Name: call.Name, Effect: effect, Status: CallStarted,
+		Attempts: attempt, StartedAt: r.svc.now(),
+	})
+	if err := r.commit(context.WithoutCancel(ctx), c); err != nil {
+		return fmt.Errorf("journaling attempt %d of %s: %w", attempt, call.ID, err)
+	}
+	return nil
+}
+
+// Account implements dispatch.Host: it turns the call's outcome into its
+// result and ledger lines, in call order, into the commit buffer.
+func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
+	i := a.Index
+	var st *callState
+	if i >= 0 && i < len(r.calls) {
+		st = &r.calls[i]
+	} else {
+		st = &callState{}
+	}
+	if st.silent {
+		// Accounted before a resume: its result and lines are recorded.
+		res := r.recorded[i]
+		r.turn.Results = append(r.turn.Results, res)
+		return nil
+	}
+	res := r.resultOf(a)
+	res.ReplayedFrom = st.replayedFrom
+	var out *Output
+	if a.Verdict == dispatch.Run && a.Outcome.Status != dispatch.StatusRefused {
+		out = r.project(&res, a.Outcome)
+	}
+	r.mu.Lock()
+	switch {
+	case st.replayedFrom != "":
+		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallReplayed, Data: mustJSON(map[string]any{
+			"from_turn": st.replayedFrom, "status": res.Status,
+		})})
+	case res.Status == CallRefused:
+		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallRefused, Data: mustJSON(res.Error)})
+	default:
+		if !st.admittedLine {
+			st.admittedLine = true
+			r.bufferLocked(admittedLine(a.Call, i, a.Effect))
+		}
+		kind := LineCallAnswered
+		if res.Status == CallPending {
+			kind = LineCallPending
+		}
+		r.bufferLocked(Line{CallID: res.CallID, Kind: kind, Data: answeredData(res, a.Outcome)})
+	}
+	r.pending.Results = append(r.pending.Results, res)
+	if out != nil {
+		r.pending.Outputs = append(r.pending.Outputs, *out)
+	}
+	r.mu.Unlock()
+	r.turn.Results = append(r.turn.Results, res)
+	return nil
+}
+
+func admittedLine(call dispatch.Call, index int, effect dispatch.Effect) Line {
+	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: mustJSON(map[string]any{
+		"name": call.Name, "index": index, "effect": effect,
+	})}
+}
+
+func answeredData(res Result, o dispatch.Outcome) json.RawMessage {
+	d := map[string]any{"status": res.Status, "attempts": res.Attempts}
+	if res.Truncated {
+		d["truncated"] = true
+		d["original_bytes"] = res.OriginalBytes
+		d["original_lines"] = res.OriginalLines
+	}
+	if res.OutputID != "" {
+		d["output_id"] = res.OutputID
+	}
+	if res.Error != nil {
+		d["error"] = res.Error
+	}
+	if o.Pending != nil {
+		d["pending"] = o.Pending
+	}
+	return mustJSON(d)
+}
+
+// resultOf maps an accounted outcome to a result (without its output).
+func (r *run) resultOf(a dispatch.Accounted) Result {
+	res := Result{
+		Index:      a.Index,
+		CallID:     a.Call.ID,
+		Name:       a.Call.Name,
+		Effect:     a.Effect,
+		Attempts:   a.Attempts,
+		StartedAt:  a.StartedAt.UTC(),
+		FinishedAt: a.FinishedAt.UTC(),
+	}
+	if res.Effect == "" {
+		res.Effect = dispatch.EffectWrite
+	}
+	o := a.Outcome
+	switch o.Status {
+	case dispatch.StatusOK:
+		res.Status = CallOK
+	case dispatch.StatusPending:
+		res.Status = CallPending
+	case dispatch.StatusRefused:
+		res.Status = CallRefused
+	case dispatch.StatusCancelled:
+		res.Status = CallCancelled
+	default:
+		res.Status = CallError
+	}
+	if o.Err != nil {
+		e := &CallError{Code: o.Err.Code, Message: o.Err.Message}
+		if o.Status == dispatch.StatusError && o.Err.Retryable {
+			// The retry policy ran out on an error worth retrying.
+			e.Code = "tool_unavailable"
+			e.Message = fmt.Sprintf("%s (after %d attempts)", o.Err.Message, a.Attempts)
+		}
+		res.Error = e
+	}
+	if a.Verdict == dispatch.Replay {
+		// A replayed outcome carries its recorded projection in Detail.
+		if rec, ok := o.Detail.(Result); ok {
+			res.Status = rec.Status
+			res.Error = rec.Error
+			res.Output = rec.Output
+			res.Truncated = rec.Truncated
+			res.OriginalBytes = rec.OriginalBytes
+			res.OriginalLines = rec.OriginalLines
+			res.OutputID = rec.OutputID
+			res.Attempts = rec.Attempts
+			res.StartedAt = rec.StartedAt
+			res.FinishedAt = rec.FinishedAt
+			if rec.Effect != "" {
+				res.Effect = rec.Effect
+			}
+		}
+	}
+	if res.Status == CallRefused || res.Status == CallCancelled {
+		if res.StartedAt.IsZero() {
+			res.FinishedAt = time.Time{}
+		}
+	}
+	return res
+}
+
+// project budgets the outcome's output into res and returns the full
+// output to keep when it was truncated.
+func (r *run) project(res *Result, o dispatch.Outcome) *Output {
+	var (
+		pr       budget.Result
+		full     []byte
+		ctype    string
+		complete = true
+	)
+	switch d := o.Detail.(type) {
+	case *tool.Projected:
+		pr, full, complete, ctype = d.Result, d.Full, d.Complete, d.ContentType
+		if ctype == "" {
+			ctype = "text/plain; charset=utf-8"
+		}
+	default:
+		if o.Output == nil {
+			return nil
+		}
+		full = o.Output
+		if o.JSON {
+			ctype = "application/json"
+			var err error
+			pr, err = r.proj.ProjectJSON(o.Output)
+			if err != nil {
+				// Not JSON after all: budget it as text.
+				pr = r.proj.Project(o.Output)
+				ctype = "text/plain; charset=utf-8"
+			}
+		} else {
+			ctype = "text/plain; charset=utf-8"
+			pr = r.proj.Project(o.Output)
+		}
+	}
+	if pr.JSON {
+		res.Output = json.RawMessage(pr.Text)
+	} else {
+		res.Output = mustJSON(string(pr.Text))
+	}
+	res.Truncated = pr.Truncated
+	res.OriginalBytes = pr.OriginalBytes
+	res.OriginalLines = pr.OriginalLines
+	if !pr.Truncated {
+		return nil
+	}
+	keep := r.svc.cfg.OutputKeepCap
+	if int64(len(full)) > keep {
+		full, complete = full[:keep], false
+	}
+	_ = complete // a prefix is kept when the output exceeded the keep cap
+	now := r.svc.now()
+	id := newID("out_")
+	res.OutputID = id
+	return &Output{
+		ID: id, SessionID: r.key.SessionID, TurnID: r.key.TurnID, CallID: res.CallID,
+		ContentType: ctype, Data: full, CreatedAt: now, ExpiresAt: now.Add(r.svc.cfg.OutputRetention),
+	}
+}
+
+// outcomeOf turns a recorded result back into an outcome for replay; the
+// result itself rides in Detail so that Account copies its projection.
+func outcomeOf(rec Result) dispatch.Outcome {
+	o := dispatch.Outcome{Detail: rec}
+	switch rec.Status {
+	case CallOK:
+		o.Status = dispatch.StatusOK
+	case CallPending:
+		o.Status = dispatch.StatusPending
+	case CallRefused:
+		o.Status = dispatch.StatusRefused
+	case CallCancelled:
+		o.Status = dispatch.StatusCancelled
+	default:
+		o.Status = dispatch.StatusError
+	}
+	if rec.Error != nil {
+		o.Err = &dispatch.Error{Code: rec.Error.Code, Message: rec.Error.Message}
+	}
+	return o
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("turn: marshalling ledger data: %v", err))
+	}
+	return b
+}

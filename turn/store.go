@@ -1,0 +1,112 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store errors. Implementations translate their driver's errors into these
+// at their boundary (e.g. pgx.ErrNoRows → ErrNotFound).
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrSessionExists = errors.New("session already exists")
+	ErrTurnExists    = errors.New("turn already exists")
+	ErrLeaseLost     = errors.New("turn lease held by another owner")
+	// ErrUnavailable wraps failures to reach the store (connection refused,
+	// timeouts): the caller may retry later.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Receive describes a turn to record.
+type Receive struct {
+	// Session is created with these values when it does not exist yet
+	// (implicit creation by the first turn); ignored otherwise.
+	Session Session
+	Turn    Turn // Status, Calls, Hash, Mode, FailurePolicy, CreatedAt set
+	// Line is the turn_received line; the store assigns its Seq.
+	Line       Line
+	LeaseOwner string
+	LeaseUntil time.Time
+}
+
+// Commit is one atomic write of a running turn.
+type Commit struct {
+	Key TurnKey
+	// LeaseOwner must still hold the turn's lease, else the commit fails with
+	// ErrLeaseLost and writes nothing. A successful commit extends the lease
+	// to LeaseUntil.
+	LeaseOwner string
+	LeaseUntil time.Time
+	// Lines are appended in order; the store assigns consecutive seqs.
+	Lines []Line
+	// Results are upserted by (session, turn, Index).
+	Results []Result
+	Outputs []Output
+	// Status, when non-empty, sets the turn's status; SettledAt is stored
+	// with it (zero for an unsettled status). A settled or waiting status
+	// releases the lease (a waiting turn has no wave running anywhere).
+	Status    Status
+	SettledAt time.Time
+}
+
+// Store persists sessions, turns, results, ledger lines and full outputs.
+// Every method is safe for concurrent use. Implementations: store/postgres
+// and store/sqlite; both pass turn/storetest.
+type Store interface {
+	// CreateSession inserts s; ErrSessionExists when the id is taken.
+	CreateSession(ctx context.Context, s Session) error
+	// GetSession returns the session or ErrNotFound.
+	GetSession(ctx context.Context, id string) (Session, error)
+
+	// ReceiveTurn atomically creates the session when absent, inserts the
+	// turn with its lease and appends r.Line. When the turn id is already
+	// recorded in the session it writes nothing and returns the recorded
+	// turn (with its results) and ErrTurnExists. On success it returns the
+	// session as stored (the existing one, or the one it created) and the
+	// turn_received line's seq.
+	ReceiveTurn(ctx context.Context, r Receive) (ReceiveResult, error)
+
+	// Commit applies c atomically (see Commit). The lines' seqs continue the
+	// session's sequence without gaps.
+	Commit(ctx context.Context, c Commit) error
+
+	// GetTurn returns the turn with its results in call order (results with
+	// status CallStarted included), or ErrNotFound.
+	GetTurn(ctx context.Context, k TurnKey) (Turn, error)
+
+	// Ledger returns up to limit lines of the session with seq > after, in
+	// seq order. An unknown session yields ErrNotFound.
+	Ledger(ctx context.Context, sessionID string, after int64, limit int) ([]Line, error)
+
+	// Answered returns, for each of callIDs that has a final result in the
+	// session that was not itself a replay, the earliest such result
+	// (ReplayedFrom set to the turn that recorded it). Missing ids are absent.
+	Answered(ctx context.Context, sessionID string, callIDs []string) (map[string]Result, error)
+
+	// GetOutput returns a kept full output that has not expired, or ErrNotFound.
+	GetOutput(ctx context.Context, id string) (Output, error)
+	// DeleteExpiredOutputs removes outputs whose ExpiresAt is before now.
+	DeleteExpiredOutputs(ctx context.Context, now time.Time) (int64, error)
+
+	// ClaimTurns takes over up to limit turns in status running whose lease
+	// expired before now (their owner died or stalled), setting owner and
+	// until, and returns them. Two concurrent claimers never get the same turn.
+	ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]TurnKey, error)
+	// RenewLeases extends owner's leases on keys to until; keys owner no
+	// longer holds are returned as lost.
+	RenewLeases(ctx context.Context, owner string, until time.Time, keys []TurnKey) (lost []TurnKey, err error)
+
+	// Ping checks that the store is reachable and its schema current.
+	Ping(ctx context.Context) error
+	// Close releases the store's resources.
+	Close()
+}
+
+// ReceiveResult is what ReceiveTurn reports.
+type ReceiveResult struct {
+	Session Session
+	Seq     int64
+	// Existing is the recorded turn when err is ErrTurnExists.
+	Existing Turn
+}
