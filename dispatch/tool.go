@@ -7,8 +7,10 @@ import (
 )
 
 // Tool executes calls. Invoke runs one attempt; it must honour ctx, which is
-// cancelled when the wave is cancelled, aborted, or (fail_fast) tainted. An
-// error returned after ctx was cancelled is accounted as cancelled.
+// cancelled when the wave is cancelled or aborted, when a fail_fast wave is
+// tainted by an earlier call, and when a speculative run is discarded. An
+// error returned after ctx was cancelled is accounted as cancelled; an OK or
+// pending outcome is kept, since what it did happened.
 type Tool interface {
 	Invoke(ctx context.Context, call Call, at *Attempt) Outcome
 }
@@ -31,7 +33,7 @@ type KeyIssuer interface {
 // several goroutines.
 type Attempt struct {
 	number int
-	call   Call
+	call   *Call
 	keys   KeyIssuer
 	cache  *keyCache
 }
@@ -60,7 +62,7 @@ func (a *Attempt) CompletionKey(ctx context.Context) (string, error) {
 	if a.keys == nil {
 		return "", ErrNoKeyIssuer
 	}
-	key, err := a.keys.IssueKey(ctx, a.call)
+	key, err := a.keys.IssueKey(ctx, *a.call)
 	if err != nil {
 		return "", fmt.Errorf("dispatch: issuing completion key for call %s: %w", a.call.ID, err)
 	}
@@ -76,23 +78,6 @@ func (a *Attempt) KeyTaken() bool {
 	a.cache.mu.Lock()
 	defer a.cache.mu.Unlock()
 	return a.cache.taken
-}
-
-func (a *Attempt) takenKey() (string, bool) {
-	a.cache.mu.Lock()
-	defer a.cache.mu.Unlock()
-	return a.cache.key, a.cache.taken
-}
-
-// invoke runs one attempt, turning a panic into an error outcome so that a
-// faulty tool costs its call, not the process.
-func invoke(ctx context.Context, tool Tool, call Call, at *Attempt) (out Outcome) {
-	defer func() {
-		if v := recover(); v != nil {
-			out = Fail(CodeToolPanic, fmt.Sprintf("tool %s panicked: %v", call.Name, v))
-		}
-	}()
-	return tool.Invoke(ctx, call, at)
 }
 
 // sameTool reports whether a speculative tool is the admitted one.

@@ -52,8 +52,12 @@ const (
 )
 
 // DefaultMaxConcurrency caps the tools running at once when a Wave does not
-// say.
-const DefaultMaxConcurrency = 16
+// say; MaxConcurrencyCeiling bounds what a Wave may say, because the wave
+// sizes its buffers by its cap.
+const (
+	DefaultMaxConcurrency = 16
+	MaxConcurrencyCeiling = 1024
+)
 
 // MetaTool is the reserved tool name whose calls name the real tool in their
 // arguments: {"name": "X", "arguments": {...}}.
@@ -126,7 +130,10 @@ type Accounted struct {
 	// Verdict is the host's verdict when Admitted; when dispatch decided
 	// without asking the host (duplicate_call_id, invalid meta-call,
 	// turn_failed before admission, cancelled before admission) it is Refuse
-	// and Admitted is false.
+	// and Admitted is false. A call admitted to Run that never started,
+	// because a fail_fast wave was tainted or the wave was cancelled, keeps
+	// Verdict Run with a turn_failed refusal or a cancellation as its
+	// outcome and no attempts.
 	Verdict  Verdict
 	Admitted bool
 	// Effect is the admitted effect for Run, empty otherwise.
@@ -231,8 +238,9 @@ type Wave struct {
 
 	Mode          Mode
 	FailurePolicy FailurePolicy
-	// MaxConcurrency caps the tool goroutines running at once (speculative
-	// ones included); 0 means DefaultMaxConcurrency.
+	// MaxConcurrency caps the tools running at once (speculative ones
+	// included); 0 means DefaultMaxConcurrency, and it is at most
+	// MaxConcurrencyCeiling.
 	MaxConcurrency int
 	// Keys issues completion keys for deferred results; nil when the host
 	// offers none.
@@ -264,12 +272,12 @@ func (w Wave) validate(h Host) error {
 	return nil
 }
 
-// Run admits, runs and accounts the wave's calls. It returns after every
-// call has been accounted and every goroutine it started has exited. The
-// error is non-nil only for an invalid Wave (ErrInvalidWave, before anything
-// is admitted) or when Account failed (ErrAccount, wrapping the host's
-// error). A cancelled ctx is not an error: the calls it cut short are
-// accounted as cancelled and Report.Interrupted is set.
+// Run admits, runs and accounts the wave's calls. It returns once every
+// call has been accounted (or Account failed) and every goroutine it started
+// has exited. The error is non-nil only for an invalid Wave (ErrInvalidWave,
+// before anything is admitted) or when Account failed (ErrAccount, wrapping
+// the host's error). A cancelled ctx is not an error: the calls it cut short
+// are accounted as cancelled and Report.Interrupted is set.
 func (w Wave) Run(ctx context.Context, h Host) (Report, error) {
 	if err := w.validate(h); err != nil {
 		return Report{}, err
@@ -279,8 +287,9 @@ func (w Wave) Run(ctx context.Context, h Host) (Report, error) {
 	}
 	d := newDispatcher(w, h)
 	toolCtx, cancel := context.WithCancelCause(ctx)
-	// Also on a panicking host: tools are told to stop, and they never block
-	// on their result, so none outlives the wave for long.
+	// Also when the host panics: tools are told to stop, and the workers
+	// end once they have finished what they hold.
+	defer d.dismiss()
 	defer cancel(nil)
 	err := d.drive(ctx, toolCtx)
 	if err != nil {

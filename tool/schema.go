@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -136,6 +137,10 @@ func describeValidation(err error) string {
 		}
 	}
 	walk(ve)
+	// The validator walks objects in map order; sort for a stable message.
+	slices.SortStableFunc(leaves, func(a, b *jsonschema.ValidationError) int {
+		return strings.Compare(jsonPointer(a.InstanceLocation), jsonPointer(b.InstanceLocation))
+	})
 	parts := make([]string, 0, min(len(leaves), maxReportedProblems))
 	for i, l := range leaves {
 		if i == maxReportedProblems {

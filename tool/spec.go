@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"sort"
 
 	"github.com/turnd/turnd/budget"
@@ -48,6 +49,18 @@ func (s *Spec) Validate(args json.RawMessage) error {
 type Registry struct {
 	byName map[string]*Spec
 	names  []string
+
+	owned *http.Client // the HTTP tools' client when the loader made it
+}
+
+// CloseIdleConnections closes the idle connections of the HTTP client the
+// config loader made for this registry (none if Options.HTTPClient was
+// given: its owner closes it). Call it once the registry's last call has
+// finished, e.g. after a reload drained the old registry, and at shutdown.
+func (r *Registry) CloseIdleConnections() {
+	if r != nil && r.owned != nil {
+		r.owned.CloseIdleConnections()
+	}
 }
 
 // NewRegistry builds a registry; names must be unique (checked by the

@@ -54,7 +54,7 @@ type CallStatus string
 
 const (
 	CallOK        CallStatus = "ok"
-	CallError     CallStatus = "error"
+	CallFailed    CallStatus = "error"
 	CallPending   CallStatus = "pending"
 	CallRefused   CallStatus = "refused"
 	CallCancelled CallStatus = "cancelled"

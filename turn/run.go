@@ -159,7 +159,7 @@ func (r *run) execute() {
 		status = StatusWaiting
 	case report.Tainted:
 		status = StatusFailed
-	case r.ctx.Err() != nil && report.Cancelled > 0:
+	case report.Interrupted || (r.ctx.Err() != nil && report.Cancelled > 0):
 		status = StatusCancelled
 	}
 	r.settle(status)
@@ -235,7 +235,7 @@ func (r *run) takeLocked() Commit {
 func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 	i, ok := r.index[call.ID]
 	if !ok {
-		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("unknown_call", "call id not in this turn")}
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("unknown_call", "call id not in this turn")}
 	}
 	st := &r.calls[i]
 	if rec, ok := r.recorded[i]; ok {
@@ -250,13 +250,13 @@ func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 	}
 	spec, ok := r.reg.Lookup(call.Name)
 	if !ok {
-		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("unknown_tool", fmt.Sprintf("no tool named %q is registered", call.Name))}
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("unknown_tool", fmt.Sprintf("no tool named %q is registered", call.Name))}
 	}
 	if !r.session.Granted(call.Name) {
-		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("tool_not_granted", fmt.Sprintf("tool %q is not granted to this session", call.Name))}
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("tool_not_granted", fmt.Sprintf("tool %q is not granted to this session", call.Name))}
 	}
 	if err := spec.Validate(call.Arguments); err != nil {
-		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refuse("invalid_arguments", err.Error())}
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
 	}
 	if rec, ok := r.recorded[i]; ok && rec.Status == CallStarted && !spec.Idempotent {
 		// A write attempt was journaled before a crash and never answered:
@@ -328,6 +328,9 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		})})
 	case res.Status == CallRefused:
 		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallRefused, Data: mustJSON(res.Error)})
+	case !a.Admitted:
+		// Cancelled before admission: no call_admitted line.
+		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: answeredData(res, a.Outcome)})
 	default:
 		if !st.admittedLine {
 			st.admittedLine = true
@@ -398,7 +401,7 @@ func (r *run) resultOf(a dispatch.Accounted) Result {
 	case dispatch.StatusCancelled:
 		res.Status = CallCancelled
 	default:
-		res.Status = CallError
+		res.Status = CallFailed
 	}
 	if o.Err != nil {
 		e := &CallError{Code: o.Err.Code, Message: o.Err.Message}

@@ -1,0 +1,545 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Causes given to the contexts of tools that dispatch cancels itself.
+var (
+	errAborted     = errors.New("wave aborted: accounting failed")
+	errTainted     = errors.New("an earlier call failed the turn")
+	errDiscarded   = errors.New("speculative run discarded by admission")
+	errInterrupted = errors.New("wave cancelled before the call ran")
+)
+
+// slot is one call of the wave as the driving goroutine tracks it.
+type slot struct {
+	call     Call
+	resolved bool
+	verdict  Verdict
+	admitted bool
+	effect   Effect
+	// run answers the call: prepared at admission, then running, then
+	// finished once done. It is nil for a call answered without a run,
+	// whose answer is outcome.
+	run     *run
+	done    bool
+	outcome Outcome
+}
+
+// run is the attempts of one call that one worker makes. The driving
+// goroutine fills in the request half before handing it to a worker; the
+// worker fills in the result half before sending it back, which hands it
+// over again.
+type run struct {
+	index  int
+	call   Call
+	tool   Tool
+	effect Effect
+	policy RetryPolicy
+	prev   *Error // the retryable error this run continues from, if any
+	// own: dispatch may cancel this run alone, so it gets a context of its
+	// own rather than the wave's.
+	own bool
+	at  Attempt // the first attempt, kept here to save an allocation
+	// keys is the call's completion key, shared with the attempts of a
+	// run that continues this one.
+	keys keyCache
+
+	// discarded and then belong to the driving goroutine. then is the retry
+	// policy of the admission that adopted a speculative run, when it
+	// allows retries.
+	discarded bool
+	then      *RetryPolicy
+
+	// cancel is set by the worker once an own run has its context; stop
+	// keeps a cancellation asked for before that.
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc
+	stop   error
+
+	exited   bool // the tool ended its goroutine without an outcome (runtime.Goexit)
+	outcome  Outcome
+	attempts int
+	started  time.Time
+	finished time.Time
+}
+
+// cancelWith cancels an own run, whether or not its worker has picked it up
+// yet.
+func (r *run) cancelWith(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel(cause)
+	} else if r.stop == nil {
+		r.stop = cause
+	}
+}
+
+// dispatcher holds the state of one Wave.Run. Everything but the runs in
+// flight is owned by the driving goroutine.
+type dispatcher struct {
+	host       Host
+	hook       AttemptHook
+	aheader    Aheader
+	concurrent bool
+	failFast   bool
+	limit      int
+	keys       KeyIssuer
+	now        func() time.Time
+
+	slots []slot
+	seen  map[string]struct{}
+	feed  <-chan Call // nil once closed or abandoned
+	// runs is a block of runs for a wave whose calls are known, so that most
+	// calls cost no allocation of their own.
+	runs []run
+
+	// Workers are goroutines that the wave starts as it needs them, up to
+	// its cap, and that run one run after another: a goroutine per call
+	// would cost more than the dispatch of a cheap read. Both channels have
+	// room for every run that can be in flight, so neither side ever blocks
+	// sending, whatever the other is doing.
+	jobs    chan *run
+	results chan *run
+	workers int
+	staff   sync.WaitGroup
+	closed  bool
+
+	next    int // next call to admit
+	acct    int // next call to account
+	running int // runs handed to workers and not yet received back
+
+	queue   []int // admitted reads waiting for a free goroutine, in call order
+	qhead   int
+	barrier int // call that must wait until all before it are accounted; -1 if none
+	serial  bool
+
+	tainted     bool
+	taintAt     int
+	interrupted bool
+	report      Report
+}
+
+func newDispatcher(w Wave, h Host) *dispatcher {
+	d := &dispatcher{
+		host:       h,
+		concurrent: w.Mode == ModeConcurrent,
+		failFast:   w.FailurePolicy == PolicyFailFast,
+		limit:      w.MaxConcurrency,
+		keys:       w.Keys,
+		now:        w.Now,
+		feed:       w.Feed,
+		barrier:    -1,
+	}
+	d.hook, _ = h.(AttemptHook)
+	d.aheader, _ = h.(Aheader)
+	if d.limit == 0 {
+		d.limit = DefaultMaxConcurrency
+	}
+	d.limit = min(d.limit, MaxConcurrencyCeiling)
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if n := len(w.Calls); n > 0 {
+		d.slots = make([]slot, n)
+		for i, c := range w.Calls {
+			d.slots[i].call = c
+		}
+		d.runs = make([]run, n)
+		d.queue = make([]int, 0, n)
+		d.seen = make(map[string]struct{}, n)
+	} else {
+		d.seen = make(map[string]struct{})
+	}
+	// Runs in flight never exceed the cap (a call may have two, when a
+	// speculative run was discarded, so the number of calls is no bound).
+	d.jobs = make(chan *run, d.limit)
+	d.results = make(chan *run, d.limit)
+	return d
+}
+
+// drive is the driving goroutine's loop: it admits, starts and accounts
+// calls as soon as each may, and otherwise waits for a result, a fed call or
+// cancellation. hostCtx goes to the host; toolCtx, which the wave cancels on
+// abort, to the tools.
+func (d *dispatcher) drive(hostCtx, toolCtx context.Context) error {
+	cancelled := hostCtx.Done()
+	for {
+		if err := d.account(hostCtx); err != nil {
+			return err
+		}
+		d.start(toolCtx)
+		if d.admissible() {
+			d.admit(hostCtx, toolCtx)
+			d.start(toolCtx)
+			// Take in what has finished meanwhile, so that accounting keeps
+			// pace with a slow Admit instead of waiting for admission to end.
+			d.poll(toolCtx)
+			continue
+		}
+		if d.feed == nil && d.acct == len(d.slots) {
+			return nil
+		}
+		select {
+		case r := <-d.results:
+			d.receive(toolCtx, r)
+		case c, ok := <-d.feed:
+			if !ok {
+				d.feed = nil
+				continue
+			}
+			d.slots = append(d.slots, slot{call: c})
+		case <-cancelled:
+			cancelled = nil
+			d.interrupt(hostCtx)
+		}
+	}
+}
+
+// admissible reports whether the next call may be admitted now. Once the
+// wave is serial a call is admitted only after the one before it has been
+// accounted; a tainted or interrupted wave settles calls without the host,
+// so they need not wait.
+func (d *dispatcher) admissible() bool {
+	if d.next >= len(d.slots) {
+		return false
+	}
+	return !d.serial || d.tainted || d.interrupted || d.acct == d.next
+}
+
+// admit settles or schedules the next call.
+func (d *dispatcher) admit(hostCtx, toolCtx context.Context) {
+	k := d.next
+	d.next++
+	s := &d.slots[k]
+	call, meta, bad := resolve(s.call)
+	s.call, s.resolved = call, meta
+	if hostCtx.Err() != nil {
+		d.interrupt(hostCtx)
+	}
+	switch {
+	case d.interrupted:
+		d.settle(s, Refuse, false, Cancelled(interruptedMessage(hostCtx)))
+		return
+	case d.tainted:
+		d.settle(s, Refuse, false, Refused(CodeTurnFailed, errTainted.Error()))
+		return
+	}
+	if _, dup := d.seen[call.ID]; dup {
+		d.settleFailure(k, Refuse, false, Refused(CodeDuplicateCallID, fmt.Sprintf("call id %q appears earlier in the wave", call.ID)))
+		return
+	}
+	d.seen[call.ID] = struct{}{}
+	if bad != nil {
+		d.settleFailure(k, Refuse, false, *bad)
+		return
+	}
+
+	var ahead *run
+	if d.aheader != nil && (d.concurrent || !d.serial) && d.running < d.limit {
+		if tool, ok := d.aheader.Ahead(call); ok && tool != nil {
+			ahead = d.newRun(k, call, tool, EffectRead, RetryPolicy{})
+			ahead.own = true
+			d.launch(toolCtx, ahead)
+		}
+	}
+
+	adm := d.host.Admit(hostCtx, call)
+	switch adm.Verdict {
+	case Run:
+		if adm.Tool == nil {
+			break
+		}
+		effect := ParseEffect(string(adm.Effect))
+		s.verdict, s.admitted, s.effect = Run, true, effect
+		if ahead != nil {
+			if (d.concurrent || effect == EffectRead) && sameTool(ahead.tool, adm.Tool) {
+				if adm.Retry.attempts() > 1 {
+					then := adm.Retry // a copy, so that adm stays on the stack
+					ahead.then = &then
+				}
+				s.run = ahead
+				return
+			}
+			d.discard(ahead)
+		}
+		s.run = d.newRun(k, call, adm.Tool, effect, adm.Retry)
+		if !d.concurrent && (d.serial || effect != EffectRead) {
+			// From the first call that may change something on, the wave is
+			// serial: this call runs once all before it are accounted.
+			d.serial = true
+			d.barrier = k
+			return
+		}
+		d.queue = append(d.queue, k)
+		return
+	case Replay:
+		d.discard(ahead)
+		d.settleFailure(k, Replay, true, adm.Outcome)
+		return
+	case Refuse:
+		d.discard(ahead)
+		o := adm.Outcome
+		if o.Status == "" {
+			o.Status = StatusRefused
+		}
+		d.settleFailure(k, Refuse, true, o)
+		return
+	}
+	d.discard(ahead)
+	s.effect = ""
+	d.settleFailure(k, adm.Verdict, true, Refused(CodeInvalidAdmission,
+		fmt.Sprintf("admission with verdict %v and tool %v cannot run", adm.Verdict, adm.Tool)))
+}
+
+func interruptedMessage(ctx context.Context) string {
+	return errInterrupted.Error() + ": " + context.Cause(ctx).Error()
+}
+
+// settle answers a call that no run answers (any more).
+func (d *dispatcher) settle(s *slot, v Verdict, admitted bool, o Outcome) {
+	s.verdict, s.admitted, s.run = v, admitted, nil
+	s.outcome = o.normalized()
+	s.done = true
+}
+
+// settleFailure settles call k and lets a failure taint a fail_fast wave.
+func (d *dispatcher) settleFailure(k int, v Verdict, admitted bool, o Outcome) {
+	s := &d.slots[k]
+	d.settle(s, v, admitted, o)
+	if d.failFast && s.outcome.failed() {
+		d.taint(k)
+	}
+}
+
+// newRun prepares a run of call k, from the wave's block when it has one.
+func (d *dispatcher) newRun(k int, call Call, tool Tool, effect Effect, policy RetryPolicy) *run {
+	var r *run
+	if k < len(d.runs) && d.runs[k].tool == nil {
+		r = &d.runs[k]
+	} else {
+		r = new(run)
+	}
+	r.index, r.call, r.tool, r.effect, r.policy = k, call, tool, effect, policy
+	r.at = Attempt{number: 1, call: &r.call, keys: d.keys, cache: &r.keys}
+	return r
+}
+
+// launch hands r to a worker. In a fail_fast wave every run may have to be
+// cancelled alone.
+func (d *dispatcher) launch(toolCtx context.Context, r *run) {
+	r.own = r.own || d.failFast
+	d.running++
+	d.hire(toolCtx)
+	d.jobs <- r
+}
+
+// hire starts workers until there is one for every run in flight; running
+// never exceeds the cap, so neither do workers.
+func (d *dispatcher) hire(toolCtx context.Context) {
+	for d.workers < d.running {
+		d.workers++
+		d.staff.Go(func() { d.serve(toolCtx) })
+	}
+}
+
+// serve is a worker: it runs what it is handed until the wave ends.
+func (d *dispatcher) serve(toolCtx context.Context) {
+	for r := range d.jobs {
+		if r.own {
+			d.workAlone(toolCtx, r)
+		} else {
+			d.work(toolCtx, r)
+		}
+	}
+}
+
+// workAlone runs r under a context of its own, honouring a cancellation
+// asked for before the worker picked r up.
+func (d *dispatcher) workAlone(toolCtx context.Context, r *run) {
+	ctx, cancel := context.WithCancelCause(toolCtx)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.cancel = cancel
+	if r.stop != nil {
+		cancel(r.stop)
+	}
+	r.mu.Unlock()
+	d.work(ctx, r)
+}
+
+// dismiss ends the workers and waits for them to exit. It is idempotent, and
+// deferred by Run so that even a panicking host leaks no worker.
+func (d *dispatcher) dismiss() {
+	if d.closed {
+		return
+	}
+	d.closed = true
+	close(d.jobs)
+	d.staff.Wait()
+}
+
+// start launches what may run now: the barrier call once everything before
+// it is accounted and no other tool runs, then queued reads up to the cap.
+func (d *dispatcher) start(toolCtx context.Context) {
+	if d.barrier >= 0 && d.acct == d.barrier && d.running == 0 {
+		k := d.barrier
+		d.barrier = -1
+		d.launch(toolCtx, d.slots[k].run)
+	}
+	for d.qhead < len(d.queue) && d.running < d.limit {
+		k := d.queue[d.qhead]
+		d.qhead++
+		d.launch(toolCtx, d.slots[k].run)
+	}
+}
+
+// discard cancels a speculative run that admission did not adopt; its
+// result will be dropped on arrival.
+func (d *dispatcher) discard(r *run) {
+	if r == nil {
+		return
+	}
+	r.discarded = true
+	r.cancelWith(errDiscarded)
+}
+
+// poll receives the results that are ready without waiting.
+func (d *dispatcher) poll(toolCtx context.Context) {
+	for d.running > 0 {
+		select {
+		case r := <-d.results:
+			d.receive(toolCtx, r)
+		default:
+			return
+		}
+	}
+}
+
+// receive takes a finished run back.
+func (d *dispatcher) receive(toolCtx context.Context, r *run) {
+	d.running--
+	if r.exited {
+		// The tool ended its worker's goroutine: replace the worker if
+		// runs are waiting for one.
+		d.workers--
+		d.hire(toolCtx)
+	}
+	if r.discarded {
+		return
+	}
+	s := &d.slots[r.index]
+	if r.then != nil && r.attempts > 0 && r.outcome.retryable() && r.attempts < r.then.attempts() &&
+		!d.interrupted && !(d.tainted && r.index > d.taintAt) {
+		// The speculative attempt was adopted and failed in a way the
+		// admitted policy retries: go on from it.
+		c := &run{
+			index: r.index, call: r.call, tool: r.tool, effect: r.effect, policy: *r.then,
+			prev: r.outcome.Err, started: r.started,
+		}
+		c.at = Attempt{number: r.attempts + 1, call: &c.call, keys: d.keys, cache: &r.keys}
+		s.run = c
+		d.launch(toolCtx, c)
+		return
+	}
+	s.done = true
+	if d.failFast && r.outcome.failed() {
+		d.taint(r.index)
+	}
+}
+
+// taint records a fail_fast failure of call k. Calls before k are not
+// touched: in a serial run they would have run before k failed. Later calls
+// that run are cancelled, later admitted calls that have not started are
+// refused with CodeTurnFailed, and so are later calls when they come up for
+// admission.
+func (d *dispatcher) taint(k int) {
+	if d.tainted && k >= d.taintAt {
+		return
+	}
+	d.tainted, d.taintAt = true, k
+	for i := k + 1; i < d.next; i++ {
+		// A run still queued is settled below, and never starts.
+		if s := &d.slots[i]; s.run != nil && !s.done {
+			s.run.cancelWith(errTainted)
+		}
+	}
+	// The queue is in call order: the calls after k are its tail.
+	tail := len(d.queue)
+	for tail > d.qhead && d.queue[tail-1] > k {
+		tail--
+		d.settle(&d.slots[d.queue[tail]], Run, true, Refused(CodeTurnFailed, errTainted.Error()))
+	}
+	d.queue = d.queue[:tail]
+	if d.barrier > k {
+		d.settle(&d.slots[d.barrier], Run, true, Refused(CodeTurnFailed, errTainted.Error()))
+		d.barrier = -1
+	}
+}
+
+// interrupt reacts to the wave's context being done: running tools see it
+// through their contexts; admitted calls that have not started, and calls
+// not admitted yet, are cancelled; the feed is no longer read.
+func (d *dispatcher) interrupt(hostCtx context.Context) {
+	if d.interrupted {
+		return
+	}
+	d.interrupted = true
+	d.feed = nil
+	msg := interruptedMessage(hostCtx)
+	for _, k := range d.queue[d.qhead:] {
+		d.settle(&d.slots[k], Run, true, Cancelled(msg))
+	}
+	d.queue = d.queue[:d.qhead]
+	if d.barrier >= 0 {
+		d.settle(&d.slots[d.barrier], Run, true, Cancelled(msg))
+		d.barrier = -1
+	}
+}
+
+// account hands the host every call that is answered and has no
+// unanswered call before it.
+func (d *dispatcher) account(hostCtx context.Context) error {
+	for d.acct < len(d.slots) && d.slots[d.acct].done {
+		s := &d.slots[d.acct]
+		a := Accounted{
+			Index:    d.acct,
+			Call:     s.call,
+			Resolved: s.resolved,
+			Verdict:  s.verdict,
+			Admitted: s.admitted,
+			Effect:   s.effect,
+			Outcome:  s.outcome,
+		}
+		if r := s.run; r != nil {
+			a.Outcome, a.Attempts, a.StartedAt, a.FinishedAt = r.outcome, r.attempts, r.started, r.finished
+		}
+		if err := d.host.Account(hostCtx, a); err != nil {
+			return fmt.Errorf("%w: call %d (%s): %w", ErrAccount, d.acct, s.call.ID, err)
+		}
+		d.report.count(&a)
+		// Let go of the output now rather than with the wave.
+		if s.run != nil {
+			s.run.outcome = Outcome{}
+		}
+		*s = slot{done: true}
+		d.acct++
+	}
+	return nil
+}
+
+// drain waits for every run still in flight after the wave ended or
+// aborted, then for the workers, so that Run leaks no goroutine.
+func (d *dispatcher) drain() {
+	for d.running > 0 {
+		<-d.results
+		d.running--
+	}
+	d.dismiss()
+}

@@ -1,0 +1,206 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/turn"
+)
+
+// RawJSON returns m as the value to store in a nullable JSON column: nil
+// (NULL) when m is empty, else m's bytes unchanged so that they round-trip
+// exactly. It rejects invalid JSON here rather than as a driver error
+// half-way through a transaction.
+func RawJSON(what string, m json.RawMessage) ([]byte, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(m) {
+		return nil, fmt.Errorf("%s is not valid JSON", what)
+	}
+	return m, nil
+}
+
+// Tools encodes a session's granted tools: nil (NULL, every tool granted)
+// stays distinct from an empty list (no tool granted).
+func Tools(tools []string) ([]byte, error) {
+	if tools == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return nil, fmt.Errorf("encoding tools: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeTools reverses Tools.
+func DecodeTools(b []byte) ([]string, error) {
+	if b == nil {
+		return nil, nil
+	}
+	tools := []string{}
+	if err := json.Unmarshal(b, &tools); err != nil {
+		return nil, fmt.Errorf("decoding tools: %w", err)
+	}
+	return tools, nil
+}
+
+// Budget encodes a session's budget as the JSON of its struct, so the
+// stores need not know its fields.
+func Budget(c budget.Config) ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding budget: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeBudget reverses Budget.
+func DecodeBudget(b []byte) (budget.Config, error) {
+	var c budget.Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("decoding budget: %w", err)
+	}
+	return c, nil
+}
+
+// Calls encodes a turn's calls as a JSON array. It writes each call's
+// arguments as given instead of going through json.Marshal, which would
+// compact them and escape HTML characters: arguments round-trip byte for
+// byte.
+func Calls(calls []turn.Call) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, c := range calls {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		id, err := json.Marshal(c.ID)
+		if err != nil {
+			return nil, fmt.Errorf("encoding call %d id: %w", i, err)
+		}
+		name, err := json.Marshal(c.Name)
+		if err != nil {
+			return nil, fmt.Errorf("encoding call %d name: %w", i, err)
+		}
+		b.WriteString(`{"id":`)
+		b.Write(id)
+		b.WriteString(`,"name":`)
+		b.Write(name)
+		if len(c.Arguments) > 0 {
+			if !json.Valid(c.Arguments) {
+				return nil, fmt.Errorf("call %d (%s) arguments are not valid JSON", i, c.ID)
+			}
+			b.WriteString(`,"arguments":`)
+			b.Write(c.Arguments)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
+}
+
+// DecodeCalls reverses Calls.
+func DecodeCalls(b []byte) ([]turn.Call, error) {
+	var calls []turn.Call
+	if err := json.Unmarshal(b, &calls); err != nil {
+		return nil, fmt.Errorf("decoding calls: %w", err)
+	}
+	return calls, nil
+}
+
+// ReleasesLease reports whether committing status s releases the turn's
+// lease: a settled turn is done and a waiting turn has no wave running.
+func ReleasesLease(s turn.Status) bool {
+	return s.Settled() || s == turn.StatusWaiting
+}
+
+// Results returns rs with one entry per Index, the last one given winning
+// (a commit may carry a call's started row and its outcome together; one
+// statement cannot upsert the same row twice). Order is otherwise kept.
+func Results(rs []turn.Result) []turn.Result {
+	last := make(map[int]int, len(rs))
+	for i, r := range rs {
+		last[r.Index] = i
+	}
+	if len(last) == len(rs) {
+		return rs
+	}
+	out := make([]turn.Result, 0, len(last))
+	for i, r := range rs {
+		if last[r.Index] == i {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ErrKeyMismatch reports a record whose session id contradicts the key it
+// is written under.
+var ErrKeyMismatch = errors.New("session id does not match the turn key")
+
+// CheckReceive checks that r's ids agree and fills in the empty ones (r is
+// the store method's own copy): the store keys everything by r.Turn.SessionID
+// and r.Turn.ID; r.Session.ID and r.Line.SessionID may be empty or equal,
+// and an empty r.Line.TurnID becomes r.Turn.ID.
+func CheckReceive(r *turn.Receive) error {
+	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
+	if k.SessionID == "" || k.TurnID == "" {
+		return errors.New("session id and turn id are required")
+	}
+	if r.Session.ID != "" && r.Session.ID != k.SessionID {
+		return fmt.Errorf("session %q: %w %v", r.Session.ID, ErrKeyMismatch, k)
+	}
+	if r.Line.SessionID != "" && r.Line.SessionID != k.SessionID {
+		return fmt.Errorf("line of session %q: %w %v", r.Line.SessionID, ErrKeyMismatch, k)
+	}
+	r.Session.ID = k.SessionID
+	r.Line.SessionID = k.SessionID
+	r.Line.TurnID = LineTurn(r.Line, k)
+	return nil
+}
+
+// CheckCommit checks that c's lines and outputs belong to c.Key's session
+// and that every output has an id. It does not modify c: its slices are the
+// caller's. Empty ids are filled in when encoding (LineTurn, OutputKey).
+func CheckCommit(c turn.Commit) error {
+	if c.Key.SessionID == "" || c.Key.TurnID == "" {
+		return errors.New("session id and turn id are required")
+	}
+	for i, l := range c.Lines {
+		if l.SessionID != "" && l.SessionID != c.Key.SessionID {
+			return fmt.Errorf("line %d of session %q: %w %v", i, l.SessionID, ErrKeyMismatch, c.Key)
+		}
+	}
+	for i, o := range c.Outputs {
+		if o.ID == "" {
+			return fmt.Errorf("output %d has no id", i)
+		}
+		if o.SessionID != "" && o.SessionID != c.Key.SessionID {
+			return fmt.Errorf("output %s of session %q: %w %v", o.ID, o.SessionID, ErrKeyMismatch, c.Key)
+		}
+	}
+	return nil
+}
+
+// LineTurn is the turn id stored for l written under k: its own, or k's when
+// empty (a line may name another turn of the session).
+func LineTurn(l turn.Line, k turn.TurnKey) string {
+	if l.TurnID == "" {
+		return k.TurnID
+	}
+	return l.TurnID
+}
+
+// OutputTurn is the turn id stored for o written under k: its own, or k's
+// when empty.
+func OutputTurn(o turn.Output, k turn.TurnKey) string {
+	if o.TurnID == "" {
+		return k.TurnID
+	}
+	return o.TurnID
+}

@@ -1,0 +1,23 @@
+// Package postgres is turnd's PostgreSQL store: a turn.Store on a pgx
+// connection pool, plus the schema migrations that run under an advisory
+// lock.
+//
+// Each write the service makes on its hot path — receiving a turn and
+// committing a step of it — is a single SQL statement (data-modifying CTEs),
+// so it is one transaction and one round trip. Ledger seqs are allocated by
+// incrementing sessions.last_seq in that same statement: the session row lock
+// serialises the session's writers and a rollback returns the seqs, so a
+// session's ledger never has gaps.
+//
+// Errors are translated at this boundary: no row → turn.ErrNotFound, lost
+// connections and timeouts → turn.ErrUnavailable (see wrap).
+//
+// The store works in whatever schema the connection's search_path names
+// (e.g. ?search_path=turnd in the URL); several turnd schemas can share one
+// database. Statements are prepared and cached per connection (pgx's
+// default), so a transaction-pooling proxy in front of PostgreSQL needs
+// prepared-statement support.
+//
+// postgres may import turn, migrations, store/internal/codec and pgx; it
+// must not import api, dispatch internals or any HTTP package.
+package postgres

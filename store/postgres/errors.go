@@ -1,0 +1,74 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// wrap translates err at the store boundary and says what was being done.
+// Domain errors replace driver ones (pgx.ErrNoRows → turn.ErrNotFound); for
+// an unreachable database both turn.ErrUnavailable and the cause stay in the
+// chain, so callers test errors.Is(err, turn.ErrUnavailable) and logs keep
+// the detail.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		switch pgErr.ConstraintName {
+		case "sessions_pkey":
+			return fmt.Errorf("%s: %w", op, turn.ErrSessionExists)
+		case "turns_pkey":
+			return fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+		}
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// unavailable reports whether err means the database could not be reached or
+// did not answer in time — the caller may retry later — as opposed to a
+// statement the database rejected.
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
+			return true
+		case pgErr.Code == "57P01", // admin_shutdown
+			pgErr.Code == "57P02", // crash_shutdown
+			pgErr.Code == "57P03", // cannot_connect_now (starting up, recovery)
+			pgErr.Code == "53300": // too_many_connections
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &netErr):
+		return true
+	case errors.Is(err, context.DeadlineExceeded):
+		// Waiting for a pooled connection or for an answer past the
+		// caller's deadline: the database is slow or gone.
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// The server closed the connection mid-conversation.
+		return true
+	}
+	return false
+}

@@ -1,0 +1,138 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/migrations"
+	"github.com/turnd/turnd/store/postgres"
+	"github.com/turnd/turnd/turn"
+)
+
+func open(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), url, postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// A schema that was never migrated is behind: Ping refuses it until Migrate
+// has run. Several replicas migrating at once all succeed and the schema
+// ends up at the latest version exactly once.
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t) // migrated
+	url := emptySchema(t, s)
+	latest := migrations.Latest(migrations.Postgres)
+
+	fresh := open(t, url)
+	current, got, err := fresh.SchemaVersion(t.Context())
+	if err != nil || current != 0 || got != latest {
+		t.Fatalf("SchemaVersion = %d, %d, %v; want 0, %d, nil", current, got, err, latest)
+	}
+	if err := fresh.Ping(t.Context()); !errors.Is(err, migrations.ErrSchemaBehind) {
+		t.Fatalf("Ping of an unmigrated schema: %v, want ErrSchemaBehind", err)
+	}
+
+	const replicas = 4
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range replicas {
+		r := open(t, url)
+		wg.Go(func() {
+			<-start
+			if err := r.Migrate(t.Context()); err != nil {
+				t.Errorf("Migrate: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	current, _, err = fresh.SchemaVersion(t.Context())
+	if err != nil || current != latest {
+		t.Fatalf("SchemaVersion after Migrate = %d, %v; want %d", current, err, latest)
+	}
+	if err := fresh.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping after Migrate: %v", err)
+	}
+	var n int
+	if err := fresh.Pool().QueryRow(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != latest {
+		t.Fatalf("schema_migrations has %d rows (%v), want %d", n, err, latest)
+	}
+	if err := fresh.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+}
+
+// emptySchema creates another schema next to s's, dropped at the end of the
+// test, and returns a URL for it.
+func emptySchema(t *testing.T, s *postgres.Store) string {
+	t.Helper()
+	u := pgtest.URL(t)
+	// URL migrated it: undo that by recreating the schema empty.
+	s2 := open(t, u)
+	var schema string
+	if err := s2.Pool().QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Pool().Exec(t.Context(), "DROP SCHEMA "+schema+" CASCADE; CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	return u
+}
+
+// The store lives in the schema its URL names: two schemas on one server do
+// not see each other's sessions.
+func TestSearchPathIsolation(t *testing.T) {
+	t.Parallel()
+	a, b := pgtest.Store(t), pgtest.Store(t)
+	sess := turn.Session{ID: "shared-id", CreatedAt: time.Now()}
+	if err := a.CreateSession(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetSession(t.Context(), "shared-id"); !errors.Is(err, turn.ErrNotFound) {
+		t.Fatalf("GetSession in the other schema: %v, want ErrNotFound", err)
+	}
+	if err := b.CreateSession(t.Context(), sess); err != nil {
+		t.Fatalf("CreateSession in the other schema: %v", err)
+	}
+}
+
+// A server nobody listens on is unavailable, not some other failure.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = postgres.Open(ctx, "postgres://turnd@"+addr+"/postgres?sslmode=disable", postgres.Options{ConnectTimeout: 2 * time.Second})
+	if !errors.Is(err, turn.ErrUnavailable) {
+		t.Fatalf("Open of a closed port: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	for _, o := range []postgres.Options{{MaxConns: -1}, {MaxConns: 2, MinConns: 3}, {ConnectTimeout: -time.Second}} {
+		if _, err := postgres.Open(t.Context(), "postgres://localhost/x", o); err == nil {
+			t.Errorf("Open accepted %+v", o)
+		}
+	}
+	if _, err := postgres.Open(t.Context(), "postgres://a b:c/%%", postgres.Options{}); err == nil {
+		t.Error("Open accepted a malformed URL")
+	}
+}

@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnd/turnd/migrations"
+	"github.com/turnd/turnd/turn"
+)
+
+// Options tunes the connection pool. The zero value is ready to use: every
+// zero field takes the default named in its comment (see WithDefaults).
+// Options override the corresponding pool_* and connect_timeout parameters of
+// the connection URL.
+type Options struct {
+	// MaxConns caps the pool's connections. Every in-flight store call holds
+	// one for a single round trip, so a few per core suffice.
+	// Default: 4 × GOMAXPROCS, at least 8.
+	MaxConns int32
+	// MinConns connections are kept open even when idle. Default: 0.
+	MinConns int32
+	// MaxConnLifetime closes a connection this long after it was opened (so
+	// that load rebalances after a failover). Default: 1h.
+	MaxConnLifetime time.Duration
+	// MaxConnIdleTime closes a connection idle this long. Default: 30m.
+	MaxConnIdleTime time.Duration
+	// HealthCheckPeriod is how often idle connections are checked.
+	// Default: 1m.
+	HealthCheckPeriod time.Duration
+	// ConnectTimeout bounds opening one connection. Default: 5s.
+	ConnectTimeout time.Duration
+	// ApplicationName is shown in pg_stat_activity. Default: "turnd".
+	ApplicationName string
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.MaxConns == 0 {
+		o.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
+	}
+	if o.MaxConnLifetime == 0 {
+		o.MaxConnLifetime = time.Hour
+	}
+	if o.MaxConnIdleTime == 0 {
+		o.MaxConnIdleTime = 30 * time.Minute
+	}
+	if o.HealthCheckPeriod == 0 {
+		o.HealthCheckPeriod = time.Minute
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.ApplicationName == "" {
+		o.ApplicationName = "turnd"
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.MaxConns < 1:
+		return fmt.Errorf("MaxConns %d: must be at least 1", o.MaxConns)
+	case o.MinConns < 0 || o.MinConns > o.MaxConns:
+		return fmt.Errorf("MinConns %d: must be between 0 and MaxConns (%d)", o.MinConns, o.MaxConns)
+	case o.MaxConnLifetime < 0, o.MaxConnIdleTime < 0, o.HealthCheckPeriod < 0, o.ConnectTimeout < 0:
+		return errors.New("durations must not be negative")
+	}
+	return nil
+}
+
+// Store is the PostgreSQL turn.Store. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ turn.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string; search_path may be set in it) and checks that it
+// answers. It does not check the schema: run Migrate, then Ping.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("opening postgres store: options: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, errors.New("opening postgres store: invalid connection string")
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.MinConns = opts.MinConns
+	cfg.MaxConnLifetime = opts.MaxConnLifetime
+	cfg.MaxConnLifetimeJitter = opts.MaxConnLifetime / 10 // avoid reconnect storms
+	cfg.MaxConnIdleTime = opts.MaxConnIdleTime
+	cfg.HealthCheckPeriod = opts.HealthCheckPeriod
+	cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, wrap("opening postgres store", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, wrap("opening postgres store", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool returns the store's connection pool, for features that need SQL of
+// their own in the same database (completion keys). The store keeps owning
+// it: do not close it.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool, waiting for connections in use to be released.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers and that its schema is not behind
+// this binary (errors.Is(err, migrations.ErrSchemaBehind)): a server must not
+// serve on a schema that lacks what it needs. A newer schema is accepted —
+// during a rolling upgrade old binaries keep serving while new ones migrate,
+// so migrations must stay compatible with the previous release.
+func (s *Store) Ping(ctx context.Context) error {
+	current, latest, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("pinging postgres store: %w", err)
+	}
+	if current < latest {
+		return fmt.Errorf("pinging postgres store: schema version %d, this binary needs %d (run turnd migrate): %w",
+			current, latest, migrations.ErrSchemaBehind)
+	}
+	return nil
+}

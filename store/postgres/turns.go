@@ -1,0 +1,427 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+// sqlReceiveTurn records a turn in one statement (one round trip, one
+// transaction). The turn insert comes first: when the turn id is taken it
+// inserts nothing, and every later step is conditioned on it, so a duplicate
+// writes nothing. The session upsert then either creates the session with
+// last_seq 1 (the turn_received line is its first) or bumps the existing
+// last_seq; ON CONFLICT DO UPDATE locks and returns the committed row even
+// when a concurrent receive created it after this statement's snapshot. Its
+// RETURNING row is the session as stored and carries the line's seq.
+//
+// $1 session id, $2 turn id, $3–$11 the turn's other columns, $12–$16 the
+// session's, $17–$21 the line's.
+const sqlReceiveTurn = `WITH t AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
+    VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING 1
+), s AS (
+    INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at, last_seq)
+    SELECT $1, $12::json, $13::json, $14::text, $15::json, $16::timestamptz, 1
+    WHERE EXISTS (SELECT FROM t)
+    ON CONFLICT (id) DO UPDATE SET last_seq = sessions.last_seq + 1
+    RETURNING tools, budget, callback_url, metadata, created_at, last_seq
+), l AS (
+    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
+    SELECT $1, s.last_seq, $17::text, $18::text, $19::text, $20::timestamptz, $21::json
+    FROM s
+)
+SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`
+
+// ReceiveTurn records r in one statement; see turn.Store. On
+// turn.ErrTurnExists the recorded turn is read afterwards (the rare path),
+// and ReceiveResult.Session is left zero.
+func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
+	if err := codec.CheckReceive(&r); err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("receiving turn: %w", err)
+	}
+	op := fmt.Sprintf("receiving turn %s/%s", r.Turn.SessionID, r.Turn.ID)
+	calls, err := codec.Calls(r.Turn.Calls)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	sess, err := sessionArgs(r.Session)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	data, err := codec.RawJSON("line data", r.Line.Data)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	t := r.Turn
+	args := []any{
+		t.SessionID, t.ID, string(t.Status), string(t.Mode), string(t.FailurePolicy), calls, t.Hash,
+		t.CreatedAt, nullTime(t.SettledAt), r.LeaseOwner, nullTime(r.LeaseUntil),
+	}
+	args = append(args, sess[1:]...) // the session id is $1
+	args = append(args, r.Line.TurnID, r.Line.CallID, string(r.Line.Kind), r.Line.At, data)
+
+	var row sessionRow
+	var seq int64
+	err = s.pool.QueryRow(ctx, sqlReceiveTurn, args...).Scan(append(row.dest(), &seq)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		existing, gerr := s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
+		if gerr != nil {
+			return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, gerr)
+		}
+		return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+	}
+	if err != nil {
+		return turn.ReceiveResult{}, wrap(op, err)
+	}
+	stored, err := row.session(t.SessionID)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return turn.ReceiveResult{Session: stored, Seq: seq}, nil
+}
+
+// The Commit statement is assembled from the CTEs below; a commit includes
+// only those it has rows for, since every INSERT in a statement opens its
+// table and indexes even when it has nothing to write. Each of the eight
+// combinations is prepared once per connection (pgx caches statements by
+// their text).
+//
+// Everything hangs off the lease check: when the owner no longer holds the
+// turn, lease is empty and no other CTE writes a row; the statement then
+// returns false. Data-modifying CTEs all run to completion whether or not
+// the final SELECT reads them.
+const (
+	commitLease = `WITH lease AS (
+    UPDATE turns SET
+        lease_owner = CASE WHEN @release::boolean THEN NULL ELSE lease_owner END,
+        lease_until = CASE WHEN @release::boolean THEN NULL ELSE COALESCE(@until::timestamptz, lease_until) END,
+        status      = CASE WHEN @status::text = '' THEN status ELSE @status::text END,
+        settled_at  = CASE WHEN @status::text = '' THEN settled_at ELSE @settled::timestamptz END
+    WHERE session_id = @session AND id = @turn AND lease_owner = @owner
+    RETURNING 1
+)`
+
+	// Seqs: bump last_seq by the line count; the lines take the seqs up to
+	// the new value in order.
+	commitLines = `, seq AS (
+    UPDATE sessions SET last_seq = last_seq + @n::bigint
+    WHERE id = @session AND EXISTS (SELECT FROM lease)
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
+    SELECT @session, seq.last_seq - @n::bigint + l.ord, l.turn_id, l.call_id, l.kind, l.at, l.data::json
+    FROM seq, unnest(@l_turn::text[], @l_call::text[], @l_kind::text[], @l_at::timestamptz[], @l_data::text[])
+        WITH ORDINALITY AS l (turn_id, call_id, kind, at, data, ord)
+)`
+
+	commitResults = `, res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT @session, @turn, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest(@r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[], @r_status::text[],
+        @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
+        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
+        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM lease)
+    ON CONFLICT (session_id, turn_id, idx) DO UPDATE SET
+        call_id = excluded.call_id, name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+)`
+
+	commitOutputs = `, outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, @session, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest(@o_id::text[], @o_turn::text[], @o_call::text[], @o_type::text[], @o_data::bytea[],
+        @o_created::timestamptz[], @o_expires::timestamptz[])
+        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
+    WHERE EXISTS (SELECT FROM lease)
+)`
+
+	commitEnd = `
+SELECT EXISTS (SELECT FROM lease)`
+)
+
+// commitSQL holds the statement for each combination of parts, indexed by
+// commitParts, rewritten to positional parameters once here: pgx can bind
+// pgx.NamedArgs itself, but it would lex the statement on every commit.
+var commitSQL = func() (stmts [8]positional) {
+	for i := range stmts {
+		sql := commitLease
+		if i&partLines != 0 {
+			sql += commitLines
+		}
+		if i&partResults != 0 {
+			sql += commitResults
+		}
+		if i&partOutputs != 0 {
+			sql += commitOutputs
+		}
+		stmts[i] = toPositional(sql + commitEnd)
+	}
+	return stmts
+}()
+
+const (
+	partLines = 1 << iota
+	partResults
+	partOutputs
+)
+
+// Commit applies c in one statement; see turn.Commit. Results with the same
+// Index in one commit collapse to the last of them; a zero LeaseUntil keeps
+// the lease's current expiry.
+func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
+	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
+	if err := codec.CheckCommit(c); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	parts, args, err := commitArgs(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var held bool
+	stmt := commitSQL[parts]
+	if err := s.pool.QueryRow(ctx, stmt.sql, stmt.args(args)...).Scan(&held); err != nil {
+		return wrap(op, err)
+	}
+	if !held {
+		return fmt.Errorf("%s: %w", op, turn.ErrLeaseLost)
+	}
+	return nil
+}
+
+// commitArgs encodes c as the Commit statement's arguments — scalars, then
+// one array per column of the lines, results and outputs — and says which
+// parts the statement needs.
+func commitArgs(c turn.Commit) (int, map[string]any, error) {
+	release := c.Status != "" && codec.ReleasesLease(c.Status)
+	until := nullTime(c.LeaseUntil) // NULL (zero) keeps the current expiry
+	settled := nullTime(c.SettledAt)
+	if c.Status != "" && !c.Status.Settled() {
+		settled = pgtype.Timestamptz{} // an unsettled status clears settled_at
+	}
+	args := map[string]any{
+		"session": c.Key.SessionID, "turn": c.Key.TurnID, "owner": c.LeaseOwner,
+		"until": until, "release": release, "status": string(c.Status), "settled": settled,
+	}
+	parts := 0
+
+	if n := len(c.Lines); n > 0 {
+		parts |= partLines
+		turns, calls, kinds := make([]string, n), make([]string, n), make([]string, n)
+		at, data := make([]pgtype.Timestamptz, n), make([]*string, n)
+		for i, l := range c.Lines {
+			d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
+			if err != nil {
+				return 0, nil, err
+			}
+			turns[i], calls[i], kinds[i] = codec.LineTurn(l, c.Key), l.CallID, string(l.Kind)
+			at[i], data[i] = pgtype.Timestamptz{Time: l.At, Valid: true}, nullText(d)
+		}
+		args["n"] = int64(n)
+		args["l_turn"], args["l_call"], args["l_kind"], args["l_at"], args["l_data"] = turns, calls, kinds, at, data
+	}
+
+	if rs := codec.Results(c.Results); len(rs) > 0 {
+		parts |= partResults
+		m := len(rs)
+		idx, attempts := make([]int32, m), make([]int32, m)
+		calls, names, effects, statuses := make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+		outputs, codes, msgs := make([]*string, m), make([]*string, m), make([]*string, m)
+		truncated := make([]bool, m)
+		nbytes, nlines := make([]int64, m), make([]int64, m)
+		outputIDs, replayed := make([]string, m), make([]string, m)
+		started, finished := make([]pgtype.Timestamptz, m), make([]pgtype.Timestamptz, m)
+		for i, r := range rs {
+			out, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
+			if err != nil {
+				return 0, nil, err
+			}
+			idx[i], attempts[i] = int32(r.Index), int32(r.Attempts)
+			calls[i], names[i], effects[i], statuses[i] = r.CallID, r.Name, string(r.Effect), string(r.Status)
+			outputs[i] = nullText(out)
+			if r.Error != nil {
+				codes[i], msgs[i] = &r.Error.Code, &r.Error.Message
+			}
+			truncated[i], nbytes[i], nlines[i] = r.Truncated, r.OriginalBytes, r.OriginalLines
+			outputIDs[i], replayed[i] = r.OutputID, r.ReplayedFrom
+			started[i], finished[i] = nullTime(r.StartedAt), nullTime(r.FinishedAt)
+		}
+		args["r_idx"], args["r_call"], args["r_name"], args["r_effect"], args["r_status"] = idx, calls, names, effects, statuses
+		args["r_output"], args["r_err_code"], args["r_err_msg"], args["r_truncated"] = outputs, codes, msgs, truncated
+		args["r_bytes"], args["r_lines"], args["r_output_id"], args["r_attempts"] = nbytes, nlines, outputIDs, attempts
+		args["r_started"], args["r_finished"], args["r_replayed"] = started, finished, replayed
+	}
+
+	if k := len(c.Outputs); k > 0 {
+		parts |= partOutputs
+		ids, turns, calls, types := make([]string, k), make([]string, k), make([]string, k), make([]string, k)
+		data := make([][]byte, k)
+		created, expires := make([]pgtype.Timestamptz, k), make([]pgtype.Timestamptz, k)
+		for i, o := range c.Outputs {
+			ids[i], turns[i], calls[i], types[i] = o.ID, codec.OutputTurn(o, c.Key), o.CallID, o.ContentType
+			data[i] = o.Data
+			if data[i] == nil {
+				data[i] = []byte{} // data is NOT NULL; nil means empty
+			}
+			created[i], expires[i] = pgtype.Timestamptz{Time: o.CreatedAt, Valid: true}, nullTime(o.ExpiresAt)
+		}
+		args["o_id"], args["o_turn"], args["o_call"], args["o_type"] = ids, turns, calls, types
+		args["o_data"], args["o_created"], args["o_expires"] = data, created, expires
+	}
+	return parts, args, nil
+}
+
+const (
+	sqlGetTurn = `SELECT status, mode, failure_policy, calls, hash, created_at, settled_at
+FROM turns WHERE session_id = $1 AND id = $2`
+
+	sqlGetResults = `SELECT ` + resultColumns + `
+FROM results WHERE session_id = $1 AND turn_id = $2 ORDER BY idx`
+)
+
+// GetTurn returns the turn with its results in call order, reading both in
+// one round trip.
+func (s *Store) GetTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) {
+	op := fmt.Sprintf("getting turn %s/%s", k.SessionID, k.TurnID)
+	b := &pgx.Batch{}
+	b.Queue(sqlGetTurn, k.SessionID, k.TurnID)
+	b.Queue(sqlGetResults, k.SessionID, k.TurnID)
+	br := s.pool.SendBatch(ctx, b)
+	t, err := readTurn(br, k)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return turn.Turn{}, wrap(op, err)
+	}
+	return t, nil
+}
+
+func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
+	t := turn.Turn{SessionID: k.SessionID, ID: k.TurnID}
+	var status, mode, policy string
+	var calls []byte
+	var created, settled pgtype.Timestamptz
+	err := br.QueryRow().Scan(&status, &mode, &policy, &calls, &t.Hash, &created, &settled)
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	t.Status, t.Mode, t.FailurePolicy = turn.Status(status), dispatch.Mode(mode), dispatch.FailurePolicy(policy)
+	t.CreatedAt, t.SettledAt = fromNullTime(created), fromNullTime(settled)
+	if t.Calls, err = codec.DecodeCalls(calls); err != nil {
+		return turn.Turn{}, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	t.Results, err = collectResults(rows, nil)
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	return t, nil
+}
+
+// sqlClaimTurns takes expired leases of running turns. SKIP LOCKED makes
+// concurrent claimers pass over each other's rows (and rows a commit is
+// writing) instead of waiting; FOR UPDATE re-checks the expiry on the latest
+// row version, so a turn claimed and committed meanwhile is not taken twice.
+const sqlClaimTurns = `UPDATE turns t SET lease_owner = $1, lease_until = $3
+FROM (
+    SELECT session_id, id FROM turns
+    WHERE status = 'running' AND lease_until < $2
+    ORDER BY lease_until
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+) c
+WHERE t.session_id = c.session_id AND t.id = c.id
+RETURNING t.session_id, t.id`
+
+// ClaimTurns takes over up to limit running turns whose lease expired
+// before now; see turn.Store.
+func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]turn.TurnKey, error) {
+	if limit <= 0 {
+		return []turn.TurnKey{}, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlClaimTurns, owner, now, until, limit)
+	if err != nil {
+		return nil, wrap("claiming turns", err)
+	}
+	keys, err := collectKeys(rows)
+	if err != nil {
+		return nil, wrap("claiming turns", err)
+	}
+	return keys, nil
+}
+
+const sqlRenewLeases = `UPDATE turns t SET lease_until = $2
+FROM unnest($3::text[], $4::text[]) AS k (session_id, id)
+WHERE t.session_id = k.session_id AND t.id = k.id AND t.lease_owner = $1
+RETURNING t.session_id, t.id`
+
+// RenewLeases extends owner's leases on keys to until and returns, in the
+// order given, the keys owner no longer holds.
+func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	sids, tids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		sids[i], tids[i] = k.SessionID, k.TurnID
+	}
+	rows, err := s.pool.Query(ctx, sqlRenewLeases, owner, until, sids, tids)
+	if err != nil {
+		return nil, wrap("renewing leases", err)
+	}
+	renewed, err := collectKeys(rows)
+	if err != nil {
+		return nil, wrap("renewing leases", err)
+	}
+	held := make(map[turn.TurnKey]bool, len(renewed))
+	for _, k := range renewed {
+		held[k] = true
+	}
+	var lost []turn.TurnKey
+	for _, k := range keys {
+		if !held[k] {
+			lost = append(lost, k)
+		}
+	}
+	return lost, nil
+}
+
+// collectKeys reads (session_id, id) rows and closes rows.
+func collectKeys(rows pgx.Rows) ([]turn.TurnKey, error) {
+	keys := []turn.TurnKey{}
+	var k turn.TurnKey
+	_, err := pgx.ForEachRow(rows, []any{&k.SessionID, &k.TurnID}, func() error {
+		keys = append(keys, k)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}

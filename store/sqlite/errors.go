@@ -1,0 +1,43 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// wrap translates err at the store boundary and says what was being done:
+// sql.ErrNoRows → turn.ErrNotFound; a database that stayed locked past
+// busy_timeout, an I/O failure or a missed deadline → turn.ErrUnavailable
+// (with the cause kept in the chain).
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func unavailable(err error) bool {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		switch e.Code() & 0xff { // the primary result code
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR,
+			sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}

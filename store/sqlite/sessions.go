@@ -1,0 +1,101 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+const (
+	// ON CONFLICT DO NOTHING reports a taken id as "no row inserted".
+	sqlCreateSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`
+
+	sqlGetSession = `SELECT tools, budget, callback_url, metadata, created_at
+FROM sessions WHERE id = ?`
+)
+
+// CreateSession inserts sess; turn.ErrSessionExists when the id is taken.
+func (s *Store) CreateSession(ctx context.Context, sess turn.Session) error {
+	args, err := sessionArgs(sess)
+	if err != nil {
+		return fmt.Errorf("creating session %s: %w", sess.ID, err)
+	}
+	res, err := s.write.ExecContext(ctx, sqlCreateSession, args...)
+	if err != nil {
+		return wrap("creating session "+sess.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return wrap("creating session "+sess.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("creating session %s: %w", sess.ID, turn.ErrSessionExists)
+	}
+	return nil
+}
+
+// GetSession returns the session or turn.ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, id string) (turn.Session, error) {
+	var row sessionRow
+	if err := s.read.QueryRowContext(ctx, sqlGetSession, id).Scan(row.dest()...); err != nil {
+		return turn.Session{}, wrap("getting session "+id, err)
+	}
+	sess, err := row.session(id)
+	if err != nil {
+		return turn.Session{}, fmt.Errorf("getting session %s: %w", id, err)
+	}
+	return sess, nil
+}
+
+// sessionArgs encodes sess as the arguments id, tools, budget, callback_url,
+// metadata, created_at.
+func sessionArgs(sess turn.Session) ([]any, error) {
+	tools, err := codec.Tools(sess.Tools)
+	if err != nil {
+		return nil, err
+	}
+	budget, err := codec.Budget(sess.Budget)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := codec.RawJSON("metadata", sess.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return []any{sess.ID, nullText(tools), string(budget), sess.CallbackURL, nullText(meta), micros(sess.CreatedAt)}, nil
+}
+
+// sessionRow scans the columns tools, budget, callback_url, metadata,
+// created_at.
+type sessionRow struct {
+	tools, budget, metadata []byte
+	callbackURL             string
+	createdAt               int64
+}
+
+func (r *sessionRow) dest() []any {
+	return []any{&r.tools, &r.budget, &r.callbackURL, &r.metadata, &r.createdAt}
+}
+
+func (r *sessionRow) session(id string) (turn.Session, error) {
+	tools, err := codec.DecodeTools(r.tools)
+	if err != nil {
+		return turn.Session{}, err
+	}
+	budget, err := codec.DecodeBudget(r.budget)
+	if err != nil {
+		return turn.Session{}, err
+	}
+	return turn.Session{
+		ID:          id,
+		Tools:       tools,
+		Budget:      budget,
+		CallbackURL: r.callbackURL,
+		Metadata:    r.metadata,
+		CreatedAt:   fromMicros(r.createdAt),
+	}, nil
+}

@@ -1,0 +1,359 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+const (
+	// The session upsert creates the session with last_seq 1 (the
+	// turn_received line is its first) or bumps the existing last_seq, and
+	// returns the session as stored with the line's seq.
+	sqlUpsertSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at, last_seq)
+VALUES (?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (id) DO UPDATE SET last_seq = last_seq + 1
+RETURNING tools, budget, callback_url, metadata, created_at, last_seq`
+
+	sqlInsertTurn = `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (session_id, id) DO NOTHING`
+
+	sqlInsertLine = `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
+
+// ReceiveTurn records r in one transaction; see turn.Store. The session
+// upsert runs first (the turn's foreign key needs the session); when the turn
+// turns out to exist, the transaction is rolled back, undoing it, and the
+// recorded turn is read. ReceiveResult.Session is then left zero.
+func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
+	if err := codec.CheckReceive(&r); err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("receiving turn: %w", err)
+	}
+	op := fmt.Sprintf("receiving turn %s/%s", r.Turn.SessionID, r.Turn.ID)
+	calls, err := codec.Calls(r.Turn.Calls)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	sessArgs, err := sessionArgs(r.Session)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	data, err := codec.RawJSON("line data", r.Line.Data)
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	t := r.Turn
+
+	var res turn.ReceiveResult
+	exists := false
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var row sessionRow
+		if err := tx.QueryRowContext(ctx, sqlUpsertSession, sessArgs...).Scan(append(row.dest(), &res.Seq)...); err != nil {
+			return err
+		}
+		ins, err := tx.ExecContext(ctx, sqlInsertTurn,
+			t.SessionID, t.ID, string(t.Status), string(t.Mode), string(t.FailurePolicy), string(calls), t.Hash,
+			micros(t.CreatedAt), nullMicros(t.SettledAt), r.LeaseOwner, nullMicros(r.LeaseUntil))
+		if err != nil {
+			return err
+		}
+		if n, err := ins.RowsAffected(); err != nil || n == 0 {
+			exists = err == nil
+			return errRollback
+		}
+		if _, err := tx.ExecContext(ctx, sqlInsertLine,
+			t.SessionID, res.Seq, r.Line.TurnID, r.Line.CallID, string(r.Line.Kind), micros(r.Line.At), nullText(data)); err != nil {
+			return err
+		}
+		res.Session, err = row.session(t.SessionID)
+		return err
+	})
+	if exists {
+		existing, gerr := s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
+		if gerr != nil {
+			return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, gerr)
+		}
+		return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+	}
+	if err != nil {
+		return turn.ReceiveResult{}, wrap(op, err)
+	}
+	return res, nil
+}
+
+// errRollback makes inTx roll back without it being a failure of its own.
+var errRollback = errors.New("roll back")
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE), committing when fn
+// returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	return tx.Commit()
+}
+
+const (
+	sqlLease = `UPDATE turns SET
+    lease_owner = CASE WHEN ?4 THEN NULL ELSE lease_owner END,
+    lease_until = CASE WHEN ?4 THEN NULL ELSE COALESCE(?5, lease_until) END,
+    status      = CASE WHEN ?6 = '' THEN status ELSE ?6 END,
+    settled_at  = CASE WHEN ?6 = '' THEN settled_at ELSE ?7 END
+WHERE session_id = ?1 AND id = ?2 AND lease_owner = ?3`
+
+	sqlAllocSeqs = `UPDATE sessions SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
+
+	sqlUpsertResult = `INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+    error_code, error_message, truncated, original_bytes, original_lines, output_id,
+    attempts, started_at, finished_at, replayed_from)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (session_id, turn_id, idx) DO UPDATE SET
+    call_id = excluded.call_id, name = excluded.name, effect = excluded.effect,
+    status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+    error_message = excluded.error_message, truncated = excluded.truncated,
+    original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+    output_id = excluded.output_id, attempts = excluded.attempts,
+    started_at = excluded.started_at, finished_at = excluded.finished_at,
+    replayed_from = excluded.replayed_from`
+
+	sqlInsertOutput = `INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// Commit applies c in one transaction; see turn.Commit. The lease check
+// comes first: when it fails, the transaction is rolled back before anything
+// else is written. Results with the same Index collapse to the last of them;
+// a zero LeaseUntil keeps the lease's current expiry.
+func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
+	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
+	if err := codec.CheckCommit(c); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	// Encode everything before taking the write lock.
+	lineData := make([]any, len(c.Lines))
+	for i, l := range c.Lines {
+		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		lineData[i] = nullText(d)
+	}
+	results := codec.Results(c.Results)
+	outputs := make([]any, len(results))
+	for i, r := range results {
+		o, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		outputs[i] = nullText(o)
+	}
+	release := c.Status != "" && codec.ReleasesLease(c.Status)
+	until := nullMicros(c.LeaseUntil) // NULL (zero) keeps the current expiry
+	settled := nullMicros(c.SettledAt)
+	if c.Status != "" && !c.Status.Settled() {
+		settled = nil // an unsettled status clears settled_at
+	}
+
+	lost := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlLease, c.Key.SessionID, c.Key.TurnID, c.LeaseOwner, release, until, string(c.Status), settled)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			lost = err == nil
+			return errRollback
+		}
+		if len(c.Lines) > 0 {
+			var last int64
+			if err := tx.QueryRowContext(ctx, sqlAllocSeqs, len(c.Lines), c.Key.SessionID).Scan(&last); err != nil {
+				return err
+			}
+			first := last - int64(len(c.Lines)) + 1
+			for i, l := range c.Lines {
+				if _, err := tx.ExecContext(ctx, sqlInsertLine, c.Key.SessionID, first+int64(i),
+					codec.LineTurn(l, c.Key), l.CallID, string(l.Kind), micros(l.At), lineData[i]); err != nil {
+					return err
+				}
+			}
+		}
+		for i, r := range results {
+			var code, msg any
+			if r.Error != nil {
+				code, msg = r.Error.Code, r.Error.Message
+			}
+			if _, err := tx.ExecContext(ctx, sqlUpsertResult, c.Key.SessionID, c.Key.TurnID, r.Index,
+				r.CallID, r.Name, string(r.Effect), string(r.Status), outputs[i], code, msg,
+				r.Truncated, r.OriginalBytes, r.OriginalLines, r.OutputID, r.Attempts,
+				nullMicros(r.StartedAt), nullMicros(r.FinishedAt), r.ReplayedFrom); err != nil {
+				return err
+			}
+		}
+		for _, o := range c.Outputs {
+			data := o.Data
+			if data == nil {
+				data = []byte{} // data is NOT NULL; nil means empty
+			}
+			if _, err := tx.ExecContext(ctx, sqlInsertOutput, o.ID, c.Key.SessionID, codec.OutputTurn(o, c.Key),
+				o.CallID, o.ContentType, data, micros(o.CreatedAt), nullMicros(o.ExpiresAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if lost {
+		return fmt.Errorf("%s: %w", op, turn.ErrLeaseLost)
+	}
+	return wrap(op, err)
+}
+
+const (
+	sqlGetTurn = `SELECT status, mode, failure_policy, calls, hash, created_at, settled_at
+FROM turns WHERE session_id = ? AND id = ?`
+
+	sqlGetResults = `SELECT ` + resultColumns + `
+FROM results WHERE session_id = ? AND turn_id = ? ORDER BY idx`
+)
+
+// GetTurn returns the turn with its results in call order, read in one
+// read transaction so both come from the same snapshot.
+func (s *Store) GetTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) {
+	op := fmt.Sprintf("getting turn %s/%s", k.SessionID, k.TurnID)
+	t, err := s.getTurn(ctx, k)
+	if err != nil {
+		return turn.Turn{}, wrap(op, err)
+	}
+	return t, nil
+}
+
+func (s *Store) getTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) {
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	defer tx.Rollback()
+	t := turn.Turn{SessionID: k.SessionID, ID: k.TurnID}
+	var status, mode, policy string
+	var calls []byte
+	var created int64
+	var settled sql.NullInt64
+	err = tx.QueryRowContext(ctx, sqlGetTurn, k.SessionID, k.TurnID).Scan(&status, &mode, &policy, &calls, &t.Hash, &created, &settled)
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	t.Status, t.Mode, t.FailurePolicy = turn.Status(status), dispatch.Mode(mode), dispatch.FailurePolicy(policy)
+	t.CreatedAt, t.SettledAt = fromMicros(created), fromNullMicros(settled)
+	if t.Calls, err = codec.DecodeCalls(calls); err != nil {
+		return turn.Turn{}, err
+	}
+	rows, err := tx.QueryContext(ctx, sqlGetResults, k.SessionID, k.TurnID)
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	t.Results, err = collectResults(rows, nil)
+	if err != nil {
+		return turn.Turn{}, err
+	}
+	return t, nil
+}
+
+// sqlClaimTurns takes expired leases of running turns. Writes are serialised
+// on the one write connection, so no two claims overlap.
+const sqlClaimTurns = `UPDATE turns SET lease_owner = ?1, lease_until = ?3
+WHERE (session_id, id) IN (
+    SELECT session_id, id FROM turns
+    WHERE status = 'running' AND lease_until < ?2
+    ORDER BY lease_until
+    LIMIT ?4
+)
+RETURNING session_id, id`
+
+// ClaimTurns takes over up to limit running turns whose lease expired
+// before now; see turn.Store.
+func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]turn.TurnKey, error) {
+	if limit <= 0 {
+		return []turn.TurnKey{}, nil
+	}
+	rows, err := s.write.QueryContext(ctx, sqlClaimTurns, owner, micros(now), micros(until), limit)
+	if err != nil {
+		return nil, wrap("claiming turns", err)
+	}
+	keys, err := collectKeys(rows)
+	if err != nil {
+		return nil, wrap("claiming turns", err)
+	}
+	return keys, nil
+}
+
+// sqlRenewLeases takes the keys as a JSON array of [session, turn] pairs,
+// so that one statement renews them all.
+const sqlRenewLeases = `UPDATE turns SET lease_until = ?2
+WHERE lease_owner = ?1 AND (session_id, id) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)
+)
+RETURNING session_id, id`
+
+// RenewLeases extends owner's leases on keys to until and returns, in the
+// order given, the keys owner no longer holds.
+func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	pairs := make([][2]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = [2]string{k.SessionID, k.TurnID}
+	}
+	arg, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("renewing leases: %w", err)
+	}
+	rows, err := s.write.QueryContext(ctx, sqlRenewLeases, owner, micros(until), string(arg))
+	if err != nil {
+		return nil, wrap("renewing leases", err)
+	}
+	renewed, err := collectKeys(rows)
+	if err != nil {
+		return nil, wrap("renewing leases", err)
+	}
+	held := make(map[turn.TurnKey]bool, len(renewed))
+	for _, k := range renewed {
+		held[k] = true
+	}
+	var lost []turn.TurnKey
+	for _, k := range keys {
+		if !held[k] {
+			lost = append(lost, k)
+		}
+	}
+	return lost, nil
+}
+
+// collectKeys reads (session_id, id) rows and closes rows.
+func collectKeys(rows *sql.Rows) ([]turn.TurnKey, error) {
+	defer rows.Close()
+	keys := []turn.TurnKey{}
+	for rows.Next() {
+		var k turn.TurnKey
+		if err := rows.Scan(&k.SessionID, &k.TurnID); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}

@@ -1,0 +1,769 @@
+package tool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+
+	"github.com/turnd/turnd/dispatch"
+)
+
+// Defaults applied by the config loader.
+const (
+	// DefaultTimeout bounds one attempt of an HTTP tool without http.timeout.
+	DefaultTimeout = 30 * time.Second
+	// DefaultKeepCap caps the bytes an HTTP tool reads from one response
+	// when the context carries no keep cap (see WithProjector).
+	DefaultKeepCap int64 = 64 << 20
+
+	// MaxAttempts is the largest retry.max_attempts accepted.
+	MaxAttempts = 20
+)
+
+// defaultRetry fills in what a tool's retry block leaves out. A tool
+// without a retry block is tried once.
+var defaultRetry = dispatch.RetryPolicy{
+	MaxAttempts:     3,
+	InitialInterval: 200 * time.Millisecond,
+	MaxInterval:     5 * time.Second,
+	Multiplier:      2,
+	Jitter:          0.2,
+}
+
+// noRetry is the policy of a tool without a retry block: one attempt.
+var noRetry = dispatch.RetryPolicy{MaxAttempts: 1}
+
+// ErrInvalidConfig is matched (errors.Is) by every ConfigError.
+var ErrInvalidConfig = errors.New("invalid tool config")
+
+// ConfigError is one problem in the tool config, located as precisely as
+// the YAML allows. Its message never contains a header value or anything
+// read from the environment.
+type ConfigError struct {
+	File string // the config file; "" when parsed from bytes
+	Line int    // 1-based; 0 when unknown
+	Tool string // the tool's name (or "tools[i]" while it has none); "" outside a tool
+	Msg  string
+	Err  error // the underlying error, if any (a YAML error, ...)
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString("tool config: ")
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "":
+		b.WriteString(e.File + ": ")
+	case e.Line > 0:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Tool != "" {
+		if strings.HasPrefix(e.Tool, "tools[") {
+			b.WriteString(e.Tool + ": ")
+		} else {
+			fmt.Fprintf(&b, "tool %q: ", e.Tool)
+		}
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *ConfigError) Unwrap() error        { return e.Err }
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Options tunes Load and Parse. The zero value is ready to use.
+type Options struct {
+	// Env resolves ${VAR} in http.url and http.headers values
+	// (default os.LookupEnv). An unset variable is a config error.
+	Env func(name string) (string, bool)
+	// HTTPClient sends every HTTP tool's requests. Nil: the registry gets a
+	// client of its own from NewHTTPClient, which Registry.CloseIdleConnections
+	// closes. Per-attempt timeouts come from the tool config, not the client.
+	HTTPClient *http.Client
+	// Now is the clock of the now builtin and of HTTP-date Retry-After
+	// headers (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Env == nil {
+		o.Env = os.LookupEnv
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Load reads and parses the tool config file at path. See Parse.
+func Load(path string, opts Options) (*Registry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tool: reading config: %w", err)
+	}
+	return parse(path, data, opts)
+}
+
+// Parse builds a registry from a YAML tool config:
+//
+//	tools:
+//	  - name: search_docs            # ^[a-zA-Z0-9_-]{1,64}$
+//	    description: Search the documentation
+//	    effect: read                 # read | write (default write)
+//	    idempotent: false
+//	    input_schema: {type: object, properties: {q: {type: string}}}
+//	    http:
+//	      url: http://127.0.0.1:9000/search
+//	      timeout: 30s               # per attempt (default 30s)
+//	      headers: {Authorization: "Bearer ${SEARCH_TOKEN}"}
+//	    retry: {max_attempts: 3, initial_interval: 200ms, max_interval: 5s, multiplier: 2, jitter: 0.2}
+//	  - name: shout                  # a builtin under another name
+//	    builtin: echo
+//	builtin: [echo, sleep, now]      # turnd's demo tools, off unless listed
+//
+// Decoding is strict: an unknown key is an error. Every problem found is
+// reported, each as a *ConfigError (joined with errors.Join), naming the
+// tool and the line. ${VAR} in http.url and header values is read from
+// Options.Env once, here; "$$" stands for a literal "$". An empty config
+// is a valid, empty registry.
+func Parse(data []byte, opts Options) (*Registry, error) {
+	return parse("", data, opts)
+}
+
+// The YAML shapes. Pointers tell "absent" from a zero value.
+type (
+	rawFile struct {
+		Tools   []rawTool `yaml:"tools"`
+		Builtin []string  `yaml:"builtin"`
+	}
+	rawTool struct {
+		Name        string    `yaml:"name"`
+		Description *string   `yaml:"description"`
+		Effect      *string   `yaml:"effect"`
+		Idempotent  *bool     `yaml:"idempotent"`
+		InputSchema any       `yaml:"input_schema"`
+		HTTP        *rawHTTP  `yaml:"http"`
+		Builtin     *string   `yaml:"builtin"`
+		Retry       *rawRetry `yaml:"retry"`
+	}
+	rawHTTP struct {
+		URL     string            `yaml:"url"`
+		Timeout *string           `yaml:"timeout"`
+		Headers map[string]string `yaml:"headers"`
+	}
+	rawRetry struct {
+		MaxAttempts     *int     `yaml:"max_attempts"`
+		InitialInterval *string  `yaml:"initial_interval"`
+		MaxInterval     *string  `yaml:"max_interval"`
+		Multiplier      *float64 `yaml:"multiplier"`
+		Jitter          *float64 `yaml:"jitter"`
+	}
+)
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// loader carries one parse: the source for locating problems and the
+// problems found so far.
+type loader struct {
+	file string
+	opts Options
+	body ast.Node // the document's root; nil for an empty config
+	errs []error
+
+	ownedClient *http.Client // made for this registry when opts has none
+}
+
+// client is the HTTP client of the registry's tools.
+func (l *loader) client() *http.Client {
+	if l.opts.HTTPClient != nil {
+		return l.opts.HTTPClient
+	}
+	if l.ownedClient == nil {
+		l.ownedClient = NewHTTPClient()
+	}
+	return l.ownedClient
+}
+
+func parse(file string, data []byte, opts Options) (*Registry, error) {
+	l := &loader{file: file, opts: opts.withDefaults()}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, l.yamlError(err)
+	}
+	for _, d := range f.Docs {
+		if d == nil || d.Body == nil {
+			continue
+		}
+		if l.body != nil {
+			return nil, &ConfigError{File: file, Line: line(d.Body), Msg: "more than one YAML document"}
+		}
+		l.body = d.Body
+	}
+	if l.body == nil {
+		return l.registry(nil), nil
+	}
+	var raw rawFile
+	if err := yaml.NodeToValue(l.body, &raw, yaml.Strict()); err != nil {
+		return nil, l.yamlError(err)
+	}
+	specs := l.build(raw)
+	if len(l.errs) > 0 {
+		slices.SortStableFunc(l.errs, func(a, b error) int {
+			return a.(*ConfigError).Line - b.(*ConfigError).Line
+		})
+		return nil, errors.Join(l.errs...)
+	}
+	return l.registry(specs), nil
+}
+
+// registry wraps the specs; an HTTP client the loader made is owned by it.
+func (l *loader) registry(specs []*Spec) *Registry {
+	r := NewRegistry(specs...)
+	r.owned = l.ownedClient
+	return r
+}
+
+// build validates the decoded config and makes the specs.
+func (l *loader) build(raw rawFile) []*Spec {
+	var specs []*Spec
+	first := map[string]int{} // name → line first defined
+	claim := func(name string, ln int, tool string) bool {
+		if prev, dup := first[name]; dup {
+			l.errs = append(l.errs, &ConfigError{File: l.file, Line: ln, Tool: tool,
+				Msg: fmt.Sprintf("duplicate tool name %q (first defined at line %d)", name, prev)})
+			return false
+		}
+		first[name] = ln
+		return true
+	}
+	for i, rt := range raw.Tools {
+		s := l.buildTool(i, rt)
+		if s == nil {
+			continue
+		}
+		if claim(s.Name, l.line("tools", i, "name"), s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	for i, name := range raw.Builtin {
+		ln := l.line("builtin", i)
+		mk, ok := builtins[name]
+		if !ok {
+			l.errs = append(l.errs, &ConfigError{File: l.file, Line: ln,
+				Msg: fmt.Sprintf("unknown builtin %q; the builtins are: %s", name, strings.Join(BuiltinNames(), ", "))})
+			continue
+		}
+		if claim(name, ln, name) {
+			specs = append(specs, mk(l.opts))
+		}
+	}
+	return specs
+}
+
+// buildTool validates one tools[i] entry; nil when it has problems (they
+// are recorded).
+func (l *loader) buildTool(i int, rt rawTool) *Spec {
+	label := rt.Name
+	if !namePattern.MatchString(label) {
+		label = fmt.Sprintf("tools[%d]", i)
+	}
+	nerrs := len(l.errs)
+	fail := func(ln int, format string, args ...any) {
+		if ln == 0 {
+			ln = l.line("tools", i)
+		}
+		l.errs = append(l.errs, &ConfigError{File: l.file, Line: ln, Tool: label, Msg: fmt.Sprintf(format, args...)})
+	}
+	at := func(path ...any) int { return l.line(append([]any{"tools", i}, path...)...) }
+
+	switch {
+	case rt.Name == "":
+		fail(0, "name is required")
+	case !namePattern.MatchString(rt.Name):
+		fail(at("name"), "name %q must match %s", rt.Name, namePattern)
+	case rt.Name == dispatch.MetaTool:
+		fail(at("name"), "name %q is reserved: calls to it name the tool to run", rt.Name)
+	}
+	switch {
+	case rt.HTTP != nil && rt.Builtin != nil:
+		fail(0, "has both http and builtin; a tool has exactly one implementation")
+	case rt.HTTP == nil && rt.Builtin == nil:
+		fail(0, "needs an implementation: an http block (or builtin: <name>)")
+	}
+
+	s := &Spec{Name: rt.Name, Effect: dispatch.EffectWrite, Retry: noRetry}
+	if rt.Description != nil {
+		s.Description = *rt.Description
+	}
+	if rt.Effect != nil {
+		switch *rt.Effect {
+		case "read":
+			s.Effect = dispatch.EffectRead
+		case "write":
+			s.Effect = dispatch.EffectWrite
+		default:
+			fail(at("effect"), "effect %q must be read or write", *rt.Effect)
+		}
+	}
+	if rt.Idempotent != nil {
+		s.Idempotent = *rt.Idempotent
+	}
+	if rt.Retry != nil {
+		p, field, err := retryPolicy(*rt.Retry)
+		if err != nil {
+			fail(at("retry", field), "retry.%s: %v", field, err)
+		}
+		s.Retry = p
+	}
+
+	if rt.Builtin != nil {
+		mk, ok := builtins[*rt.Builtin]
+		if !ok {
+			fail(at("builtin"), "unknown builtin %q; the builtins are: %s", *rt.Builtin, strings.Join(BuiltinNames(), ", "))
+			return nil
+		}
+		// The builtin defines its own arguments and effect.
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{rt.Effect != nil, "effect"}, {rt.Idempotent != nil, "idempotent"}, {rt.InputSchema != nil, "input_schema"}} {
+			if f.set {
+				fail(at(f.name), "%s cannot be set for builtin %q: the builtin defines it", f.name, *rt.Builtin)
+			}
+		}
+		b := mk(l.opts)
+		b.Name = rt.Name
+		if rt.Description != nil {
+			b.Description = *rt.Description
+		}
+		if rt.Retry != nil {
+			b.Retry = s.Retry
+		}
+		s = b
+	}
+
+	if rt.InputSchema != nil && rt.Builtin == nil {
+		js, err := json.Marshal(rt.InputSchema)
+		if err != nil {
+			fail(at("input_schema"), "input_schema cannot be written as JSON: %v", err)
+		} else if err := s.CompileSchema(js); err != nil {
+			fail(at("input_schema"), "input_schema: %v", err)
+		}
+	}
+
+	if rt.HTTP != nil && rt.Builtin == nil {
+		t, problems := l.httpTool(*rt.HTTP, at)
+		for _, p := range problems {
+			fail(p.line, "%s", p.msg)
+		}
+		s.Impl = t
+	}
+	if len(l.errs) > nerrs {
+		return nil
+	}
+	return s
+}
+
+type problem struct {
+	line int
+	msg  string
+}
+
+// reservedHeaders are set by the protocol itself (or, for Host, would be
+// ignored by net/http), so the config may not set them.
+var reservedHeaders = []string{"Content-Type", "Content-Length", "Idempotency-Key", "Transfer-Encoding", "Host", "Connection"}
+
+// httpTool validates an http block and builds its tool.
+func (l *loader) httpTool(rh rawHTTP, at func(...any) int) (*httpTool, []problem) {
+	var ps []problem
+	add := func(ln int, format string, args ...any) {
+		ps = append(ps, problem{ln, fmt.Sprintf(format, args...)})
+	}
+	t := &httpTool{timeout: DefaultTimeout, client: l.client(), now: l.opts.Now, header: http.Header{}}
+
+	// The URL may hold secrets once expanded: describe it, never echo it.
+	switch raw, err := expandEnv(rh.URL, l.opts.Env); {
+	case rh.URL == "":
+		add(at("http"), "http.url is required")
+	case err != nil:
+		add(at("http", "url"), "http.url: %v", err)
+	default:
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil, !u.IsAbs(), u.Host == "":
+			add(at("http", "url"), "http.url must be an absolute http or https URL")
+		case u.Scheme != "http" && u.Scheme != "https":
+			add(at("http", "url"), "http.url must be an absolute http or https URL (scheme is %q)", u.Scheme)
+		default:
+			u.Fragment, u.RawFragment = "", ""
+			t.url = u.String()
+		}
+	}
+
+	if rh.Timeout != nil {
+		d, err := time.ParseDuration(*rh.Timeout)
+		switch {
+		case err != nil:
+			add(at("http", "timeout"), "http.timeout %q is not a duration such as \"30s\"", *rh.Timeout)
+		case d <= 0:
+			add(at("http", "timeout"), "http.timeout must be positive")
+		default:
+			t.timeout = d
+		}
+	}
+
+	names := make([]string, 0, len(rh.Headers))
+	for k := range rh.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		ln := at("http", "headers", k)
+		ck := http.CanonicalHeaderKey(k)
+		switch {
+		case !validHeaderName(k):
+			add(ln, "http.headers: %q is not a valid header name", k)
+			continue
+		case slices.Contains(reservedHeaders, ck):
+			add(ln, "http.headers: %s is set by turnd", ck)
+			continue
+		case len(t.header[ck]) > 0:
+			add(ln, "http.headers: %s is given twice", ck)
+			continue
+		}
+		v, err := expandEnv(rh.Headers[k], l.opts.Env)
+		if err != nil {
+			add(ln, "http.headers.%s: %v", k, err)
+			continue
+		}
+		if !validHeaderValue(v) {
+			// Not the value: it is likely a secret.
+			add(ln, "http.headers.%s: the value contains control characters", k)
+			continue
+		}
+		t.header[ck] = []string{v}
+	}
+	return t, ps
+}
+
+// retryPolicy checks a retry block, defaulting what it leaves out. A
+// problem comes with the field it is about.
+func retryPolicy(r rawRetry) (p dispatch.RetryPolicy, field string, err error) {
+	p = defaultRetry
+	if r.MaxAttempts != nil {
+		p.MaxAttempts = *r.MaxAttempts
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxAttempts {
+		return p, "max_attempts", fmt.Errorf("must be between 1 and %d", MaxAttempts)
+	}
+	for _, d := range []struct {
+		name string
+		src  *string
+		dst  *time.Duration
+	}{{"initial_interval", r.InitialInterval, &p.InitialInterval}, {"max_interval", r.MaxInterval, &p.MaxInterval}} {
+		if d.src == nil {
+			continue
+		}
+		v, err := time.ParseDuration(*d.src)
+		if err != nil {
+			return p, d.name, fmt.Errorf("%q is not a duration such as \"200ms\"", *d.src)
+		}
+		if v <= 0 {
+			return p, d.name, errors.New("must be positive")
+		}
+		*d.dst = v
+	}
+	if p.MaxInterval < p.InitialInterval {
+		return p, "max_interval", errors.New("must not be less than initial_interval")
+	}
+	if r.Multiplier != nil {
+		p.Multiplier = *r.Multiplier
+	}
+	if !(p.Multiplier >= 1) || math.IsInf(p.Multiplier, 0) { // !(>=) catches NaN
+		return p, "multiplier", errors.New("must be a number ≥ 1")
+	}
+	if r.Jitter != nil {
+		p.Jitter = *r.Jitter
+	}
+	if !(p.Jitter >= 0 && p.Jitter <= 1) {
+		return p, "jitter", errors.New("must be between 0 and 1")
+	}
+	return p, "", nil
+}
+
+// expandEnv replaces ${NAME} with the variable's value and $$ with $. An
+// unset variable is an error naming it (never its value).
+func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '$' || i+1 == len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '{':
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", errors.New("unterminated ${")
+			}
+			name := s[i+2 : i+2+end]
+			if !envName.MatchString(name) {
+				return "", fmt.Errorf("${%s} is not a valid variable reference", name)
+			}
+			v, ok := lookup(name)
+			if !ok {
+				return "", fmt.Errorf("environment variable %s is not set", name)
+			}
+			b.WriteString(v)
+			i += 2 + end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue rejects control characters other than tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// yamlError turns an error of the YAML library into a ConfigError at the
+// line it gives, naming the tool when the line is inside one.
+func (l *loader) yamlError(err error) error {
+	ce := &ConfigError{File: l.file, Msg: err.Error(), Err: err}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		ce.Msg = ye.GetMessage()
+		tk := ye.GetToken()
+		if tk != nil && tk.Position != nil {
+			ce.Line = tk.Position.Line
+			ce.Tool = l.toolAt(tk.Position)
+		}
+		// The library's text names Go types; say it in the config's terms.
+		// The value itself is left out: it might be a secret.
+		var te *yaml.TypeError
+		if errors.As(err, &te) && te.DstType != nil {
+			ce.Msg = "expected " + yamlKind(te.DstType)
+			if te.SrcType != nil {
+				ce.Msg += ", got " + yamlKind(te.SrcType)
+			}
+			if key := l.keyOf(tk); key != "" {
+				ce.Msg = key + ": " + ce.Msg
+			}
+		}
+	}
+	return ce
+}
+
+// yamlKind names a Go type as the YAML value it decodes from.
+func yamlKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	}
+	return "a value"
+}
+
+// keyOf finds the mapping key whose value is at tk ("" if none).
+func (l *loader) keyOf(tk *token.Token) string {
+	if tk == nil || l.body == nil {
+		return ""
+	}
+	f := &keyFinder{tk: tk}
+	ast.Walk(f, l.body)
+	return f.key
+}
+
+type keyFinder struct {
+	tk  *token.Token
+	key string
+}
+
+func (f *keyFinder) Visit(n ast.Node) ast.Visitor {
+	if f.key != "" {
+		return nil
+	}
+	if mv, ok := n.(*ast.MappingValueNode); ok && mv.Value != nil {
+		if p := start(mv.Value); p != nil && f.tk.Position != nil && *p == *f.tk.Position {
+			f.key = mv.Key.GetToken().Value
+			return nil
+		}
+	}
+	return f
+}
+
+// toolAt names the tools[] entry that holds pos ("" if none).
+func (l *loader) toolAt(pos *token.Position) string {
+	seq, ok := unwrap(l.child(l.body, "tools")).(*ast.SequenceNode)
+	if !ok {
+		return ""
+	}
+	idx := -1
+	for i, item := range seq.Values {
+		if p := start(item); p != nil && !before(pos, p) {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return ""
+	}
+	// A top-level key between the entry's start and pos ends the entry.
+	if m, ok := unwrap(l.body).(*ast.MappingNode); ok {
+		for _, mv := range m.Values {
+			k := start(mv.Key)
+			if mv.Key.GetToken().Value != "tools" && before(start(seq.Values[idx]), k) && !before(pos, k) {
+				return ""
+			}
+		}
+	}
+	if n, ok := unwrap(l.child(seq.Values[idx], "name")).(*ast.StringNode); ok && namePattern.MatchString(n.Value) {
+		return n.Value
+	}
+	return fmt.Sprintf("tools[%d]", idx)
+}
+
+// before reports whether a comes strictly before b; nil is never before.
+func before(a, b *token.Position) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return a.Line < b.Line || a.Line == b.Line && a.Column < b.Column
+}
+
+// line finds the line of the node at path (keys and sequence indexes)
+// from the document root, or of its nearest ancestor that exists.
+func (l *loader) line(path ...any) int {
+	n, best := l.body, 0
+	for _, p := range path {
+		if n == nil {
+			break
+		}
+		if ln := line(n); ln > 0 {
+			best = ln
+		}
+		switch k := p.(type) {
+		case string:
+			n = l.child(n, k)
+		case int:
+			seq, ok := unwrap(n).(*ast.SequenceNode)
+			if !ok || k >= len(seq.Values) {
+				n = nil
+			} else {
+				n = seq.Values[k]
+			}
+		}
+	}
+	if n != nil {
+		if ln := line(n); ln > 0 {
+			best = ln
+		}
+	}
+	return best
+}
+
+// child returns the value under key in a mapping node.
+func (l *loader) child(n ast.Node, key string) ast.Node {
+	var values []*ast.MappingValueNode
+	switch m := unwrap(n).(type) {
+	case *ast.MappingNode:
+		values = m.Values
+	case *ast.MappingValueNode:
+		values = []*ast.MappingValueNode{m}
+	}
+	for _, mv := range values {
+		if tk := mv.Key.GetToken(); tk != nil && tk.Value == key {
+			return mv.Value
+		}
+	}
+	return nil
+}
+
+// unwrap looks through an anchor to its value.
+func unwrap(n ast.Node) ast.Node {
+	if a, ok := n.(*ast.AnchorNode); ok {
+		return a.Value
+	}
+	return n
+}
+
+func start(n ast.Node) *token.Position {
+	if n == nil {
+		return nil
+	}
+	if m, ok := unwrap(n).(*ast.MappingNode); ok && len(m.Values) > 0 && !m.IsFlowStyle {
+		n = m.Values[0].Key
+	}
+	tk := n.GetToken()
+	if tk == nil {
+		return nil
+	}
+	return tk.Position
+}
+
+func line(n ast.Node) int {
+	if p := start(n); p != nil {
+		return p.Line
+	}
+	return 0
+}

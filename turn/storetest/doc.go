@@ -1,0 +1,27 @@
+// Package storetest is the conformance suite every turn.Store passes: the
+// PostgreSQL and the embedded SQLite store run the same Run, so the service
+// sees one behaviour whichever it is given (the driver-test pattern of
+// riverqueue/river).
+//
+// A store's test calls Run with a function that opens a fresh, empty,
+// migrated store and closes it in t.Cleanup. Every subtest opens its own
+// store and runs in parallel.
+//
+// Beyond the turn.Store doc comments, the suite pins down what both stores
+// do where the interface leaves room, so that the service may rely on it:
+//   - times come back in UTC, truncated to the microsecond;
+//   - JSON values (metadata, call arguments, result outputs, line data) come
+//     back byte for byte as written, not re-encoded;
+//   - nil and empty JSON values both come back nil; a nil tools list (every
+//     tool) stays distinct from an empty one (none);
+//   - an output whose ExpiresAt is zero never expires;
+//   - Answered orders a call id's candidates by finish time;
+//   - a commit to a turn that does not exist fails with turn.ErrLeaseLost;
+//   - a commit with a zero LeaseUntil keeps the lease's current expiry;
+//   - empty session and turn ids of lines and outputs are filled in from
+//     the turn they are written under;
+//   - Ledger always returns a non-nil slice.
+//
+// storetest may import turn, dispatch, budget and the standard library; it
+// must not import a store implementation, a driver or api.
+package storetest

@@ -1,0 +1,175 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// receiveLeased records a running turn whose lease runs until until.
+func receiveLeased(t *testing.T, s turn.Store, sid, tid, owner string, until time.Time) turn.TurnKey {
+	t.Helper()
+	r := receive(sid, tid, owner)
+	r.LeaseUntil = until
+	mustReceive(t, s, r)
+	return turn.TurnKey{SessionID: sid, TurnID: tid}
+}
+
+func sortKeys(keys []turn.TurnKey) []turn.TurnKey {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b turn.TurnKey) int {
+		if a.SessionID != b.SessionID {
+			if a.SessionID < b.SessionID {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.TurnID < b.TurnID:
+			return -1
+		case a.TurnID > b.TurnID:
+			return 1
+		}
+		return 0
+	})
+	return keys
+}
+
+func testClaimTurns(t *testing.T, s turn.Store) {
+	now := base.Add(time.Hour)
+	expired1 := receiveLeased(t, s, "s1", "expired1", "dead", now.Add(-time.Minute))
+	expired2 := receiveLeased(t, s, "s2", "expired2", "dead", now.Add(-time.Second))
+	receiveLeased(t, s, "s1", "live", "alive", now.Add(time.Minute))
+	receiveLeased(t, s, "s1", "at-now", "alive", now) // expires at now, not before
+	for _, st := range []turn.Status{turn.StatusWaiting, turn.StatusCompleted, turn.StatusFailed, turn.StatusCancelled} {
+		k := receiveLeased(t, s, "s1", string(st), "dead", now.Add(-time.Hour))
+		c := commit(k.SessionID, k.TurnID, "dead")
+		c.LeaseUntil = now.Add(-time.Hour)
+		c.Status = st
+		if st.Settled() {
+			c.SettledAt = now.Add(-time.Hour)
+		}
+		must(t, "Commit "+string(st), s.Commit(ctx(t), c))
+	}
+
+	until := now.Add(time.Minute)
+	got, err := s.ClaimTurns(ctx(t), "new", now, until, 1)
+	must(t, "ClaimTurns limit 1", err)
+	if len(got) != 1 {
+		t.Fatalf("ClaimTurns limit 1 = %v", got)
+	}
+	rest, err := s.ClaimTurns(ctx(t), "new", now, until, 10)
+	must(t, "ClaimTurns", err)
+	same(t, "claimed", sortKeys(append(got, rest...)), sortKeys([]turn.TurnKey{expired1, expired2}))
+
+	none, err := s.ClaimTurns(ctx(t), "other", now, until, 10)
+	must(t, "ClaimTurns again", err)
+	if len(none) != 0 {
+		t.Errorf("claimed %v twice", none)
+	}
+
+	// The claimer holds the lease now; the dead owner has lost it.
+	isErr(t, "Commit by the dead owner", s.Commit(ctx(t), commit("s1", "expired1", "dead")), turn.ErrLeaseLost)
+	must(t, "Commit by the claimer", s.Commit(ctx(t), commit("s1", "expired1", "new")))
+	lost, err := s.RenewLeases(ctx(t), "new", until, []turn.TurnKey{expired1, expired2})
+	must(t, "RenewLeases", err)
+	if len(lost) != 0 {
+		t.Errorf("claimer lost %v", lost)
+	}
+}
+
+// Concurrent claimers never get the same turn, and together they get all.
+func testClaimTurnsConcurrent(t *testing.T, s turn.Store) {
+	const turns, claimers = 50, 8
+	now := base.Add(time.Hour)
+	var all []turn.TurnKey
+	for i := range turns {
+		all = append(all, receiveLeased(t, s, fmt.Sprintf("s%d", i%5), fmt.Sprintf("t%02d", i), "dead", now.Add(-time.Minute)))
+	}
+	start := make(chan struct{})
+	var mu sync.Mutex
+	claims := make(map[turn.TurnKey][]string)
+	var wg sync.WaitGroup
+	for c := range claimers {
+		owner := fmt.Sprintf("claimer-%d", c)
+		wg.Go(func() {
+			<-start
+			for {
+				keys, err := s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 3)
+				if err != nil {
+					t.Errorf("ClaimTurns %s: %v", owner, err)
+					return
+				}
+				if len(keys) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, k := range keys {
+					claims[k] = append(claims[k], owner)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, k := range all {
+		if n := len(claims[k]); n != 1 {
+			t.Errorf("turn %v claimed %d times (by %v)", k, n, claims[k])
+		}
+	}
+	if len(claims) != turns {
+		t.Errorf("%d turns claimed, want %d", len(claims), turns)
+	}
+	// Each turn's lease is its claimer's.
+	for k, owners := range claims {
+		if err := s.Commit(ctx(t), commit(k.SessionID, k.TurnID, owners[0])); err != nil {
+			t.Errorf("Commit %v by its claimer %s: %v", k, owners[0], err)
+		}
+	}
+}
+
+func testRenewLeases(t *testing.T, s turn.Store) {
+	now := base.Add(time.Hour)
+	a := receiveLeased(t, s, "s1", "a", "me", now.Add(time.Second))
+	b := receiveLeased(t, s, "s2", "b", "me", now.Add(-time.Minute)) // expired but not yet claimed: still mine
+	c := receiveLeased(t, s, "s1", "c", "you", now.Add(time.Second))
+	d := turn.TurnKey{SessionID: "s1", TurnID: "missing"}
+
+	lost, err := s.RenewLeases(ctx(t), "me", now.Add(10*time.Minute), []turn.TurnKey{c, a, d, b})
+	must(t, "RenewLeases", err)
+	same(t, "lost", lost, []turn.TurnKey{c, d})
+
+	// Renewed leases outlive the old expiry; c's did not move.
+	claimed, err := s.ClaimTurns(ctx(t), "claimer", now.Add(5*time.Minute), now.Add(time.Hour), 10)
+	must(t, "ClaimTurns", err)
+	same(t, "claimed", claimed, []turn.TurnKey{c})
+
+	lost, err = s.RenewLeases(ctx(t), "me", now, nil)
+	must(t, "RenewLeases of nothing", err)
+	if len(lost) != 0 {
+		t.Errorf("RenewLeases of nothing lost %v", lost)
+	}
+}
+
+// A commit without a LeaseUntil keeps the lease's expiry: the turn stays
+// claimable once that passes.
+func testCommitKeepsLeaseExpiry(t *testing.T, s turn.Store) {
+	k := receiveLeased(t, s, "s1", "t1", "owner-a", base.Add(time.Minute))
+	c := commit("s1", "t1", "owner-a")
+	c.LeaseUntil = time.Time{}
+	c.Lines = []turn.Line{line("t1", "", turn.LineCallAdmitted, "")}
+	must(t, "Commit", s.Commit(ctx(t), c))
+	claimed, err := s.ClaimTurns(ctx(t), "owner-b", base.Add(30*time.Second), base.Add(time.Hour), 10)
+	must(t, "ClaimTurns before expiry", err)
+	if len(claimed) != 0 {
+		t.Fatalf("claimed %v before the lease expired", claimed)
+	}
+	claimed, err = s.ClaimTurns(ctx(t), "owner-b", base.Add(2*time.Minute), base.Add(time.Hour), 10)
+	must(t, "ClaimTurns after expiry", err)
+	same(t, "claimed", claimed, []turn.TurnKey{k})
+}
