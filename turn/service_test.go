@@ -468,4 +468,3 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 		t.Fatalf("submit after shutdown: %v", err)
 	}
 }
-
