@@ -56,6 +56,10 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if req.Calls == nil {
+		s.writeError(w, r, &turn.InvalidError{Field: "calls", Reason: "required (an array of {id, name, arguments})"})
+		return
+	}
 	tr := turn.TurnRequest{
 		ID:            req.ID,
 		Mode:          dispatch.Mode(req.Mode),
@@ -78,9 +82,15 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 	if _, async := prefs["respond-async"]; async {
 		w.Header().Set("Preference-Applied", "respond-async")
 		w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
+		if sub.Turn.Status.Settled() {
+			// A replayed, settled turn: nothing runs, answer it whole.
+			s.writeTurn(w, sub.Turn)
+			return
+		}
 		writeJSON(w, http.StatusAccepted, toTurnWire(sub.Turn))
 		return
 	}
+	w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
 	t := sub.Turn
 	if t.Status == turn.StatusRunning {
 		t, err = s.await(r, turn.TurnKey{SessionID: sessionID, TurnID: sub.Turn.ID}, s.cfg.MaxWait)
@@ -167,7 +177,7 @@ func (s *server) getOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", o.ContentType)
 	w.Header().Set("Cache-Control", "private, max-age=3600")
-	// ServeContent answers Range requests (206, 416) and HEAD.
+	// ServeContent answers Range requests (206, 416).
 	http.ServeContent(w, r, "", o.CreatedAt, bytes.NewReader(o.Data))
 }
 

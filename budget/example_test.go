@@ -63,8 +63,8 @@ func ExampleProjector_ProjectJSON() {
 	fmt.Println(string(r.Text))
 	fmt.Println(r.JSON, r.Truncated, r.DroppedItems, len(r.Text))
 	// Output:
-	// {"status":"ok","count":100,"items":["item","item","...97 items truncated...","last"],"log":"step done\nstep done\n...481 bytes truncated...step done\n"}
-	// true true 97 148
+	// {"status":"ok","count":100,"items":["item","item","item","item","...93 items truncated...","item","item","last"],"log":"step done\nstep done\n...452 bytes truncated...ep done\nstep done\nstep done\n"}
+	// true true 93 200
 }
 
 func ExampleStream() {
@@ -84,7 +84,8 @@ func ExampleStream() {
 	fmt.Print(string(r.Text))
 	fmt.Println(spool.Len(), r.OriginalBytes, r.OriginalLines)
 	// Output:
-	// ...24975 bytes truncated...
+	// ...24950 bytes truncated...
+	// chunk of a response body
 	// chunk of a response body
 	// 25000 25000 1000
 }

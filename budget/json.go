@@ -6,29 +6,52 @@ import (
 	"unicode/utf8"
 )
 
-// bytesPerItem is the exchange rate of the joint search: every this many
-// more string bytes a plan keeps, each long array keeps one more item. It
-// lets records in an array keep readable strings while the array shrinks.
+// bytesPerItem sets the least number of items an array keeps at a level:
+// one per this many bytes of the level. With items of average size alone,
+// an array of large records would keep one or two records with long
+// strings; this makes it keep more records with shorter strings instead.
 const bytesPerItem = 64
+
+// itemsAt is how many items an array keeps at a level: as many as the
+// level's bytes hold by the array's average item size, but at least one per
+// bytesPerItem bytes, and at least one.
+func itemsAt(n *node, level int) int {
+	if level >= wholeLevel(n) {
+		return n.count
+	}
+	byAverage := int(float64(level) * float64(n.count) / float64(n.size))
+	return max(1, level/bytesPerItem, byAverage)
+}
+
+// wholeLevel is the least level at which itemsAt keeps the whole array.
+func wholeLevel(n *node) int {
+	return min(n.size, n.count*bytesPerItem)
+}
 
 // ProjectJSON projects a JSON value so that it stays valid JSON of the same
 // shape.
 //
 // Input within both caps comes back byte for byte. Otherwise the result is
-// compact JSON (a single line, object keys in input order, numbers and
-// escapes as in the input). If the compact form fits, nothing else changes
-// and Truncated is false. Else strings longer than a common cap keep their
-// head and tail around a marker such as "...N bytes truncated..." (N counts
-// the decoded bytes dropped, or tokens of them), and arrays longer than a
-// common item count keep head and tail items around one
-// "...N items truncated..." element; ProjectJSON searches for the largest
-// caps that fit, so the result comes close to the cap. A non-empty array
-// keeps at least one item and objects keep every member.
+// compact JSON: one line, object keys in input order, numbers, literals and
+// escapes exactly as in the input. If the compact form fits, nothing else
+// changes and Truncated is false. Else ProjectJSON shrinks the value to a
+// common level of bytes, searching for the highest level that fits so that
+// the result comes close to the cap:
+//
+//   - a string value longer than the level keeps its head and tail around a
+//     marker inside the string, "...N bytes truncated..." (N counts the
+//     decoded bytes dropped; tokens in tokens mode). Cuts never split an
+//     escape, a surrogate pair or a rune, and prefer escaped newlines.
+//   - an array keeps as many head and tail items as the level holds at the
+//     array's average item size, but at least one item per 64 bytes of the
+//     level and at least one item; one "...N items truncated..." element
+//     stands for the rest. An array is trimmed only if that saves room.
+//   - object keys are never dropped or shortened.
 //
 // When nothing of that shape fits (say, an object with a huge number of
 // keys, or nesting deeper than 10000 levels), ProjectJSON returns
 // Project(raw), whose JSON field is false. Input that is not JSON yields an
-// error wrapping ErrInvalidJSON.
+// error wrapping ErrInvalidJSON, so the caller can use Project itself.
 func (p *Projector) ProjectJSON(raw []byte) (Result, error) {
 	t, err := p.parseJSON(raw, 1, nil)
 	for scale := 2; errors.Is(err, errTooManyNodes); scale *= 2 {
@@ -54,18 +77,20 @@ func (p *Projector) ProjectJSON(raw []byte) (Result, error) {
 		r.Text = bytes.Clone(raw)
 		return r, nil
 	}
-	// Compact JSON is one line, so a zero line cap leaves only text.
-	if t.tooDeep || p.lineCap < 1 {
+	switch {
+	case p.lineCap < 1:
+		// Compact JSON is one line, so a zero line cap leaves only text.
 		return p.Project(raw), nil
-	}
-	if t.compactSize <= p.sizeCap {
+	case t.compactSize <= p.sizeCap:
 		r.Text = appendCompact(make([]byte, 0, t.compactSize), raw)
-	} else {
+	case t.tooDeep:
+		return p.Project(raw), nil
+	default:
 		pl, ok := t.search(p)
 		if !ok {
 			return p.Project(raw), nil
 		}
-		w := writer{tree: t, p: p, plan: pl, out: make([]byte, 0, p.sizeCap)}
+		w := writer{tree: t, p: p, plan: pl, out: make([]byte, 0, min(p.sizeCap, t.compactSize))}
 		w.value(0)
 		r.Text = w.out
 		r.Truncated = true
@@ -78,16 +103,16 @@ func (p *Projector) ProjectJSON(raw []byte) (Result, error) {
 	return r, nil
 }
 
-// plan caps a projection: strings keep at most chars content bytes, arrays
-// at most items items.
+// plan caps a projection: strings keep at most chars content bytes, and
+// arrays keep itemsAt(level) items.
 type plan struct {
 	chars int
-	items int
+	level int
 }
 
 // leavesWhole reports that n's subtree is left as it is by the plan.
 func (pl plan) leavesWhole(n *node) bool {
-	return n.maxString <= pl.chars && n.maxItems <= pl.items
+	return n.maxString <= pl.chars && n.maxLevel <= pl.level
 }
 
 // search finds the plan with the largest caps whose projection fits the
@@ -97,18 +122,17 @@ func (t *tree) search(p *Projector) (plan, bool) {
 		s := sizer{tree: t, p: p, plan: pl, limit: p.sizeCap}
 		return s.value(0)
 	}
-	best := plan{chars: 0, items: 1}
-	if !fits(best) {
+	if !fits(plan{}) {
 		return plan{}, false
 	}
 	maxString := t.nodes[0].maxString
-	// First strings and arrays shrink together, so that neither is starved
-	// for the other; then each in turn takes what the other left.
-	joint := func(x int) plan { return plan{chars: x, items: max(1, x/bytesPerItem)} }
-	x := largest(0, max(maxString, t.maxCount*bytesPerItem)+1, func(x int) bool { return fits(joint(x)) })
-	best = joint(x)
-	best.chars = largest(best.chars, maxString+1, func(c int) bool { return fits(plan{chars: c, items: best.items}) })
-	best.items = largest(best.items, t.maxCount+1, func(k int) bool { return fits(plan{chars: best.chars, items: k}) })
+	// First strings and arrays shrink together to one level of bytes, so
+	// that neither is starved for the other; then each in turn takes what
+	// the other left.
+	x := largest(0, max(maxString, t.maxLevel)+1, func(x int) bool { return fits(plan{chars: x, level: x}) })
+	best := plan{chars: x, level: x}
+	best.chars = largest(best.chars, maxString+1, func(c int) bool { return fits(plan{chars: c, level: best.level}) })
+	best.level = largest(best.level, t.maxLevel+1, func(l int) bool { return fits(plan{chars: best.chars, level: l}) })
 	return best, true
 }
 
@@ -165,7 +189,7 @@ func (s *sizer) value(id int) bool {
 		}
 		return true
 	case kindArray:
-		c, ok := t.cut(s.p, n, s.plan.items)
+		c, ok := t.cut(s.p, n, itemsAt(n, s.plan.level))
 		if !ok {
 			return false
 		}
@@ -325,7 +349,7 @@ func (w *writer) value(id int) {
 		}
 		w.out = append(w.out, '}')
 	case kindArray:
-		c, _ := t.cut(w.p, n, w.plan.items)
+		c, _ := t.cut(w.p, n, itemsAt(n, w.plan.level))
 		kids := t.kids[n.kids : n.kids+n.head+n.tail]
 		w.out = append(w.out, '[')
 		for i, k := range kids[:c.head] {

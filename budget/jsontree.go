@@ -37,11 +37,11 @@ type node struct {
 	// because no projection within the cap could keep them.
 	head, tail int
 	kids       int // containers: index in tree.kids of the first child
-	// maxString and maxItems are the longest string value (content bytes)
-	// and the longest array in the subtree. A plan whose caps reach both
-	// leaves the subtree whole. maxItems is MaxInt when the subtree lacks
-	// nodes for some of its input.
-	maxString, maxItems int
+	// maxString is the longest string value (content bytes) in the subtree
+	// and maxLevel the largest wholeLevel of its arrays: a plan reaching
+	// both leaves the subtree whole. maxLevel is MaxInt when the subtree
+	// lacks nodes for some of its input.
+	maxString, maxLevel int
 }
 
 // tree is parsed JSON, holding nodes only for the parts of the input that
@@ -51,7 +51,7 @@ type tree struct {
 	nodes       []node // nodes[0] is the top-level value
 	kids        []int  // children of containers; objects list key, value, key, ...
 	compactSize int    // bytes of the whole input's compact form
-	maxCount    int    // items of the longest array
+	maxLevel    int    // the largest wholeLevel of an array with a node
 	tooDeep     bool   // nesting beyond maxDepth; there are no nodes
 }
 
@@ -187,7 +187,7 @@ type frame struct {
 	keySize    int
 	valueAvail int
 
-	maxString, maxItems int
+	maxString, maxLevel int
 }
 
 type tailEntry struct {
@@ -283,7 +283,6 @@ func (b *builder) close(tok token, compact int) {
 		if f.count > 0 {
 			lb = 2 + min(f.sum+f.count-1, f.minItem+1+b.itemMarkerFloor)
 		}
-		b.tree.maxCount = max(b.tree.maxCount, f.count)
 	}
 
 	if f.node >= 0 {
@@ -300,16 +299,17 @@ func (b *builder) close(tok token, compact int) {
 		n.span = len(b.tree.nodes) - f.node
 		n.count = f.count
 		n.maxString = f.maxString
-		n.maxItems = f.maxItems
+		n.maxLevel = f.maxLevel
 		if f.object {
 			// An object with a node loses keep only by being too big.
 			n.tooBig = !f.keep
 		} else {
 			n.head, n.tail = f.headKept, tail
-			n.maxItems = max(n.maxItems, n.count)
+			n.maxLevel = max(n.maxLevel, wholeLevel(n))
+			b.tree.maxLevel = max(b.tree.maxLevel, wholeLevel(n))
 		}
 		if elided := !f.object && n.head+n.tail < n.count; elided || n.tooBig {
-			n.maxItems = math.MaxInt
+			n.maxLevel = math.MaxInt
 		}
 	}
 	b.queue = b.queue[:f.queueBase]
@@ -377,7 +377,7 @@ func (b *builder) done(id, lb int) {
 func (b *builder) absorb(f *frame, id int) {
 	n := &b.tree.nodes[id]
 	f.maxString = max(f.maxString, n.maxString)
-	f.maxItems = max(f.maxItems, n.maxItems)
+	f.maxLevel = max(f.maxLevel, n.maxLevel)
 }
 
 // liveStart is the node index of the oldest live tail candidate.

@@ -217,8 +217,15 @@ func parse(file string, data []byte, opts Options) (*Registry, error) {
 	if l.body == nil {
 		return l.registry(nil), nil
 	}
+	// Tags mean nothing in this config, and they lead the YAML library
+	// into corners where it has panicked (found by FuzzParse).
+	tf := &tagFinder{}
+	ast.Walk(tf, l.body)
+	if tf.tag != nil {
+		return nil, &ConfigError{File: file, Line: line(tf.tag), Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
+	}
 	var raw rawFile
-	if err := yaml.NodeToValue(l.body, &raw, yaml.Strict()); err != nil {
+	if err := decode(l.body, &raw); err != nil {
 		return nil, l.yamlError(err)
 	}
 	specs := l.build(raw)
@@ -229,6 +236,31 @@ func parse(file string, data []byte, opts Options) (*Registry, error) {
 		return nil, errors.Join(l.errs...)
 	}
 	return l.registry(specs), nil
+}
+
+// decode decodes strictly. A panic of the YAML library becomes an error:
+// a bad config file must not take the process down.
+func decode(body ast.Node, raw *rawFile) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the YAML decoder failed on this input: %v", v)
+		}
+	}()
+	return yaml.NodeToValue(body, raw, yaml.Strict())
+}
+
+// tagFinder finds the first tag node.
+type tagFinder struct{ tag ast.Node }
+
+func (f *tagFinder) Visit(n ast.Node) ast.Visitor {
+	if f.tag != nil {
+		return nil
+	}
+	if t, ok := n.(*ast.TagNode); ok {
+		f.tag = t
+		return nil
+	}
+	return f
 }
 
 // registry wraps the specs; an HTTP client the loader made is owned by it.

@@ -222,6 +222,7 @@ func TestParseErrors(t *testing.T) {
 		{"type mismatch", "tools:\n  - name: a\n    idempotent: sometimes\n    http: {url: 'http://x/'}\n", 3, "a", "idempotent: expected a boolean, got a string"},
 		{"integer expected", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    retry: {max_attempts: many}\n", 4, "a", "max_attempts: expected an integer, got a string"},
 		{"after the tools block", "tools:\n  - name: a\n    http: {url: 'http://x/'}\nbuiltin: {a: 1}\n", 4, "", "mapping was used where sequence is expected"},
+		{"tag", "tools:\n  - name: a\n    http: {url: !!str 'http://x/'}\n", 3, "a", "YAML tags (!tag) are not supported"},
 		{"duplicate key", "tools:\n  - name: a\n    name: b\n    http: {url: 'http://x/'}\n", 3, "", `mapping key "name" already defined`},
 		{"syntax", "tools: [\n", 1, "", "not found"},
 		{"unknown builtin", "builtin: [echo, shell]\n", 1, "", `unknown builtin "shell"; the builtins are: echo, now, sleep`},

@@ -139,7 +139,7 @@ func (r *run) execute() {
 		Mode:           r.turn.Mode,
 		FailurePolicy:  r.turn.FailurePolicy,
 		MaxConcurrency: s.cfg.MaxConcurrency,
-		Now:            s.cfg.Now,
+		Now:            s.now,
 	}
 	report, err := wave.Run(r.ctx, r)
 	status := StatusCompleted

@@ -381,7 +381,9 @@ func (s *Service) Ready(ctx context.Context) error {
 	return s.store.Ping(ctx)
 }
 
-func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+// now is the service clock at the stores' precision (microseconds), so a
+// time reads the same from memory and from the store.
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
 
 // visible strips the internal CallStarted rows from a turn's results.
 func visible(t Turn) Turn {
