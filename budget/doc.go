@@ -11,6 +11,11 @@
 // between the head and the tail of the preview. The preview without the
 // marker never exceeds either cap.
 //
+// # Zero caps
+//
+// [New] reads a zero Limit, MaxLines or HeadShare as "use the default". To
+// mean a literal zero (a preview of nothing, say), pass [NoDefaults].
+//
 // # Lines
 //
 // The number of lines of a text is the number of '\n' plus one if the text is
@@ -33,8 +38,11 @@
 // shortens the longest strings (keeping their head and tail around a marker
 // inside the string) and drops middle items of long arrays (in favour of one
 // "...N items truncated..." element) until the compact serialization fits.
-// Only when no such projection fits does it fall back to [Projector.Project]
-// on the raw text; [Result.JSON] tells which happened.
+// Its output is compact JSON, so a projected value is one line; lines are
+// counted on that output. Only when no such projection fits does it fall
+// back to [Projector.Project] on the raw text; [Result.JSON] tells which
+// happened. Memory stays bounded by the caps for long arrays, not by the
+// input.
 //
 // # Streams
 //

@@ -45,11 +45,11 @@ type Result struct {
 // lines of head and tail joined, so a line cut in the middle is not counted
 // as dropped.
 //
-// Project reads only the first and last Limit+1 bytes besides counting
-// newlines, so its cost is one pass of bytes.Count over the text.
+// Besides counting newlines with bytes.Count, Project looks only at the
+// bytes near its cuts, so it runs at memory speed on any text.
 func (p *Projector) Project(text []byte) Result {
 	n := len(text)
-	w := min(n, p.window())
+	w := min(n, p.edgeBytes())
 	return p.project(view{
 		prefix:   text[:w],
 		suffix:   text[n-w:],
@@ -63,17 +63,17 @@ var newline = []byte{'\n'}
 // view is all a projection needs to know about a text, so that a stream can
 // provide it without holding the whole text.
 type view struct {
-	prefix   []byte // the first min(size, window) bytes
-	suffix   []byte // the last min(size, window) bytes
+	prefix   []byte // the first min(size, edgeBytes()) bytes
+	suffix   []byte // the last min(size, edgeBytes()) bytes
 	size     int64
 	newlines int64
 }
 
-// window is how many bytes of each end a projection may look at: the head
+// edgeBytes is how many bytes of each end a projection may look at: the head
 // cut inspects one byte past the size cap to see whether it is a rune
 // boundary, and the tail cut one byte before its window to see whether it
 // follows a '\n'. A text within the size cap is therefore whole in prefix.
-func (p *Projector) window() int {
+func (p *Projector) edgeBytes() int {
 	if p.sizeCap == math.MaxInt {
 		return math.MaxInt
 	}
@@ -94,7 +94,7 @@ func (p *Projector) project(v view) Result {
 
 	var head, tail []byte
 	if withinSize {
-		head, tail = p.cutLines(v.prefix, lines)
+		head, tail = p.cutLines(v.prefix)
 	} else {
 		head, tail = p.cutSize(v.prefix, v.suffix)
 	}
@@ -114,21 +114,21 @@ func (p *Projector) project(v view) Result {
 
 // cutLines keeps whole lines of a text that fits the size cap but has more
 // than lineCap lines; text is the whole text.
-func (p *Projector) cutLines(text []byte, lines int64) (head, tail []byte) {
+func (p *Projector) cutLines(text []byte) (head, tail []byte) {
 	headLines := p.headShareOf(p.lineCap)
 	tailLines := 0
 	if p.keepsTail() {
 		tailLines = p.lineCap - headLines
 	}
-	// Both counts stay below lines, so the newlines they look for exist and
-	// head and tail do not overlap.
+	// Both counts stay below the text's lines, so the newlines they look
+	// for exist and head and tail do not overlap.
 	head = text[:afterNewlines(text, headLines)]
 	tail = text[startOfLastLines(text, tailLines):]
 	return head, tail
 }
 
 // cutSize keeps a head and a tail of a text that exceeds the size cap.
-// prefix and suffix are the text's first and last window() bytes.
+// prefix and suffix are the text's first and last edgeBytes() bytes.
 func (p *Projector) cutSize(prefix, suffix []byte) (head, tail []byte) {
 	head = cutHead(prefix, p.headShareOf(p.sizeCap), p.headShareOf(p.lineCap))
 	if !p.keepsTail() {
@@ -257,7 +257,7 @@ func joinedLines(head, tail []byte) int64 {
 	return n
 }
 
-// marker is the text that stands for dropped content.
+// appendMarker appends the text that stands for count dropped units.
 func appendMarker(dst []byte, count int64, unit string) []byte {
 	dst = append(dst, "..."...)
 	dst = strconv.AppendInt(dst, count, 10)

@@ -16,23 +16,23 @@ import (
 // A Stream is not safe for concurrent use.
 type Stream struct {
 	projector *Projector
-	head      []byte // the first window() bytes
-	tail      ring   // the last window() bytes
+	head      []byte // the first edgeBytes() bytes
+	tail      ring   // the last edgeBytes() bytes
 	size      int64
 	newlines  int64
 }
 
 // NewStream returns an empty Stream projecting with p.
 func (p *Projector) NewStream() *Stream {
-	return &Stream{projector: p, tail: ring{limit: p.window()}}
+	return &Stream{projector: p, tail: ring{limit: p.edgeBytes()}}
 }
 
 // Write adds b to the stream. It never fails.
 func (s *Stream) Write(b []byte) (int, error) {
 	s.size += int64(len(b))
 	s.newlines += int64(bytes.Count(b, newline))
-	if room := s.projector.window() - len(s.head); room > 0 {
-		s.head = appendWithin(s.head, b[:min(room, len(b))], s.projector.window())
+	if room := s.projector.edgeBytes() - len(s.head); room > 0 {
+		s.head = appendWithin(s.head, b[:min(room, len(b))], s.projector.edgeBytes())
 	}
 	s.tail.write(b)
 	return len(b), nil

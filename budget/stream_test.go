@@ -138,8 +138,8 @@ func TestStreamMemoryBounded(t *testing.T) {
 			for written := 0; written < 8<<20; written += len(chunk) {
 				s.Write(chunk)
 			}
-			if cap(s.head) > p.window() || cap(s.tail.buf) > p.window() {
-				t.Errorf("buffers hold %d and %d bytes; the caps allow %d each", cap(s.head), cap(s.tail.buf), p.window())
+			if cap(s.head) > p.edgeBytes() || cap(s.tail.buf) > p.edgeBytes() {
+				t.Errorf("buffers hold %d and %d bytes; the caps allow %d each", cap(s.head), cap(s.tail.buf), p.edgeBytes())
 			}
 		})
 	}

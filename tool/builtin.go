@@ -93,7 +93,7 @@ func sleepSpec(Options) *Spec {
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
-				return dispatch.Cancelled("the sleep was cancelled")
+				return dispatch.Cancelled("the sleep was cancelled: " + context.Cause(ctx).Error())
 			}
 			return dispatch.OK(fmt.Appendf(nil, `{"slept_ms":%d}`, int64(ms)), true)
 		})

@@ -93,7 +93,9 @@ type Options struct {
 	Env func(name string) (string, bool)
 	// HTTPClient sends every HTTP tool's requests. Nil: the registry gets a
 	// client of its own from NewHTTPClient, which Registry.CloseIdleConnections
-	// closes. Per-attempt timeouts come from the tool config, not the client.
+	// closes. A client given here is the caller's to close, and its redirect
+	// policy applies (NewHTTPClient's follows none). Per-attempt timeouts
+	// come from the tool config, not from the client.
 	HTTPClient *http.Client
 	// Now is the clock of the now builtin and of HTTP-date Retry-After
 	// headers (default time.Now).

@@ -128,7 +128,9 @@ func (t *httpTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.
 		// The URL was checked when the config was loaded.
 		return dispatch.Fail(CodeToolRejected, "cannot build the request to the tool")
 	}
-	req.Header = t.header.Clone()
+	if h := t.header.Clone(); h != nil {
+		req.Header = h
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", cc.SessionID+"/"+cc.TurnID+"/"+call.ID)
 	if req.Header.Get("Accept") == "" {
@@ -336,7 +338,7 @@ func (t *httpTool) rejected(ctx context.Context, resp *http.Response, status str
 func (t *httpTool) failure(ctx context.Context, err error, doing string) dispatch.Outcome {
 	if ctx.Err() != nil {
 		// The wave, not the tool, ended the call.
-		return dispatch.Cancelled("the call was cancelled while waiting for the tool")
+		return dispatch.Cancelled("the call was cancelled while waiting for the tool: " + context.Cause(ctx).Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return dispatch.FailRetryable(CodeToolUnavailable,

@@ -298,8 +298,12 @@ func TestHTTPTextProjected(t *testing.T) {
 			if want := ref.Result(); fmt.Sprint(pr.Result) != fmt.Sprint(want) {
 				t.Errorf("Result = %+v\nwant %+v", pr.Result, want)
 			}
-			if !pr.Result.Truncated || pr.Result.OriginalBytes != int64(len(body)) {
-				t.Errorf("Truncated %v, OriginalBytes %d; want true, %d", pr.Result.Truncated, pr.Result.OriginalBytes, len(body))
+			if whole := p.Project(body); fmt.Sprint(pr.Result) != fmt.Sprint(whole) {
+				t.Errorf("Result = %+v\nwant Project(body) = %+v", pr.Result, whole)
+			}
+			if r := pr.Result; !r.Truncated || r.OriginalBytes != int64(len(body)) || r.OriginalLines != 500 ||
+				r.DroppedBytes <= 0 || r.DroppedBytes >= r.OriginalBytes {
+				t.Errorf("Result = %+v; want truncated, %d bytes, 500 lines", r, len(body))
 			}
 			wantFull := body
 			if tt.keep > 0 && tt.keep < int64(len(body)) {
