@@ -104,6 +104,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer reg.CloseIdleConnections()
 	names := make([]string, 0)
 	for _, t := range reg.List() {
 		names = append(names, t.Name)
