@@ -13,7 +13,8 @@ import (
 //
 // A Stream lets a caller copy a body into its own spool and into the
 // projection at once, e.g. io.Copy(io.MultiWriter(spool, s), body).
-// A Stream is not safe for concurrent use.
+// Create one with [Projector.NewStream]; a Stream is not safe for concurrent
+// use.
 type Stream struct {
 	projector *Projector
 	head      []byte // the first edgeBytes() bytes

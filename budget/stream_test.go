@@ -175,3 +175,33 @@ func TestRing(t *testing.T) {
 		})
 	}
 }
+
+// TestProjectorConcurrentUse shares one Projector between parallel subtests
+// so that the race detector sees any shared mutable state.
+func TestProjectorConcurrentUse(t *testing.T) {
+	t.Parallel()
+	p := mustNew(t, Config{Limit: 64, MaxLines: 3})
+	text := []byte(strings.Repeat("some output line\n", 50))
+	raw := []byte(`{"a":[` + seq(100) + `],"b":"` + strings.Repeat("x", 200) + `"}`)
+	wantText := p.Project(text)
+	wantJSON, err := p.ProjectJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			for range 50 {
+				if got := p.Project(text); !reflect.DeepEqual(got, wantText) {
+					t.Fatalf("Project = %s", summary(got))
+				}
+				if got, err := p.ProjectJSON(raw); err != nil || !reflect.DeepEqual(got, wantJSON) {
+					t.Fatalf("ProjectJSON = %s, %v", summary(got), err)
+				}
+				if got, err := p.ProjectReader(bytes.NewReader(text)); err != nil || !reflect.DeepEqual(got, wantText) {
+					t.Fatalf("ProjectReader = %s, %v", summary(got), err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,78 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// InsertBaseline measures the rate of single-row INSERT transactions the
+// database at dbURL sustains from clients concurrent connections for d:
+// what a pgbench run of one prepared autocommit INSERT would report, from
+// the same Go runtime and machine as turnd's own measurement. Each client
+// has a connection of its own and loops on
+//
+//	INSERT INTO bench_insert (v) VALUES ($1)
+//
+// (prepared once per connection: one round trip and one commit, which waits
+// for the WAL flush when synchronous_commit is on). The table lives in a
+// scratch schema created for the run and dropped after it, so the caller's
+// schemas are untouched; dbURL needs the CREATE privilege on its database.
+func InsertBaseline(ctx context.Context, dbURL string, clients int, d time.Duration) (Result, error) {
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return Result{}, fmt.Errorf("insert baseline: connecting: %w", err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	schema := pgx.Identifier{"loadtest_" + randomID(6)}.Sanitize()
+	table := schema + ".bench_insert"
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return Result{}, fmt.Errorf("insert baseline: creating the scratch schema: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE")
+	}()
+	if _, err := admin.Exec(ctx, "CREATE TABLE "+table+" (id bigserial PRIMARY KEY, v text NOT NULL)"); err != nil {
+		return Result{}, fmt.Errorf("insert baseline: creating the table: %w", err)
+	}
+
+	insert := "INSERT INTO " + table + " (v) VALUES ($1)"
+	conns := make([]*pgx.Conn, clients)
+	var mu sync.Mutex
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			if c != nil {
+				c.Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	value := func(client int) string { return "client " + strconv.Itoa(client) + " row" }
+	warm := func(ctx context.Context, client int) error {
+		c, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		conns[client] = c
+		mu.Unlock()
+		_, err = c.Exec(ctx, insert, value(client)) // prepares the statement
+		return err
+	}
+	op := func(ctx context.Context, client int) error {
+		_, err := conns[client].Exec(ctx, insert, value(client))
+		return err
+	}
+	r, err := loop(ctx, clients, d, warm, op)
+	if err != nil {
+		return r, fmt.Errorf("insert baseline: %w", err)
+	}
+	return r, nil
+}
