@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,10 +18,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			// `turnd serve -h`: the flags are printed; asking is no error.
-			os.Exit(0)
-		}
 		fmt.Fprintln(os.Stderr, "turnd:", err)
 		var ue usageError
 		if errors.As(err, &ue) {

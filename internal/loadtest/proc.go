@@ -69,21 +69,29 @@ func MachineCPU() (busy, total time.Duration, err error) {
 	return busy, total, nil
 }
 
-// RSS returns the resident set size of process pid in bytes, VmRSS in
+// RSS returns the resident set size of process pid in bytes: VmRSS in
 // /proc/<pid>/status (Linux only).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return procStatusKB(pid, "VmRSS") }
+
+// PeakRSS returns the highest resident set size process pid has had, in
+// bytes: VmHWM in /proc/<pid>/status (Linux only).
+func PeakRSS(pid int) (int64, error) { return procStatusKB(pid, "VmHWM") }
+
+// procStatusKB reads a field given in kB from /proc/<pid>/status, in bytes.
+func procStatusKB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			v = strings.TrimSpace(v)
+			kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("unexpected VmRSS %q: %w", strings.TrimSpace(v), err)
+				return 0, fmt.Errorf("unexpected %s %q: %w", field, v, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status (a kernel thread or a zombie?)")
+	return 0, fmt.Errorf("no %s in /proc/%d/status (a kernel thread or a zombie?)", field, pid)
 }

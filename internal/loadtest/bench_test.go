@@ -1,0 +1,427 @@
+package loadtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/internal/loadtest"
+	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/store/postgres"
+	"github.com/turnd/turnd/tool"
+	"github.com/turnd/turnd/turn"
+)
+
+// BenchmarkTurnsVsInsert measures turnd's turn throughput against the speed
+// of the PostgreSQL under it, in one run on one machine:
+//
+//   - insert: InsertBaseline, single-row INSERT transactions from the same
+//     number of clients (each on its own connection);
+//   - turns: Turns, turns of four echo calls (reads, answered at once)
+//     posted over loopback HTTP to a whole turnd in this process — api on a
+//     real http.Server, turn.Service, store/postgres — from as many clients,
+//     each with a session of its own.
+//
+// The phases run insert, turns, turns, insert, so that a drift of the
+// machine over the run (other load, checkpoints, a growing table) weighs on
+// both sides alike. It reports turns/s, insert_tx/s, their ratio (the
+// target is at least 0.3 on a 2-core machine that also runs the clients),
+// the turn latency percentiles, and per turn: store calls, PostgreSQL
+// transactions and WAL syncs, and the CPU time of this process (server and
+// clients together) and of the PostgreSQL server processes.
+//
+// It needs DATABASE_URL (a server with synchronous_commit on; it creates
+// and drops a schema of its own) and runs the measurement once whatever
+// b.N is: it is a load test, not a loop to calibrate, so run it with
+// -benchtime 1x. Environment knobs:
+//
+//	LOADTEST_CLIENTS     concurrent clients (default 32)
+//	LOADTEST_PHASE       length of each phase (default 5s)
+//	LOADTEST_MAXCONNS    turnd's pool size (default 32; turnd's own default is max(8, 4×GOMAXPROCS))
+//	LOADTEST_SETTLE      pause after a turns phase so that PostgreSQL publishes its counters (default 11s; 0 skips the counters)
+//	LOADTEST_CPUPROFILE  write a CPU profile of the first turns phase to this file
+//
+// Run it against a throwaway cluster:
+//
+//	. scripts/pg.sh; pg_start; trap pg_stop EXIT
+//	go test -run '^$' -bench TurnsVsInsert -benchtime 1x ./internal/loadtest/
+func BenchmarkTurnsVsInsert(b *testing.B) {
+	if os.Getenv("DATABASE_URL") == "" {
+		b.Skip("DATABASE_URL is not set: this benchmark needs PostgreSQL (. scripts/pg.sh; pg_start starts a throwaway one)")
+	}
+	if b.N > 1 && lastTurnsVsInsert != nil {
+		// -benchtime Nx with N > 1 calls the benchmark again: the load test
+		// ran once already (with b.N == 1); report what it measured.
+		for unit, v := range lastTurnsVsInsert {
+			b.ReportMetric(v, unit)
+		}
+		return
+	}
+	cfg := benchConfigFromEnv(b)
+	metrics := measureTurnsVsInsert(b, cfg)
+	for unit, v := range metrics {
+		b.ReportMetric(v, unit)
+	}
+	lastTurnsVsInsert = metrics
+}
+
+var lastTurnsVsInsert map[string]float64
+
+type benchConfig struct {
+	clients    int
+	phase      time.Duration
+	maxConns   int32
+	settle     time.Duration
+	cpuProfile string
+}
+
+func benchConfigFromEnv(b *testing.B) benchConfig {
+	b.Helper()
+	c := benchConfig{clients: 32, phase: 5 * time.Second, maxConns: 32, settle: 11 * time.Second,
+		cpuProfile: os.Getenv("LOADTEST_CPUPROFILE")}
+	if v := os.Getenv("LOADTEST_CLIENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("LOADTEST_CLIENTS=%q: want a positive integer", v)
+		}
+		c.clients = n
+	}
+	if v := os.Getenv("LOADTEST_MAXCONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("LOADTEST_MAXCONNS=%q: want a positive integer", v)
+		}
+		c.maxConns = int32(n)
+	}
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{{"LOADTEST_PHASE", &c.phase}, {"LOADTEST_SETTLE", &c.settle}} {
+		if v := os.Getenv(d.name); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x < 0 {
+				b.Fatalf("%s=%q: want a duration like 5s", d.name, v)
+			}
+			*d.to = x
+		}
+	}
+	if c.phase <= 0 {
+		b.Fatal("LOADTEST_PHASE must be positive")
+	}
+	return c
+}
+
+// stack is a whole turnd serving on loopback.
+type stack struct {
+	url   string
+	store *postgres.Store
+	timed *loadtest.TimedStore
+}
+
+func startStack(b *testing.B, dbURL string, maxConns int32) *stack {
+	b.Helper()
+	ctx := context.Background()
+	pg, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: maxConns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pg.Close)
+	timed := loadtest.NewTimedStore(pg)
+	reg, err := tool.Parse([]byte("builtin: [echo]\n"), tool.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := turn.New(turn.Config{Store: timed, Tools: func() *tool.Registry { return reg }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(sctx); err != nil {
+			b.Errorf("shutting the service down: %v", err)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: api.New(api.Config{Service: svc}), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	b.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			b.Errorf("shutting the HTTP server down: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			b.Errorf("serving: %v", err)
+		}
+	})
+	return &stack{url: "http://" + ln.Addr().String(), store: pg, timed: timed}
+}
+
+// observation is everything read before and after a phase.
+type observation struct {
+	pg          loadtest.PGStats
+	pgOK        bool
+	pgCPU       time.Duration
+	pgCPUOK     bool
+	self        time.Duration
+	busy, total time.Duration
+	store       loadtest.StoreCalls
+	pool        *poolStat
+}
+
+type poolStat struct {
+	acquires, emptyAcquires int64
+	acquireTime, emptyWait  time.Duration
+}
+
+func observe(ctx context.Context, b *testing.B, admin *pgx.Conn, st *stack) observation {
+	b.Helper()
+	var o observation
+	var err error
+	if o.pg, err = loadtest.ReadPGStats(ctx, admin); err != nil {
+		b.Logf("no PostgreSQL counters: %v", err)
+	} else {
+		o.pgOK = true
+	}
+	if o.pgCPU, o.pgCPUOK, err = loadtest.PostgresCPU(ctx, admin); err != nil {
+		b.Logf("no PostgreSQL CPU time: %v", err)
+	}
+	o.self, _ = loadtest.ProcessCPU(os.Getpid())
+	o.busy, o.total, _ = loadtest.MachineCPU()
+	o.store = st.timed.Snapshot()
+	s := st.store.Pool().Stat()
+	o.pool = &poolStat{acquires: s.AcquireCount(), emptyAcquires: s.EmptyAcquireCount(),
+		acquireTime: s.AcquireDuration(), emptyWait: s.EmptyAcquireWaitTime()}
+	return o
+}
+
+// phaseReport is what one phase measured.
+type phaseReport struct {
+	kind   string
+	result loadtest.Result
+	// Per operation, from the observations around the phase.
+	xact, walSync, walWrite, walBytes float64 // NaN when unknown
+	selfCPU, pgCPU                    time.Duration
+	machineBusy                       float64 // share of all cores, 0–1
+	store                             loadtest.StoreCalls
+	poolWait                          time.Duration // mean wait for a pool connection per acquire
+	emptyShare                        float64       // share of acquires that found the pool empty
+}
+
+func measureTurnsVsInsert(b *testing.B, cfg benchConfig) map[string]float64 {
+	dbURL := pgtest.URL(b)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { admin.Close(context.Background()) })
+
+	settings, err := loadtest.PGSettings(ctx, admin, "server_version", "synchronous_commit", "fsync",
+		"wal_sync_method", "commit_delay", "full_page_writes", "shared_buffers", "max_wal_size")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("PostgreSQL %s: synchronous_commit=%s fsync=%s wal_sync_method=%s commit_delay=%s full_page_writes=%s shared_buffers=%s max_wal_size=%s",
+		settings["server_version"], settings["synchronous_commit"], settings["fsync"], settings["wal_sync_method"],
+		settings["commit_delay"], settings["full_page_writes"], settings["shared_buffers"], settings["max_wal_size"])
+	if settings["synchronous_commit"] == "off" {
+		b.Fatal("synchronous_commit is off: the comparison needs commits that wait for the WAL flush")
+	}
+	if settings["fsync"] != "on" {
+		b.Logf("warning: fsync is %s: commits do not reach the disk, the numbers flatter both sides", settings["fsync"])
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("GOMAXPROCS=%d NumCPU=%d clients=%d phase=%v turnd MaxConns=%d loadavg=%s",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), cfg.clients, cfg.phase, cfg.maxConns, strings.TrimSpace(string(load)))
+
+	st := startStack(b, dbURL, cfg.maxConns)
+	body := loadtest.EchoTurn(4)
+
+	var inserts, turns []loadtest.Result
+	var reports []phaseReport
+	profiled := false
+	for i, kind := range []string{"insert", "turns", "turns", "insert"} {
+		before := observe(ctx, b, admin, st)
+		var r loadtest.Result
+		switch kind {
+		case "insert":
+			r, err = loadtest.InsertBaseline(ctx, dbURL, cfg.clients, cfg.phase)
+		case "turns":
+			stop := func() {}
+			if cfg.cpuProfile != "" && !profiled {
+				profiled = true
+				stop = startCPUProfile(b, cfg.cpuProfile)
+			}
+			r, err = loadtest.Turns(ctx, st.url, cfg.clients, cfg.phase, body)
+			stop()
+		}
+		if err != nil {
+			b.Fatalf("phase %d (%s): %v", i+1, kind, err)
+		}
+		// Snapshot this process's and the machine's CPU right away: the
+		// settle pause must not dilute them.
+		self, _ := loadtest.ProcessCPU(os.Getpid())
+		busy, total, _ := loadtest.MachineCPU()
+		pgCPU, pgCPUOK, _ := loadtest.PostgresCPU(ctx, admin)
+		if kind == "turns" {
+			time.Sleep(cfg.settle) // idle backends publish their counters within 10s
+		} else {
+			time.Sleep(min(cfg.settle, time.Second)) // closed backends publish theirs at exit
+		}
+		after := observe(ctx, b, admin, st)
+		after.self, after.busy, after.total, after.pgCPU, after.pgCPUOK = self, busy, total, pgCPU, pgCPUOK
+		rep := report(kind, r, before, after, cfg.settle > 0)
+		reports = append(reports, rep)
+		// The testing package keeps only the first 10 lines of a
+		// benchmark's log: the details go to stdout.
+		fmt.Printf("phase %d %s\n", i+1, rep)
+		if kind == "insert" {
+			inserts = append(inserts, r)
+		} else {
+			turns = append(turns, r)
+		}
+	}
+
+	ins, trn := loadtest.Combine(inserts...), loadtest.Combine(turns...)
+	ratio := trn.PerSec / ins.PerSec
+	b.Logf("insert (both phases): %v", ins)
+	b.Logf("turns  (both phases): %v", trn)
+	b.Logf("turns/s ÷ insert_tx/s = %.3f (target ≥ 0.3); per-phase details on stdout", ratio)
+	m := map[string]float64{
+		"turns/s":       trn.PerSec,
+		"insert_tx/s":   ins.PerSec,
+		"ratio":         ratio,
+		"p50_ms":        ms(trn.P50),
+		"p99_ms":        ms(trn.P99),
+		"insert_p50_ms": ms(ins.P50),
+		"insert_p99_ms": ms(ins.P99),
+	}
+	// Per-turn costs, averaged over the turns phases.
+	var n, calls, xact, syncs, self, pgc float64
+	pgKnown := true
+	for _, r := range reports {
+		if r.kind != "turns" {
+			continue
+		}
+		ops := float64(r.result.Ops)
+		n += ops
+		calls += float64(r.store.Calls())
+		xact += r.xact * ops
+		syncs += r.walSync * ops
+		self += float64(r.selfCPU) * ops
+		pgc += float64(r.pgCPU) * ops
+		pgKnown = pgKnown && r.pgCPU > 0
+	}
+	if n > 0 {
+		m["store_calls/turn"] = calls / n
+		m["go_cpu_us/turn"] = self / n / 1e3
+		if cfg.settle > 0 {
+			m["xact/turn"] = xact / n
+			m["wal_syncs/turn"] = syncs / n
+		}
+		if pgKnown {
+			m["pg_cpu_us/turn"] = pgc / n / 1e3
+		}
+	}
+	return m
+}
+
+func report(kind string, r loadtest.Result, before, after observation, counters bool) phaseReport {
+	ops := float64(max(r.Ops+r.Errors, 1))
+	rep := phaseReport{kind: kind, result: r, store: after.store.Sub(before.store)}
+	rep.xact, rep.walSync, rep.walWrite, rep.walBytes = -1, -1, -1, -1
+	if counters && before.pgOK && after.pgOK {
+		d := after.pg.Sub(before.pg)
+		rep.xact = float64(d.XactCommit) / ops
+		if d.WAL {
+			rep.walSync = float64(d.WALSync) / ops
+			rep.walWrite = float64(d.WALWrite) / ops
+			rep.walBytes = float64(d.WALBytes) / ops
+		}
+	}
+	rep.selfCPU = time.Duration(float64(after.self-before.self) / ops)
+	if before.pgCPUOK && after.pgCPUOK && kind == "turns" {
+		// The insert phase's backends exit before its closing reading.
+		rep.pgCPU = time.Duration(float64(after.pgCPU-before.pgCPU) / ops)
+	}
+	if t := after.total - before.total; t > 0 {
+		rep.machineBusy = float64(after.busy-before.busy) / float64(t)
+	}
+	if a := after.pool.acquires - before.pool.acquires; a > 0 && kind == "turns" {
+		rep.poolWait = (after.pool.acquireTime - before.pool.acquireTime) / time.Duration(a)
+		rep.emptyShare = float64(after.pool.emptyAcquires-before.pool.emptyAcquires) / float64(a)
+	}
+	return rep
+}
+
+func (p phaseReport) String() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: %v\n", p.kind, p.result)
+	fmt.Fprintf(&sb, "    machine busy %.0f%% of all cores; CPU per op: this process %v", 100*p.machineBusy, p.selfCPU.Round(time.Microsecond))
+	if p.pgCPU > 0 {
+		fmt.Fprintf(&sb, ", PostgreSQL %v", p.pgCPU.Round(time.Microsecond))
+	}
+	sb.WriteString("\n")
+	if p.xact >= 0 {
+		fmt.Fprintf(&sb, "    per op: %.2f commits", p.xact)
+		if p.walSync >= 0 {
+			fmt.Fprintf(&sb, ", %.3f WAL fsyncs (%.1f commits per fsync), %.3f WAL writes, %.0f WAL bytes",
+				p.walSync, p.xact/max(p.walSync, 1e-9), p.walWrite, p.walBytes)
+		}
+		sb.WriteString("\n")
+	}
+	if p.kind == "turns" {
+		ops := float64(max(p.result.Ops+p.result.Errors, 1))
+		fmt.Fprintf(&sb, "    store calls per turn %.2f:", float64(p.store.Calls())/ops)
+		for _, c := range p.store {
+			if c.Calls > 0 {
+				fmt.Fprintf(&sb, " %s %.2f×%v", c.Name, float64(c.Calls)/ops, c.Mean().Round(10*time.Microsecond))
+			}
+		}
+		fmt.Fprintf(&sb, "\n    pool: mean acquire %v, %.0f%% of acquires found no idle connection",
+			p.poolWait.Round(time.Microsecond), 100*p.emptyShare)
+	}
+	return strings.TrimSuffix(sb.String(), "\n")
+}
+
+func startCPUProfile(b *testing.B, path string) (stop func()) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Logf("no CPU profile of the turns phase (is -cpuprofile set?): %v", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("writing the CPU profile: %v", err)
+		}
+		b.Logf("CPU profile of the first turns phase: %s (go tool pprof -top -cum %s)", path, path)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

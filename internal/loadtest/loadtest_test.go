@@ -1,0 +1,204 @@
+package loadtest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turnd/turnd/internal/loadtest"
+)
+
+func TestEchoTurn(t *testing.T) {
+	t.Parallel()
+	body := loadtest.EchoTurn(4)
+	var turn struct {
+		ID    string `json:"id"`
+		Calls []struct {
+			ID        string          `json:"id"`
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"calls"`
+	}
+	if err := json.Unmarshal(body(17), &turn); err != nil {
+		t.Fatalf("%s: %v", body(17), err)
+	}
+	if turn.ID != "t17" || len(turn.Calls) != 4 {
+		t.Fatalf("turn %+v", turn)
+	}
+	for k, c := range turn.Calls {
+		if c.ID != fmt.Sprintf("t17.%d", k) || c.Name != "echo" || string(c.Arguments) != fmt.Sprintf(`{"n":17,"k":%d}`, k) {
+			t.Errorf("call %d: %+v", k, c)
+		}
+	}
+}
+
+// fakeTurnd answers every turn completed with one ok result per call, and
+// records which session posted which turn.
+type fakeTurnd struct {
+	mu    sync.Mutex
+	turns map[string]string // turn id → session path
+	fail  bool
+}
+
+func (f *fakeTurnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.fail {
+		http.Error(w, `{"code":"internal"}`, http.StatusInternalServerError)
+		return
+	}
+	var req struct {
+		ID    string `json:"id"`
+		Calls []struct {
+			ID string `json:"id"`
+		} `json:"calls"`
+	}
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/turns") || json.NewDecoder(r.Body).Decode(&req) != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	if prev, dup := f.turns[req.ID]; dup {
+		f.mu.Unlock()
+		http.Error(w, "turn id reused by "+prev, http.StatusConflict)
+		return
+	}
+	f.turns[req.ID] = r.URL.Path
+	f.mu.Unlock()
+	type result struct {
+		CallID string `json:"call_id"`
+		Status string `json:"status"`
+	}
+	out := struct {
+		Status  string   `json:"status"`
+		Results []result `json:"results"`
+	}{Status: "completed"}
+	for _, c := range req.Calls {
+		out.Results = append(out.Results, result{c.ID, "ok"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func TestTurns(t *testing.T) {
+	t.Parallel()
+	f := &fakeTurnd{turns: map[string]string{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	r, err := loadtest.Turns(t.Context(), srv.URL, 4, 200*time.Millisecond, loadtest.EchoTurn(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops == 0 || r.Errors != 0 || r.PerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 {
+		t.Errorf("result %+v", r)
+	}
+	sessions := map[string]int{}
+	for _, path := range f.turns {
+		sessions[path]++
+	}
+	if len(sessions) != 4 {
+		t.Errorf("turns came from %d sessions, want one per client (4): %v", len(sessions), sessions)
+	}
+	// Every client's warm-up turn is outside the window.
+	if got, want := len(f.turns), r.Ops+4; got != want {
+		t.Errorf("server saw %d turns, want %d measured + 4 warm-up", got, want)
+	}
+}
+
+func TestTurnsFailing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		handler http.Handler
+		body    func(int) []byte
+		want    string
+	}{
+		{"server error at warm-up", &fakeTurnd{fail: true}, loadtest.EchoTurn(1), "answer 500"},
+		{"a result missing", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, `{"status":"completed","results":[{"call_id":"a","status":"ok"}]}`)
+		}), loadtest.EchoTurn(2), "1 results for 2 calls"},
+		{"a call failed", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, `{"status":"completed","results":[{"call_id":"a","status":"error"}]}`)
+		}), loadtest.EchoTurn(1), "call a answered error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			_, err := loadtest.Turns(t.Context(), srv.URL, 2, 100*time.Millisecond, tt.body)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestProc(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	rss, err := loadtest.RSS(os.Getpid())
+	if err != nil || rss < 1<<20 {
+		t.Errorf("RSS = %d, %v", rss, err)
+	}
+	peak, err := loadtest.PeakRSS(os.Getpid())
+	if err != nil || peak < rss {
+		t.Errorf("PeakRSS = %d, %v (RSS %d)", peak, err, rss)
+	}
+	if _, err := loadtest.ProcessCPU(os.Getpid()); err != nil {
+		t.Error(err)
+	}
+	busy, total, err := loadtest.MachineCPU()
+	if err != nil || total <= 0 || busy > total {
+		t.Errorf("MachineCPU = %v, %v, %v", busy, total, err)
+	}
+}
+
+func TestInsertBaseline(t *testing.T) {
+	t.Parallel()
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		t.Skip("DATABASE_URL is not set")
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	before, err := loadtest.ReadPGStats(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := loadtest.InsertBaseline(ctx, dbURL, 4, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops == 0 || r.Errors != 0 || r.P50 <= 0 {
+		t.Errorf("result %+v", r)
+	}
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'loadtest\_%'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d scratch schemas left behind", left)
+	}
+	after, err := loadtest.ReadPGStats(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Sub(before); d.XactCommit < 0 || d.TupInserted < 0 {
+		t.Errorf("counters went backwards: %+v", d)
+	}
+}

@@ -1,0 +1,116 @@
+package codec
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/turnd/turnd/turn"
+)
+
+func TestCallsKeepArgumentsVerbatim(t *testing.T) {
+	t.Parallel()
+	calls := []turn.Call{
+		{ID: "c<1>", Name: "search", Arguments: json.RawMessage("{ \"q\" : \"a < b & c\",\n \"n\": 1.0 }")},
+		{ID: "c2", Name: "ls"},
+	}
+	b, err := Calls(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeCalls(b)
+	if err != nil {
+		t.Fatalf("DecodeCalls(%s): %v", b, err)
+	}
+	if !reflect.DeepEqual(got, calls) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, calls)
+	}
+	if _, err := Calls([]turn.Call{{ID: "x", Arguments: json.RawMessage(`{"open":`)}}); err == nil {
+		t.Error("Calls accepted invalid arguments")
+	}
+}
+
+func TestTools(t *testing.T) {
+	t.Parallel()
+	for _, tools := range [][]string{nil, {}, {"a", "b"}} {
+		b, err := Tools(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeTools(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tools) {
+			t.Errorf("Tools round trip of %#v = %#v", tools, got)
+		}
+	}
+}
+
+func TestResultsLastWins(t *testing.T) {
+	t.Parallel()
+	rs := []turn.Result{{Index: 1, Status: turn.CallStarted}, {Index: 0}, {Index: 1, Status: turn.CallOK}}
+	got := Results(rs)
+	want := []turn.Result{{Index: 0}, {Index: 1, Status: turn.CallOK}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Results = %+v, want %+v", got, want)
+	}
+}
+
+func TestCheckCommit(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	tests := []struct {
+		name     string
+		c        turn.Commit
+		mismatch bool
+		ok       bool
+	}{
+		{"empty ids filled later", turn.Commit{Key: k, Lines: []turn.Line{{}}, Outputs: []turn.Output{{ID: "o"}}}, false, true},
+		{"line of another session", turn.Commit{Key: k, Lines: []turn.Line{{SessionID: "x"}}}, true, false},
+		{"output of another session", turn.Commit{Key: k, Outputs: []turn.Output{{ID: "o", SessionID: "x"}}}, true, false},
+		{"output without id", turn.Commit{Key: k, Outputs: []turn.Output{{}}}, false, false},
+		{"no key", turn.Commit{}, false, false},
+	}
+	for _, tt := range tests {
+		err := CheckCommit(tt.c)
+		if (err == nil) != tt.ok || errors.Is(err, ErrKeyMismatch) != tt.mismatch {
+			t.Errorf("%s: CheckCommit = %v", tt.name, err)
+		}
+	}
+	if got := LineTurn(turn.Line{}, k); got != "t" {
+		t.Errorf("LineTurn of an empty id = %q", got)
+	}
+	if got := LineTurn(turn.Line{TurnID: "u"}, k); got != "u" {
+		t.Errorf("LineTurn = %q", got)
+	}
+}
+
+func TestCheckReceiveFillsIDs(t *testing.T) {
+	t.Parallel()
+	r := turn.Receive{Turn: turn.Turn{SessionID: "s", ID: "t"}}
+	if err := CheckReceive(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Session.ID != "s" || r.Line.SessionID != "s" || r.Line.TurnID != "t" {
+		t.Errorf("ids not filled: %+v", r)
+	}
+	r = turn.Receive{Session: turn.Session{ID: "other"}, Turn: turn.Turn{SessionID: "s", ID: "t"}}
+	if err := CheckReceive(&r); !errors.Is(err, ErrKeyMismatch) {
+		t.Errorf("CheckReceive of a mismatched session = %v", err)
+	}
+}
+
+func TestRawJSON(t *testing.T) {
+	t.Parallel()
+	if b, err := RawJSON("x", json.RawMessage{}); err != nil || b != nil {
+		t.Errorf("RawJSON(empty) = %q, %v; want nil, nil", b, err)
+	}
+	if b, err := RawJSON("x", json.RawMessage(` [1, 2] `)); err != nil || string(b) != ` [1, 2] ` {
+		t.Errorf("RawJSON changed its input: %q, %v", b, err)
+	}
+	if _, err := RawJSON("x", json.RawMessage(`{`)); err == nil {
+		t.Error("RawJSON accepted invalid JSON")
+	}
+}
