@@ -18,8 +18,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if _, err := s.Recover(ctx); err != nil {
 		s.log.Warn("initial recovery failed; retrying in the background", "err", err)
 	}
-	s.loops.Add(2)
+	s.loops.Add(3)
 	go s.every(s.cfg.LeaseTTL/3, s.renew)
+	go s.every(s.cfg.OutputSweep, s.sweepOutputs)
 	go s.every(s.cfg.LeaseTTL/2, func(ctx context.Context) {
 		if _, err := s.Recover(ctx); err != nil {
 			s.log.Warn("recovery pass failed", "err", err)
@@ -73,6 +74,18 @@ func (s *Service) renew(ctx context.Context) {
 	}
 }
 
+// sweepOutputs deletes kept outputs past their retention.
+func (s *Service) sweepOutputs(ctx context.Context) {
+	n, err := s.store.DeleteExpiredOutputs(ctx, s.now())
+	if err != nil {
+		s.log.Warn("deleting expired outputs failed", "err", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("deleted expired outputs", "count", n)
+	}
+}
+
 // Recover claims running turns whose lease expired and resumes them here:
 // accounted calls are replayed from the record, read calls in flight run
 // again, and write calls journaled as started but never answered get the
@@ -114,7 +127,7 @@ func (s *Service) resume(ctx context.Context, k TurnKey) error {
 	if recorded == nil {
 		recorded = []Result{}
 	}
-	r, err := s.prepare(ctx, sess, t, recorded)
+	r, err := s.prepare(ctx, sess, t, recorded, false)
 	if err != nil {
 		return err
 	}

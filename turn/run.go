@@ -55,8 +55,9 @@ type callState struct {
 }
 
 // prepare builds a run for t. recorded carries the results of a resumed
-// turn (nil for a new one).
-func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []Result) (*run, error) {
+// turn (nil for a new one); freshSession skips the lookup of earlier answers
+// in a session this turn created.
+func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []Result, freshSession bool) (*run, error) {
 	proj, err := budget.New(sess.Budget.WithDefaults())
 	if err != nil {
 		// A session stored with an invalid budget (older config): fall back.
@@ -87,7 +88,7 @@ func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []
 			r.recorded[res.Index] = res
 		}
 	}
-	if len(ids) > 0 {
+	if len(ids) > 0 && !freshSession {
 		answered, err := s.store.Answered(ctx, t.SessionID, ids)
 		if err != nil {
 			return nil, fmt.Errorf("reading answered calls: %w", err)

@@ -44,6 +44,8 @@ type Config struct {
 	OutputKeepCap int64
 	// OutputRetention is how long kept outputs are retrievable. Default 7 days.
 	OutputRetention time.Duration
+	// OutputSweep is how often expired outputs are deleted. Default 10 minutes.
+	OutputSweep time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -71,6 +73,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.OutputRetention <= 0 {
 		c.OutputRetention = 7 * 24 * time.Hour
+	}
+	if c.OutputSweep <= 0 {
+		c.OutputSweep = 10 * time.Minute
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -255,7 +260,9 @@ func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest)
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recording turn: %w", err)
 	}
-	r, err := s.prepare(ctx, received.Session, t, nil)
+	// Seq 1 means this turn created the session: no call can have been
+	// answered in it yet, so prepare skips that lookup.
+	r, err := s.prepare(ctx, received.Session, t, nil, received.Seq == 1)
 	if err != nil {
 		// The turn is recorded with our lease; recovery resumes it once the
 		// lease expires.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -41,27 +42,33 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	}
 	var c config
 	var grace, lease, maxBody, maxCalls string
+	// Parsed before the flags so that the environment's value is the flag's
+	// default; any strconv.ParseBool spelling (true, 1, TRUE, ...) counts.
+	noMigrate, err := strconv.ParseBool(get("TURND_NO_MIGRATE", "false"))
+	if err != nil {
+		return config{}, usageError{fmt.Sprintf("TURND_NO_MIGRATE: %q is not a boolean like true or false", get("TURND_NO_MIGRATE", ""))}
+	}
 	fs.StringVar(&c.Addr, "addr", get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
 	fs.StringVar(&c.DataPath, "data", get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
 	fs.StringVar(&c.ConfigPath, "config", get("TURND_CONFIG", ""), "tool config YAML file (TURND_CONFIG)")
 	fs.StringVar(&c.LogFormat, "log-format", get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
-	fs.BoolVar(&c.NoMigrate, "no-migrate", get("TURND_NO_MIGRATE", "") == "true", "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
+	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
 	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
 	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return config{}, usageError{"help requested"}
+			// The flags are printed; main exits 0, as `turnd help` does.
+			return config{}, flag.ErrHelp
 		}
 		return config{}, usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return config{}, usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
 	}
-	var err error
 	if c.ShutdownGrace, err = time.ParseDuration(grace); err != nil || c.ShutdownGrace < 0 {
 		return config{}, usageError{fmt.Sprintf("shutdown-grace: %q is not a duration like 30s", grace)}
 	}
@@ -78,6 +85,10 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	case "auto", "text", "json":
 	default:
 		return config{}, usageError{fmt.Sprintf("log-format: %q is not auto, text or json", c.LogFormat)}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return config{}, usageError{fmt.Sprintf("log-level: %q is not debug, info, warn or error", c.LogLevel)}
 	}
 	if c.DatabaseURL == "" {
 		if c.DatabaseURL, err = fileVar(env, "DATABASE_URL_FILE"); err != nil {

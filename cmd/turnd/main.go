@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +18,19 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal the default disposition is back: a second
+		// one ends the process at once instead of waiting out the grace.
+		// Its running turns keep their leases and are resumed by the next
+		// process, as after a crash.
+		<-ctx.Done()
+		stop()
+	}()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// `turnd serve -h`: the flags are printed; asking is no error.
+			os.Exit(0)
+		}
 		fmt.Fprintln(os.Stderr, "turnd:", err)
 		var ue usageError
 		if errors.As(err, &ue) {

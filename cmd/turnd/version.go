@@ -12,6 +12,7 @@ var version = "dev"
 func printVersion(w io.Writer) {
 	commit, modified := "unknown", false
 	goVersion := "unknown"
+	v := version // a local: printVersion may run concurrently (tests)
 	if info, ok := debug.ReadBuildInfo(); ok {
 		goVersion = info.GoVersion
 		for _, s := range info.Settings {
@@ -22,12 +23,12 @@ func printVersion(w io.Writer) {
 				modified = s.Value == "true"
 			}
 		}
-		if version == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			version = info.Main.Version
+		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
 		}
 	}
 	if modified {
 		commit += "-dirty"
 	}
-	fmt.Fprintf(w, "turnd %s\ncommit %s\n%s\n", version, commit, goVersion)
+	fmt.Fprintf(w, "turnd %s\ncommit %s\n%s\n", v, commit, goVersion)
 }
