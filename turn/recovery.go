@@ -105,6 +105,15 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, k := range keys {
+		s.mu.Lock()
+		_, running := s.active[k]
+		s.mu.Unlock()
+		if running {
+			// This process stalled past its own lease (a suspended VM, a
+			// long GC pause) and its wave is still running: claiming renewed
+			// the lease; resuming would run the turn twice.
+			continue
+		}
 		if err := s.resume(ctx, k); err != nil {
 			s.log.Error("resuming turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 			continue
@@ -118,6 +127,9 @@ func (s *Service) resume(ctx context.Context, k TurnKey) error {
 	t, err := s.store.GetTurn(ctx, k)
 	if err != nil {
 		return fmt.Errorf("reading turn: %w", err)
+	}
+	if t.Status != StatusRunning {
+		return nil // settled between the claim and now
 	}
 	sess, err := s.store.GetSession(ctx, k.SessionID)
 	if err != nil {

@@ -191,6 +191,12 @@ func (r *run) settle(status Status) {
 		}
 		time.Sleep(delay)
 	}
+	if errors.Is(err, ErrLeaseLost) {
+		s.log.Warn("turn lease lost before settling; its new owner settles it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+		r.settleErr = fmt.Errorf("settling turn: %w", err)
+		r.final = r.turn
+		return
+	}
 	if err != nil {
 		s.log.Error("settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 		r.settleErr = fmt.Errorf("settling turn: %w", err)
@@ -245,6 +251,26 @@ func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 			return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(rec)}
 		}
 	}
+	if rec, ok := r.recorded[i]; ok && rec.Status == CallStarted {
+		// A write attempt was journaled before its process stopped and never
+		// answered: it may have taken effect. Only a tool still registered as
+		// idempotent may run it again; anything else (the tool gone or
+		// changed) is answered "interrupted", never refused as if unrun.
+		spec, found := r.reg.Lookup(call.Name)
+		if !found || !spec.Idempotent || !r.session.Granted(call.Name) || spec.Validate(call.Arguments) != nil {
+			st.admittedLine = true
+			interrupted := Result{
+				Status: CallFailed,
+				Error: &CallError{Code: "interrupted", Message: "the process running this call stopped during its attempt; " +
+					"it was not run again because it may have taken effect and the tool is not idempotent"},
+				Attempts:   rec.Attempts,
+				StartedAt:  rec.StartedAt,
+				FinishedAt: r.svc.now(),
+				Effect:     rec.Effect,
+			}
+			return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(interrupted)}
+		}
+	}
 	if prev, ok := r.answered[call.ID]; ok {
 		st.replayedFrom = prev.ReplayedFrom
 		return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(prev)}
@@ -258,14 +284,6 @@ func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 	}
 	if err := spec.Validate(call.Arguments); err != nil {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
-	}
-	if rec, ok := r.recorded[i]; ok && rec.Status == CallStarted && !spec.Idempotent {
-		// A write attempt was journaled before a crash and never answered:
-		// it may have taken effect, so it must not run again.
-		st.silent = false
-		st.admittedLine = true
-		return dispatch.Admission{Verdict: dispatch.Replay, Outcome: dispatch.Fail("interrupted",
-			"the process running this call stopped during its attempt; it was not run again because the tool is not idempotent")}
 	}
 	st.spec = spec
 	st.admitted = true

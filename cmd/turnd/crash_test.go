@@ -500,7 +500,6 @@ func waitLog(t *testing.T, p *proc, msg string) {
 // refused (never run).
 func TestCrashThenToolRemoved(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "turn/run.go Admit checks the registry, grants and arguments before the recorded attempt_started, so a started write whose tool was removed reads as refused unknown_tool")
 	c := newCrashRig(t, backends[0])
 	c.ts.holdFirst("w1")
 	p := c.start("first")
@@ -532,7 +531,6 @@ func TestCrashThenToolRemoved(t *testing.T) {
 // and a second wave must not run the next write again.
 func TestStallPastOwnLease(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "turn/recovery.go Recover claims this process's own turns whose lease lapsed and starts a second wave beside the live one; commits fence on the owner only, so both waves pass")
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -568,14 +566,5 @@ func TestStallPastOwnLease(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// knownBug skips a test that demonstrates a reported, unfixed bug unless
-// TURND_E2E_KNOWN_BUGS is set; remove the call once the bug is fixed.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("TURND_E2E_KNOWN_BUGS") == "" {
-		t.Skip("known bug (set TURND_E2E_KNOWN_BUGS=1 to run): " + bug)
 	}
 }

@@ -170,19 +170,15 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string
 	base   string // http://addr
-	token  string // sent as a bearer token when set
 	stderr *syncBuffer
 	exited chan struct{} // closed once the process is reaped
 }
 
 type procOptions struct {
-	name  string   // for messages: "first", "restarted", ...
-	args  []string // after `serve --addr A --log-format json`
-	env   []string // extra environment
-	addr  string   // default: a free loopback port
-	token string
-	// noWait: do not wait for /readyz.
-	noWait bool
+	name string   // for messages: "first", "restarted", ...
+	args []string // after `serve --addr A --log-format json`
+	env  []string // extra environment
+	addr string   // default: a free loopback port
 }
 
 // startTurnd starts `turnd serve` and waits until /readyz answers 200.
@@ -198,7 +194,7 @@ func startTurnd(t *testing.T, o procOptions) *proc {
 	}
 	args := append([]string{"serve", "--addr", o.addr, "--log-format", "json"}, o.args...)
 	p := &proc{
-		t: t, name: o.name, addr: o.addr, token: o.token,
+		t: t, name: o.name, addr: o.addr,
 		base:   "http://" + strings.Replace(o.addr, "0.0.0.0", "127.0.0.1", 1),
 		stderr: &syncBuffer{}, exited: make(chan struct{}),
 	}
@@ -224,9 +220,7 @@ func startTurnd(t *testing.T, o procOptions) *proc {
 			t.Logf("%s (turnd %s) stderr:\n%s", p.name, strings.Join(args, " "), p.stderr.String())
 		}
 	})
-	if !o.noWait {
-		p.waitReady()
-	}
+	p.waitReady()
 	return p
 }
 
@@ -325,9 +319,6 @@ func (p *proc) do(method, path string, body any, header ...string) (*http.Respon
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
-	}
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

@@ -2,6 +2,7 @@ package loadtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,12 +12,15 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/internal/loadtest"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
@@ -40,7 +44,8 @@ import (
 // target is at least 0.3 on a 2-core machine that also runs the clients),
 // the turn latency percentiles, and per turn: store calls, PostgreSQL
 // transactions and WAL syncs, and the CPU time of this process (server and
-// clients together) and of the PostgreSQL server processes.
+// clients together) and of the PostgreSQL server processes. The details of
+// every phase are printed on stdout.
 //
 // It needs DATABASE_URL (a server with synchronous_commit on; it creates
 // and drops a schema of its own) and runs the measurement once whatever
@@ -52,32 +57,53 @@ import (
 //	LOADTEST_MAXCONNS    turnd's pool size (default 32; turnd's own default is max(8, 4×GOMAXPROCS))
 //	LOADTEST_SETTLE      pause after a turns phase so that PostgreSQL publishes its counters (default 11s; 0 skips the counters)
 //	LOADTEST_CPUPROFILE  write a CPU profile of the first turns phase to this file
+//	LOADTEST_SETUP_SQL   SQL to run in the benchmark's schema before measuring, for experiments
+//	                     (e.g. dropping a constraint to see what it costs)
+//	LOADTEST_EXPERIMENT  comma-separated what-ifs, to size an optimisation before writing it:
+//	                     skip_answered: the store answers Answered with nothing, without a
+//	                       query (right here, where call ids never repeat): the gain of
+//	                       folding the lookup into ReceiveTurn or skipping it;
+//	                     async_commit: allow synchronous_commit=off (set on the server):
+//	                       the cost of waiting for WAL flushes. Not the comparison the
+//	                       target is about.
 //
 // Run it against a throwaway cluster:
 //
 //	. scripts/pg.sh; pg_start; trap pg_stop EXIT
 //	go test -run '^$' -bench TurnsVsInsert -benchtime 1x ./internal/loadtest/
 func BenchmarkTurnsVsInsert(b *testing.B) {
+	benchComparison(b, "turns", []string{"insert", "turns", "turns", "insert"})
+}
+
+// BenchmarkStoreTurnsVsInsert is BenchmarkTurnsVsInsert without HTTP and
+// without the turn service: each client makes, directly on store/postgres,
+// the three store calls a four-call read turn costs (ReceiveTurn, Answered,
+// one settling Commit of 9 lines and 4 results), shaped as the service
+// makes them. Set against BenchmarkTurnsVsInsert it splits a turn's cost
+// between the database work and everything above the store; its
+// store_turns/s bounds what turnd can reach without changing its SQL.
+func BenchmarkStoreTurnsVsInsert(b *testing.B) {
+	benchComparison(b, "store", []string{"insert", "store", "store", "insert"})
+}
+
+var lastComparison = map[string]map[string]float64{}
+
+func benchComparison(b *testing.B, name string, phases []string) {
 	if os.Getenv("DATABASE_URL") == "" {
 		b.Skip("DATABASE_URL is not set: this benchmark needs PostgreSQL (. scripts/pg.sh; pg_start starts a throwaway one)")
 	}
-	if b.N > 1 && lastTurnsVsInsert != nil {
-		// -benchtime Nx with N > 1 calls the benchmark again: the load test
-		// ran once already (with b.N == 1); report what it measured.
-		for unit, v := range lastTurnsVsInsert {
-			b.ReportMetric(v, unit)
-		}
-		return
+	m := lastComparison[name]
+	if b.N == 1 || m == nil {
+		// -benchtime Nx with N > 1 calls the benchmark again after a first
+		// call with b.N == 1: the load test ran then; report what it
+		// measured instead of running it again.
+		m = measureComparison(b, benchConfigFromEnv(b), phases)
+		lastComparison[name] = m
 	}
-	cfg := benchConfigFromEnv(b)
-	metrics := measureTurnsVsInsert(b, cfg)
-	for unit, v := range metrics {
+	for unit, v := range m {
 		b.ReportMetric(v, unit)
 	}
-	lastTurnsVsInsert = metrics
 }
-
-var lastTurnsVsInsert map[string]float64
 
 type benchConfig struct {
 	clients    int
@@ -85,12 +111,15 @@ type benchConfig struct {
 	maxConns   int32
 	settle     time.Duration
 	cpuProfile string
+	setupSQL   string
+	// experiments named in LOADTEST_EXPERIMENT
+	skipAnswered, asyncCommit bool
 }
 
 func benchConfigFromEnv(b *testing.B) benchConfig {
 	b.Helper()
 	c := benchConfig{clients: 32, phase: 5 * time.Second, maxConns: 32, settle: 11 * time.Second,
-		cpuProfile: os.Getenv("LOADTEST_CPUPROFILE")}
+		cpuProfile: os.Getenv("LOADTEST_CPUPROFILE"), setupSQL: os.Getenv("LOADTEST_SETUP_SQL")}
 	if v := os.Getenv("LOADTEST_CLIENTS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -120,6 +149,17 @@ func benchConfigFromEnv(b *testing.B) benchConfig {
 	if c.phase <= 0 {
 		b.Fatal("LOADTEST_PHASE must be positive")
 	}
+	for _, e := range strings.Split(os.Getenv("LOADTEST_EXPERIMENT"), ",") {
+		switch strings.TrimSpace(e) {
+		case "":
+		case "skip_answered":
+			c.skipAnswered = true
+		case "async_commit":
+			c.asyncCommit = true
+		default:
+			b.Fatalf("LOADTEST_EXPERIMENT: unknown experiment %q (skip_answered, async_commit)", e)
+		}
+	}
 	return c
 }
 
@@ -130,15 +170,19 @@ type stack struct {
 	timed *loadtest.TimedStore
 }
 
-func startStack(b *testing.B, dbURL string, maxConns int32) *stack {
+func startStack(b *testing.B, dbURL string, cfg benchConfig) *stack {
 	b.Helper()
 	ctx := context.Background()
-	pg, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: maxConns})
+	pg, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: cfg.maxConns})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(pg.Close)
-	timed := loadtest.NewTimedStore(pg)
+	var under turn.Store = pg
+	if cfg.skipAnswered {
+		under = noAnswered{pg}
+	}
+	timed := loadtest.NewTimedStore(under)
 	reg, err := tool.Parse([]byte("builtin: [echo]\n"), tool.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -228,7 +272,7 @@ type phaseReport struct {
 	emptyShare                        float64       // share of acquires that found the pool empty
 }
 
-func measureTurnsVsInsert(b *testing.B, cfg benchConfig) map[string]float64 {
+func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[string]float64 {
 	dbURL := pgtest.URL(b)
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, dbURL)
@@ -245,35 +289,48 @@ func measureTurnsVsInsert(b *testing.B, cfg benchConfig) map[string]float64 {
 	b.Logf("PostgreSQL %s: synchronous_commit=%s fsync=%s wal_sync_method=%s commit_delay=%s full_page_writes=%s shared_buffers=%s max_wal_size=%s",
 		settings["server_version"], settings["synchronous_commit"], settings["fsync"], settings["wal_sync_method"],
 		settings["commit_delay"], settings["full_page_writes"], settings["shared_buffers"], settings["max_wal_size"])
-	if settings["synchronous_commit"] == "off" {
+	if settings["synchronous_commit"] == "off" && !cfg.asyncCommit {
 		b.Fatal("synchronous_commit is off: the comparison needs commits that wait for the WAL flush")
 	}
 	if settings["fsync"] != "on" {
 		b.Logf("warning: fsync is %s: commits do not reach the disk, the numbers flatter both sides", settings["fsync"])
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	b.Logf("GOMAXPROCS=%d NumCPU=%d clients=%d phase=%v turnd MaxConns=%d loadavg=%s",
-		runtime.GOMAXPROCS(0), runtime.NumCPU(), cfg.clients, cfg.phase, cfg.maxConns, strings.TrimSpace(string(load)))
+	b.Logf("GOMAXPROCS=%d NumCPU=%d clients=%d phase=%v turnd MaxConns=%d loadavg=%s experiments=%q",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), cfg.clients, cfg.phase, cfg.maxConns, strings.TrimSpace(string(load)),
+		os.Getenv("LOADTEST_EXPERIMENT"))
 
-	st := startStack(b, dbURL, cfg.maxConns)
+	if cfg.setupSQL != "" {
+		if _, err := admin.Exec(ctx, cfg.setupSQL); err != nil {
+			b.Fatalf("LOADTEST_SETUP_SQL: %v", err)
+		}
+		b.Logf("LOADTEST_SETUP_SQL: %s", cfg.setupSQL)
+	}
+
+	st := startStack(b, dbURL, cfg)
 	body := loadtest.EchoTurn(4)
+	direct := &storeTurns{store: st.timed, prefix: "st-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 
 	var inserts, turns []loadtest.Result
 	var reports []phaseReport
 	profiled := false
-	for i, kind := range []string{"insert", "turns", "turns", "insert"} {
+	for i, kind := range phases {
 		before := observe(ctx, b, admin, st)
 		var r loadtest.Result
 		switch kind {
 		case "insert":
 			r, err = loadtest.InsertBaseline(ctx, dbURL, cfg.clients, cfg.phase)
-		case "turns":
+		case "turns", "store":
 			stop := func() {}
 			if cfg.cpuProfile != "" && !profiled {
 				profiled = true
 				stop = startCPUProfile(b, cfg.cpuProfile)
 			}
-			r, err = loadtest.Turns(ctx, st.url, cfg.clients, cfg.phase, body)
+			if kind == "turns" {
+				r, err = loadtest.Turns(ctx, st.url, cfg.clients, cfg.phase, body)
+			} else {
+				r, err = loadtest.Loop(ctx, cfg.clients, cfg.phase, direct.turn, direct.turn)
+			}
 			stop()
 		}
 		if err != nil {
@@ -284,7 +341,7 @@ func measureTurnsVsInsert(b *testing.B, cfg benchConfig) map[string]float64 {
 		self, _ := loadtest.ProcessCPU(os.Getpid())
 		busy, total, _ := loadtest.MachineCPU()
 		pgCPU, pgCPUOK, _ := loadtest.PostgresCPU(ctx, admin)
-		if kind == "turns" {
+		if kind != "insert" {
 			time.Sleep(cfg.settle) // idle backends publish their counters within 10s
 		} else {
 			time.Sleep(min(cfg.settle, time.Second)) // closed backends publish theirs at exit
@@ -305,11 +362,13 @@ func measureTurnsVsInsert(b *testing.B, cfg benchConfig) map[string]float64 {
 
 	ins, trn := loadtest.Combine(inserts...), loadtest.Combine(turns...)
 	ratio := trn.PerSec / ins.PerSec
+	kind := phases[1]
+	unit := map[string]string{"turns": "turns/s", "store": "store_turns/s"}[kind]
 	b.Logf("insert (both phases): %v", ins)
-	b.Logf("turns  (both phases): %v", trn)
-	b.Logf("turns/s ÷ insert_tx/s = %.3f (target ≥ 0.3); per-phase details on stdout", ratio)
+	b.Logf("%s (both phases): %v", kind, trn)
+	b.Logf("%s ÷ insert_tx/s = %.3f (target ≥ 0.3); per-phase details on stdout", unit, ratio)
 	m := map[string]float64{
-		"turns/s":       trn.PerSec,
+		unit:            trn.PerSec,
 		"insert_tx/s":   ins.PerSec,
 		"ratio":         ratio,
 		"p50_ms":        ms(trn.P50),
@@ -321,7 +380,7 @@ func measureTurnsVsInsert(b *testing.B, cfg benchConfig) map[string]float64 {
 	var n, calls, xact, syncs, self, pgc float64
 	pgKnown := true
 	for _, r := range reports {
-		if r.kind != "turns" {
+		if r.kind == "insert" {
 			continue
 		}
 		ops := float64(r.result.Ops)
@@ -361,14 +420,14 @@ func report(kind string, r loadtest.Result, before, after observation, counters 
 		}
 	}
 	rep.selfCPU = time.Duration(float64(after.self-before.self) / ops)
-	if before.pgCPUOK && after.pgCPUOK && kind == "turns" {
+	if before.pgCPUOK && after.pgCPUOK && kind != "insert" {
 		// The insert phase's backends exit before its closing reading.
 		rep.pgCPU = time.Duration(float64(after.pgCPU-before.pgCPU) / ops)
 	}
 	if t := after.total - before.total; t > 0 {
 		rep.machineBusy = float64(after.busy-before.busy) / float64(t)
 	}
-	if a := after.pool.acquires - before.pool.acquires; a > 0 && kind == "turns" {
+	if a := after.pool.acquires - before.pool.acquires; a > 0 && kind != "insert" {
 		rep.poolWait = (after.pool.acquireTime - before.pool.acquireTime) / time.Duration(a)
 		rep.emptyShare = float64(after.pool.emptyAcquires-before.pool.emptyAcquires) / float64(a)
 	}
@@ -391,7 +450,7 @@ func (p phaseReport) String() string {
 		}
 		sb.WriteString("\n")
 	}
-	if p.kind == "turns" {
+	if p.kind != "insert" {
 		ops := float64(max(p.result.Ops+p.result.Errors, 1))
 		fmt.Fprintf(&sb, "    store calls per turn %.2f:", float64(p.store.Calls())/ops)
 		for _, c := range p.store {
@@ -425,3 +484,66 @@ func startCPUProfile(b *testing.B, path string) (stop func()) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// noAnswered is the skip_answered experiment: a store whose Answered finds
+// nothing without asking the database.
+type noAnswered struct{ turn.Store }
+
+func (noAnswered) Answered(context.Context, string, []string) (map[string]turn.Result, error) {
+	return map[string]turn.Result{}, nil
+}
+
+// storeTurns makes, directly on a store, the calls the turn service makes
+// for a turn of four echo calls that are all reads: ReceiveTurn, Answered
+// for its call ids, then one Commit that settles it with its 9 ledger lines
+// (4 call_admitted, 4 call_answered, turn_settled) and 4 results. Each
+// client has a session of its own, created by its first turn.
+type storeTurns struct {
+	store  turn.Store
+	prefix string
+	next   atomic.Int64
+}
+
+func (s *storeTurns) turn(ctx context.Context, client int) error {
+	i := strconv.FormatInt(s.next.Add(1), 10)
+	sid, tid := s.prefix+"-"+strconv.Itoa(client), "t"+i
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	until := now.Add(10 * time.Second)
+	calls := make([]turn.Call, 4)
+	ids := make([]string, 4)
+	for k := range calls {
+		ids[k] = tid + "." + strconv.Itoa(k)
+		calls[k] = turn.Call{ID: ids[k], Name: "echo", Arguments: json.RawMessage(`{"n":` + i + `,"k":` + strconv.Itoa(k) + `}`)}
+	}
+	t := turn.Turn{SessionID: sid, ID: tid, Status: turn.StatusRunning, Mode: dispatch.ModeOrdered,
+		FailurePolicy: dispatch.PolicyIsolate, Calls: calls, Hash: "h" + i, CreatedAt: now}
+	received := `{"calls":[{"id":"` + ids[0] + `","name":"echo"},{"id":"` + ids[1] + `","name":"echo"},{"id":"` +
+		ids[2] + `","name":"echo"},{"id":"` + ids[3] + `","name":"echo"}],"mode":"ordered","failure_policy":"isolate"}`
+	_, err := s.store.ReceiveTurn(ctx, turn.Receive{
+		Session:    turn.Session{ID: sid, Budget: budget.Config{}.WithDefaults(), CreatedAt: now},
+		Turn:       t,
+		Line:       turn.Line{SessionID: sid, TurnID: tid, Kind: turn.LineTurnReceived, At: now, Data: json.RawMessage(received)},
+		LeaseOwner: "loadtest", LeaseUntil: until,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.Answered(ctx, sid, ids); err != nil {
+		return err
+	}
+	c := turn.Commit{Key: turn.TurnKey{SessionID: sid, TurnID: tid}, LeaseOwner: "loadtest", LeaseUntil: until,
+		Status: turn.StatusCompleted, SettledAt: now}
+	for k, c0 := range calls {
+		c.Lines = append(c.Lines,
+			turn.Line{SessionID: sid, TurnID: tid, CallID: c0.ID, Kind: turn.LineCallAdmitted, At: now,
+				Data: json.RawMessage(`{"effect":"read","index":` + strconv.Itoa(k) + `,"name":"echo"}`)},
+			turn.Line{SessionID: sid, TurnID: tid, CallID: c0.ID, Kind: turn.LineCallAnswered, At: now,
+				Data: json.RawMessage(`{"attempts":1,"status":"ok"}`)})
+		c.Results = append(c.Results, turn.Result{Index: k, CallID: c0.ID, Name: "echo", Effect: dispatch.EffectRead,
+			Status: turn.CallOK, Output: c0.Arguments, OriginalBytes: int64(len(c0.Arguments)), OriginalLines: 1,
+			Attempts: 1, StartedAt: now, FinishedAt: now})
+	}
+	c.Lines = append(c.Lines, turn.Line{SessionID: sid, TurnID: tid, Kind: turn.LineTurnSettled, At: now,
+		Data: json.RawMessage(`{"status":"completed"}`)})
+	return s.store.Commit(ctx, c)
+}

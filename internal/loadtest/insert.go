@@ -70,7 +70,7 @@ func InsertBaseline(ctx context.Context, dbURL string, clients int, d time.Durat
 		_, err := conns[client].Exec(ctx, insert, value(client))
 		return err
 	}
-	r, err := loop(ctx, clients, d, warm, op)
+	r, err := Loop(ctx, clients, d, warm, op)
 	if err != nil {
 		return r, fmt.Errorf("insert baseline: %w", err)
 	}

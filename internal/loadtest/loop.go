@@ -13,12 +13,16 @@ import (
 // numbers mean nothing and a broken server would only be hammered.
 const maxErrors = 100
 
-// loop runs op in a tight loop from clients goroutines for d. Each client
-// first runs warm once (connecting, preparing statements, creating its
-// session); the window opens when every client has warmed up, so that no
-// set-up cost is measured. A client starts no operation after the window
-// closes; Elapsed runs until the last one in flight finishes.
-func loop(ctx context.Context, clients int, d time.Duration, warm, op func(ctx context.Context, client int) error) (Result, error) {
+// Loop runs op in a tight loop from clients goroutines for d and measures
+// it: InsertBaseline and Turns are Loops, and a benchmark can measure any
+// other operation the same way. Each client first runs warm once
+// (connecting, preparing statements, creating its session); the window
+// opens when every client has warmed up, so that no set-up cost is
+// measured. A client starts no operation after the window closes; Elapsed
+// runs until the last one in flight finishes. A failed operation counts in
+// Result.Errors and the returned error describes the first; past 100
+// failures the loop stops early.
+func Loop(ctx context.Context, clients int, d time.Duration, warm, op func(ctx context.Context, client int) error) (Result, error) {
 	if clients < 1 {
 		return Result{}, fmt.Errorf("clients %d: must be at least 1", clients)
 	}

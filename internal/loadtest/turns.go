@@ -49,7 +49,7 @@ func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, bo
 	op := func(ctx context.Context, c int) error {
 		return postTurn(ctx, client, urls[c], body(int(next.Add(1)-1)))
 	}
-	r, err := loop(ctx, clients, d, op, op)
+	r, err := Loop(ctx, clients, d, op, op)
 	if err != nil {
 		return r, fmt.Errorf("turns: %w", err)
 	}
