@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/store/sqlite"
@@ -66,8 +67,9 @@ type stack struct {
 }
 
 type stackOptions struct {
-	tokens []string
-	yaml   string // extra tool entries, with {{TOOLS}} replaced by the tool server's URL
+	tokens        []string
+	signingSecret string // requires signed deliveries when set
+	yaml          string // extra tool entries, with {{TOOLS}} replaced by the tool server's URL
 }
 
 // toolServer is an HTTP tool endpoint: /search answers a JSON output,
@@ -76,11 +78,24 @@ type toolServer struct {
 	srv      *httptest.Server
 	searches atomic.Int64
 	flaky    atomic.Int64
+	// keys receives the completion (key, url) of each /deferred call.
+	keys chan [2]string
 }
 
 func newToolServer(t *testing.T) *toolServer {
-	ts := &toolServer{}
+	ts := &toolServer{keys: make(chan [2]string, 16)}
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /deferred", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Completion struct{ Key, URL string } `json:"completion"`
+			Arguments  json.RawMessage           `json:"arguments"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		ts.keys <- [2]string{req.Completion.Key, req.Completion.URL}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, `{"pending": %s}`, req.Arguments)
+	})
 	mux.HandleFunc("POST /search", func(w http.ResponseWriter, r *http.Request) {
 		ts.searches.Add(1)
 		var req struct {
@@ -125,6 +140,10 @@ tools:
     effect: read
     http: {url: "{{TOOLS}}/flaky", timeout: 5s}
     retry: {max_attempts: 3, initial_interval: 1ms, max_interval: 2ms, multiplier: 2}
+  - name: deferred
+    effect: write
+    deferred: true
+    http: {url: "{{TOOLS}}/deferred", timeout: 5s}
   - name: down
     effect: write
     http: {url: "http://127.0.0.1:1/nothing", timeout: 1s}
@@ -140,7 +159,18 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Config{Service: svc, Tokens: o.tokens}))
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	acfg := api.Config{Service: svc, Tokens: o.tokens}
+	if o.signingSecret != "" {
+		signer, err := completion.NewSigner(o.signingSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acfg.CompletionSigner = signer
+	}
+	srv := httptest.NewServer(api.New(acfg))
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -479,7 +509,7 @@ func TestAuthAndAsync(t *testing.T) {
 			Tools []struct{ Name, Effect string } `json:"tools"`
 		}
 		r.json(t, &tools)
-		if r.status != 200 || len(tools.Tools) != 7 {
+		if r.status != 200 || len(tools.Tools) != 8 {
 			t.Fatalf("tools: %d %s", r.status, r.body)
 		}
 		a := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"a","name":"sleep","arguments":{"ms":30}}]}`, "Prefer", "respond-async")

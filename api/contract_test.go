@@ -4,7 +4,9 @@ package api_test
 //
 //   - TestSpecValid: the document loads, validates (examples included) and
 //     is complete enough to hold the server to: operation ids, documented
-//     errors, authentication only under /v1.
+//     errors, bearer authentication only under /v1 and there on every
+//     operation but the completion endpoints (/v1/complete/..., whose key is
+//     the credential).
 //   - TestRoutesMatchSpec: the chi routes and the document's operations are
 //     the same set.
 //   - contractChecker: test machinery for the functional API tests. Its
@@ -20,8 +22,9 @@ package api_test
 //
 //   - The request's route must be an operation of the document. A path the
 //     document does not have must be answered 404, and a method a path does
-//     not list 405, both with the document's problem (or 401 under /v1,
-//     where authentication runs before routing).
+//     not list 405, both with the document's problem, with or without a
+//     token: the router authenticates inside its route group, after routing,
+//     so 401 is an answer of the authenticated operations only.
 //   - The answer's status must be listed under the operation (the document
 //     has no `default` responses, so an undocumented status fails), and its
 //     headers and body must match the listed response. Any
@@ -39,6 +42,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +56,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -61,6 +66,7 @@ import (
 
 	turnd "github.com/turnd/turnd"
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
@@ -271,14 +277,12 @@ func (c *contractChecker) checkOperation(x exchange, in *openapi3filter.RequestV
 	}
 }
 
-// checkUnrouted holds the answer to a request no operation matches: the
-// component response named want (NotFound, MethodNotAllowed), or 401 under
-// /v1, whose authentication runs before routing.
+// checkUnrouted holds the answer to a request no operation matches to the
+// component response named want (NotFound, MethodNotAllowed). Under /v1
+// too: authentication runs after routing, so an unrouted request is never
+// answered 401.
 func (c *contractChecker) checkUnrouted(x exchange, want int, responseName string) {
 	c.t.Helper()
-	if x.status == http.StatusUnauthorized && (x.path == "/v1" || strings.HasPrefix(x.path, "/v1/")) {
-		want, responseName = http.StatusUnauthorized, "Unauthorized"
-	}
 	if x.status != want {
 		c.errorf(x, "", "no operation of the document matches the request, so %d was expected", want)
 		return
@@ -450,7 +454,7 @@ func TestSpecValid(t *testing.T) {
 	if _, ok := doc.Components.Schemas["Problem"]; !ok {
 		t.Error("components/schemas/Problem is missing")
 	}
-	for _, name := range []string{"NotFound", "MethodNotAllowed", "Unauthorized"} {
+	for _, name := range []string{"NotFound", "MethodNotAllowed"} {
 		if _, ok := doc.Components.Responses[name]; !ok {
 			t.Errorf("components/responses/%s is missing: the contract checker answers unrouted requests with it", name)
 		}
@@ -462,10 +466,16 @@ func TestSpecValid(t *testing.T) {
 			if op.OperationID == "" {
 				t.Errorf("%s: no operationId", where)
 			}
-			// Authentication: everything under /v1, nothing else.
+			// Authentication: a bearer token under /v1, except for the
+			// completion endpoints, whose key is the credential; nothing
+			// elsewhere.
 			public := op.Security != nil && len(*op.Security) == 0
-			if v1 := strings.HasPrefix(path, "/v1/"); v1 == public {
-				t.Errorf("%s: security %v; /v1 operations use the global bearerAuth, the others none (security: [])", where, op.Security)
+			bearer := strings.HasPrefix(path, "/v1/") && !isCompletionPath(path)
+			if bearer == public {
+				t.Errorf("%s: security %v; /v1 operations use the global bearerAuth, the completion endpoints (/v1/complete/...) and the others none (security: [])", where, op.Security)
+			}
+			if bearer && op.Responses.Status(http.StatusUnauthorized) == nil {
+				t.Errorf("%s: an authenticated operation must document 401", where)
 			}
 			errs := 0
 			for code, ref := range op.Responses.Map() {
@@ -493,6 +503,12 @@ func TestSpecValid(t *testing.T) {
 	}
 }
 
+// isCompletionPath reports whether path is one of the completion endpoints,
+// which authenticate by their key instead of a bearer token.
+func isCompletionPath(path string) bool {
+	return strings.HasPrefix(path, "/v1/complete/")
+}
+
 // refersTo reports whether s is the schema ref, or an allOf that contains it.
 func refersTo(s *openapi3.SchemaRef, ref string) bool {
 	if s == nil {
@@ -511,12 +527,26 @@ func refersTo(s *openapi3.SchemaRef, ref string) bool {
 // turn.Store grows.
 type panicStore struct{ turn.Store }
 
+// unknownKeysStore is a panicStore that knows no completion key: requests
+// to the completion endpoints get as far as the key's lookup (404).
+type unknownKeysStore struct{ panicStore }
+
+func (unknownKeysStore) GetCompletion(context.Context, [32]byte) (turn.Completion, error) {
+	return turn.Completion{}, turn.ErrNotFound
+}
+
 // newStorelessHandler returns the API handler over a service whose store
 // panics (see panicStore).
 func newStorelessHandler(t testing.TB, cfg api.Config) http.Handler {
 	t.Helper()
+	return newHandlerOver(t, panicStore{}, cfg)
+}
+
+// newHandlerOver returns the API handler over a service on store.
+func newHandlerOver(t testing.TB, store turn.Store, cfg api.Config) http.Handler {
+	t.Helper()
 	svc, err := turn.New(turn.Config{
-		Store: panicStore{},
+		Store: store,
 		Tools: func() *tool.Registry { return tool.NewRegistry() },
 	})
 	if err != nil {
@@ -621,10 +651,11 @@ func TestNormalizePattern(t *testing.T) {
 }
 
 // TestContractCheckerOnServer runs the checker over the answers the real
-// handler gives without a store: it must find nothing to report.
+// handler gives without a store (one that knows no completion key): it must
+// find nothing to report.
 func TestContractCheckerOnServer(t *testing.T) {
 	t.Parallel()
-	h := newStorelessHandler(t, api.Config{Tokens: []string{"secret"}, MaxBodyBytes: 1 << 10})
+	h := newHandlerOver(t, unknownKeysStore{}, api.Config{Tokens: []string{"secret"}, MaxBodyBytes: 1 << 10})
 	client := &http.Client{Transport: newContractChecker(t).Transport(inProcess(h))}
 
 	tests := []struct {
@@ -641,8 +672,23 @@ func TestContractCheckerOnServer(t *testing.T) {
 		{"no token", "GET", "/v1/tools", false, "", 401},
 		{"unknown path", "GET", "/nope", false, "", 404},
 		{"unknown /v1 path", "GET", "/v1/nope", true, "", 404},
-		{"unknown /v1 path without token", "GET", "/v1/nope", false, "", 401},
+		{"unknown /v1 path without token", "GET", "/v1/nope", false, "", 404},
 		{"wrong method", "DELETE", "/v1/tools", true, "", 405},
+		{"wrong method without token", "DELETE", "/v1/tools", false, "", 405},
+		{"cancel without token", "POST", "/v1/sessions/s1/turns/t1/cancel", false, "", 401},
+		{"completion status, no token needed", "GET", "/v1/complete/" + testKey, false, "", 404},
+		{"completion status, malformed key", "GET", "/v1/complete/nope", false, "", 404},
+		{"delivery, no token needed", "POST", "/v1/complete/" + testKey, false, `{"output":{"ok":true}}`, 404},
+		{"delivery of an error", "POST", "/v1/complete/" + testKey, false, `{"error":{"code":"rejected"}}`, 404},
+		{"delivery of null output", "POST", "/v1/complete/" + testKey, false, `{"output":null,"error":null}`, 404},
+		{"delivery, malformed JSON", "POST", "/v1/complete/" + testKey, false, "{", 400},
+		{"delivery, empty object", "POST", "/v1/complete/" + testKey, false, `{}`, 422},
+		{"delivery, output and error", "POST", "/v1/complete/" + testKey, false, `{"output":1,"error":{"code":"x"}}`, 422},
+		{"delivery, error without code", "POST", "/v1/complete/" + testKey, false, `{"error":{"message":"m"}}`, 422},
+		{"delivery too large", "POST", "/v1/complete/" + testKey, false, `{"output":"` + strings.Repeat("x", 2<<10) + `"}`, 413},
+		{"heartbeat, no token needed", "POST", "/v1/complete/" + testKey + "/heartbeat", false, "", 404},
+		{"heartbeat with a body", "POST", "/v1/complete/" + testKey + "/heartbeat", false, `{"progress":0.5}`, 404},
+		{"completion, wrong method", "DELETE", "/v1/complete/" + testKey, false, "", 405},
 		{"wrong method, public path", "POST", "/healthz", false, "", 405},
 		{"malformed JSON", "POST", "/v1/sessions", true, "{", 400},
 		{"empty body", "POST", "/v1/sessions", true, "", 400},
@@ -680,6 +726,73 @@ func TestContractCheckerOnServer(t *testing.T) {
 			}
 			if resp.StatusCode != tt.wantStatus {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+		})
+	}
+}
+
+// testKey has the form of a completion key (no server issued it).
+const testKey = "ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw"
+
+// TestContractCheckerOnSignedCompletions runs the checker over the
+// completion endpoints of a server with a signing secret: unsigned and
+// badly signed requests are refused 401 bad_signature, a signed one gets
+// past the signature (to the store-less 404).
+func TestContractCheckerOnSignedCompletions(t *testing.T) {
+	t.Parallel()
+	signer, err := completion.NewSigner("whsec_" + base64.StdEncoding.EncodeToString([]byte("contract-test-signing-key-32-byt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHandlerOver(t, unknownKeysStore{}, api.Config{Tokens: []string{"secret"}, CompletionSigner: signer})
+	client := &http.Client{Transport: newContractChecker(t).Transport(inProcess(h))}
+
+	const body = `{"output":"done"}`
+	tests := []struct {
+		name       string
+		path       string
+		body       string
+		headers    map[string]string
+		wantStatus int
+	}{
+		{"unsigned delivery", "/v1/complete/" + testKey, body, nil, 401},
+		{"badly signed delivery", "/v1/complete/" + testKey, body, signer.Headers("msg_1", time.Now(), []byte(`{"output":"other"}`)), 401},
+		{"stale signature", "/v1/complete/" + testKey, body, signer.Headers("msg_1", time.Now().Add(-time.Hour), []byte(body)), 401},
+		{"signed delivery", "/v1/complete/" + testKey, body, signer.Headers("msg_1", time.Now(), []byte(body)), 404},
+		{"unsigned heartbeat", "/v1/complete/" + testKey + "/heartbeat", "", nil, 401},
+		{"signed heartbeat", "/v1/complete/" + testKey + "/heartbeat", "", signer.Headers("msg_2", time.Now(), nil), 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rb io.Reader
+			if tt.body != "" {
+				rb = strings.NewReader(tt.body)
+			}
+			req, err := http.NewRequestWithContext(t.Context(), "POST", "http://turnd.test"+tt.path, rb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range tt.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var p struct {
+				Code string `json:"code"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.wantStatus {
+				t.Errorf("status %d (%s), want %d", resp.StatusCode, p.Code, tt.wantStatus)
+			}
+			if tt.wantStatus == 401 && p.Code != "bad_signature" {
+				t.Errorf("code %q, want bad_signature", p.Code)
 			}
 		})
 	}
@@ -828,6 +941,67 @@ func TestContractCheckerCatchesMismatches(t *testing.T) {
 			name: "wrong method answered 404", method: "PUT", path: "/v1/tools",
 			status: 404, contentType: problemJSON, respBody: problem(404, "not_found"),
 			want: "so 405 was expected",
+		},
+		{
+			name: "unknown /v1 path answered 401", method: "GET", path: "/v1/nope",
+			status: 401, contentType: problemJSON, respBody: problem(401, "unauthorized"),
+			header: map[string]string{"WWW-Authenticate": `Bearer realm="turnd"`},
+			want:   "so 404 was expected",
+		},
+		{
+			name: "valid cancelled turn", method: "POST", path: "/v1/sessions/s1/turns/t1/cancel",
+			status: 200, contentType: "application/json", respBody: strings.Replace(turnJSON, `"status": "waiting"`, `"status": "cancelled"`, 1),
+		},
+		{
+			name: "valid turn_busy", method: "POST", path: "/v1/sessions/s1/turns/t1/cancel",
+			status: 409, contentType: problemJSON, respBody: problem(409, "turn_busy"),
+		},
+		{
+			name: "waited turn answered 202", method: "GET", path: "/v1/sessions/s1/turns/t1",
+			status: 202, contentType: "application/json", respBody: turnJSON, header: map[string]string{"Preference-Applied": "wait=5"},
+			want: "status 202 is not documented",
+		},
+		{
+			name: "valid completion info", method: "GET", path: "/v1/complete/" + testKey,
+			status: 200, contentType: "application/json", respBody: `{"status":"issued","deadline":null,"heartbeat_deadline":null}`,
+		},
+		{
+			name: "unknown completion status", method: "GET", path: "/v1/complete/" + testKey,
+			status: 200, contentType: "application/json", respBody: `{"status":"lost","deadline":null,"heartbeat_deadline":null}`,
+			want: "status",
+		},
+		{
+			name: "valid delivery ack", method: "POST", path: "/v1/complete/" + testKey, body: `{"output":null,"error":null}`,
+			status: 200, contentType: "application/json", respBody: `{"status":"already_completed"}`,
+		},
+		{
+			name: "valid completion_gone", method: "POST", path: "/v1/complete/" + testKey, body: `{"error":{"code":"x"}}`,
+			status: 410, contentType: problemJSON, respBody: strings.Replace(problem(410, "completion_gone"), "}", `,"recorded_status":"timed_out"}`, 1),
+		},
+		{
+			name: "completion_gone without recorded_status", method: "POST", path: "/v1/complete/" + testKey, body: `{"output":1}`,
+			status: 410, contentType: problemJSON, respBody: problem(410, "completion_gone"),
+			want: "recorded_status",
+		},
+		{
+			name: "completion 401 that is not bad_signature", method: "POST", path: "/v1/complete/" + testKey, body: `{"output":1}`,
+			status: 401, contentType: problemJSON, respBody: problem(401, "unauthorized"),
+			want: "code",
+		},
+		{
+			name: "empty delivery accepted", method: "POST", path: "/v1/complete/" + testKey, body: `{}`,
+			status: 200, contentType: "application/json", respBody: `{"status":"accepted"}`,
+			want: "a 4xx answer was expected",
+		},
+		{
+			name: "delivery of output and error accepted", method: "POST", path: "/v1/complete/" + testKey, body: `{"output":1,"error":{"code":"x"}}`,
+			status: 200, contentType: "application/json", respBody: `{"status":"accepted"}`,
+			want: "a 4xx answer was expected",
+		},
+		{
+			name: "delivery of error and null output accepted", method: "POST", path: "/v1/complete/" + testKey, body: `{"error":{"code":"x"},"output":null}`,
+			status: 200, contentType: "application/json", respBody: `{"status":"accepted"}`,
+			want: "a 4xx answer was expected",
 		},
 	}
 	for _, tt := range tests {

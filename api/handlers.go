@@ -92,12 +92,15 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
 	t := sub.Turn
-	if t.Status == turn.StatusRunning {
-		t, err = s.await(r, turn.TurnKey{SessionID: sessionID, TurnID: sub.Turn.ID}, s.cfg.MaxWait)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	k := turn.TurnKey{SessionID: sessionID, TurnID: sub.Turn.ID}
+	if wait, ok := s.waitPreference(w, prefs); ok && !t.Status.Settled() {
+		t, err = s.waitSettled(r, k, wait)
+	} else if t.Status == turn.StatusRunning {
+		t, err = s.await(r, k, s.cfg.MaxWait)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	s.writeTurn(w, t)
 }
@@ -124,8 +127,47 @@ func (s *server) writeTurn(w http.ResponseWriter, t turn.Turn) {
 	writeJSON(w, status, toTurnWire(t))
 }
 
+// waitPreference reads RFC 7240 `Prefer: wait=N` (seconds), capped at
+// MaxWait, and announces it in Preference-Applied.
+func (s *server) waitPreference(w http.ResponseWriter, prefs map[string]string) (time.Duration, bool) {
+	v, ok := prefs["wait"]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	d := time.Duration(n) * time.Second
+	if d > s.cfg.MaxWait {
+		d = s.cfg.MaxWait
+	}
+	w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
+	return d, true
+}
+
+// waitSettled holds the request until the turn settles or wait passes.
+func (s *server) waitSettled(r *http.Request, k turn.TurnKey, wait time.Duration) (turn.Turn, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	t, err := s.svc.WaitSettled(ctx, k)
+	if err != nil && r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return s.svc.GetTurn(r.Context(), k)
+	}
+	return t, err
+}
+
 func (s *server) getTurn(w http.ResponseWriter, r *http.Request) {
 	k := turn.TurnKey{SessionID: chi.URLParam(r, "session_id"), TurnID: chi.URLParam(r, "turn_id")}
+	if wait, ok := s.waitPreference(w, preferences(r)); ok {
+		t, err := s.waitSettled(r, k, wait)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toTurnWire(t))
+		return
+	}
 	t, err := s.svc.GetTurn(r.Context(), k)
 	if err != nil {
 		s.writeError(w, r, err)

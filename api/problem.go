@@ -33,6 +33,14 @@ func problemFor(err error) (status int, code, detail string) {
 			return http.StatusUnprocessableEntity, "too_many_calls", inv.Error()
 		}
 		return http.StatusUnprocessableEntity, "invalid_request", inv.Error()
+	case errors.Is(err, turn.ErrCompletionConflict):
+		return http.StatusConflict, "completion_conflict", "the key was already completed with a different payload"
+	case errors.Is(err, turn.ErrCompletionGone):
+		return http.StatusGone, "completion_gone", "the call timed out or was cancelled before this result arrived; the result is recorded in the ledger as completion_late"
+	case errors.Is(err, turn.ErrTurnBusy):
+		return http.StatusConflict, "turn_busy", "the turn is running on another replica; retry shortly"
+	case errors.Is(err, turn.ErrCompletionsDisabled):
+		return http.StatusNotFound, "not_found", "no such resource"
 	case errors.Is(err, turn.ErrTurnConflict):
 		return http.StatusConflict, "turn_conflict", "the turn id is already recorded with different calls"
 	case errors.Is(err, turn.ErrSessionExists):
@@ -78,10 +86,24 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfterSeconds))
 	}
-	if status == http.StatusUnauthorized {
+	if code == "unauthorized" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnd"`)
 	}
 	writeProblem(w, status, code, detail)
+}
+
+// writeProblemWith sends err's problem with extension members.
+func (s *server) writeProblemWith(w http.ResponseWriter, r *http.Request, err error, ext map[string]any) {
+	status, code, detail := problemFor(err)
+	s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", code)
+	body := map[string]any{"type": "urn:turnd:problem:" + code, "title": http.StatusText(status), "status": status, "detail": detail, "code": code}
+	for k, v := range ext {
+		body[k] = v
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 func writeProblem(w http.ResponseWriter, status int, code, detail string) {

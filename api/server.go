@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	turnd "github.com/turnd/turnd"
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -30,6 +31,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// RetryAfterSeconds is sent with 503 answers. Default 2.
 	RetryAfterSeconds int
+	// CompletionSigner, when set, requires a valid Standard Webhooks
+	// signature on POST /v1/complete/{key} and its heartbeat.
+	CompletionSigner *completion.Signer
+	// SignatureTolerance is the accepted clock skew of a signature's
+	// timestamp. Default 5 minutes.
+	SignatureTolerance time.Duration
 	// MaxWait bounds how long a synchronous POST of a turn holds the
 	// response while the turn runs; after it the answer is 202 with the
 	// turn still running. Default 10 minutes.
@@ -46,6 +53,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetryAfterSeconds <= 0 {
 		c.RetryAfterSeconds = 2
+	}
+	if c.SignatureTolerance <= 0 {
+		c.SignatureTolerance = completion.DefaultTolerance
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 10 * time.Minute
@@ -88,14 +98,23 @@ func (s *server) routes() http.Handler {
 		_, _ = w.Write(turnd.OpenAPI)
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate, s.limitBody)
-		r.Post("/sessions", s.createSession)
-		r.Get("/sessions/{session_id}", s.getSession)
-		r.Post("/sessions/{session_id}/turns", s.postTurn)
-		r.Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
-		r.Get("/sessions/{session_id}/ledger", s.getLedger)
-		r.Get("/outputs/{output_id}", s.getOutput)
-		r.Get("/tools", s.getTools)
+		r.Use(s.limitBody)
+		r.Group(func(r chi.Router) {
+			r.Use(s.authenticate)
+			r.Post("/sessions", s.createSession)
+			r.Get("/sessions/{session_id}", s.getSession)
+			r.Post("/sessions/{session_id}/turns", s.postTurn)
+			r.Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
+			r.Post("/sessions/{session_id}/turns/{turn_id}/cancel", s.cancelTurn)
+			r.Get("/sessions/{session_id}/ledger", s.getLedger)
+			r.Get("/outputs/{output_id}", s.getOutput)
+			r.Get("/tools", s.getTools)
+		})
+		// The completion endpoints authenticate by their key (and, when a
+		// signing secret is configured, a Standard Webhooks signature).
+		r.Post("/complete/{key}", s.complete)
+		r.Get("/complete/{key}", s.completionStatus)
+		r.Post("/complete/{key}/heartbeat", s.heartbeat)
 	})
 	return r
 }

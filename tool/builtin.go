@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -21,12 +25,13 @@ const MaxSleep = 10 * time.Minute
 const nowLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // builtins makes each builtin's spec. They are turnd's own demo tools, off
-// unless the config lists them; all are read-only and idempotent, and are
-// tried once.
+// unless the config lists them; all are idempotent and tried once, and all
+// but approval are read-only.
 var builtins = map[string]func(Options) *Spec{
-	"echo":  echoSpec,
-	"sleep": sleepSpec,
-	"now":   nowSpec,
+	"echo":     echoSpec,
+	"sleep":    sleepSpec,
+	"now":      nowSpec,
+	"approval": approvalSpec,
 }
 
 // BuiltinNames lists the builtin tools, sorted.
@@ -110,4 +115,94 @@ func nowSpec(opts Options) *Spec {
 			}{clock().UTC().Format(nowLayout)})
 			return dispatch.OK(out, true)
 		})
+}
+
+// maxLoggedPrompt bounds the bytes of an approval prompt put in the log.
+const maxLoggedPrompt = 2000
+
+// approvalSpec is the approval builtin: a write tool that parks its call
+// until someone delivers the decision to the call's complete URL. It is
+// the whole deferred-completion loop with nothing but turnd and curl:
+//
+//	turnd logs:  approval requested ... complete_url=http://turnd/v1/complete/ck_...
+//	a person:    curl -X POST <complete_url> -d '{"output": {"approved": true}}'
+//
+// It is idempotent: running it again takes the same key and logs again.
+func approvalSpec(opts Options) *Spec {
+	opts = opts.withDefaults()
+	defaults := completion.Options{
+		OnTimeout: completion.OnTimeoutErrorAsResult,
+		// There is no external work to cancel, only a person to tell.
+		OnCancel: completion.OnCancelIgnore,
+	}
+	s := &Spec{
+		Name: "approval",
+		Description: "Asks a person to approve something and waits for the answer, which arrives later as the result of this call. " +
+			"Optional: prompt, what to approve; deadline, how long to wait (a Go duration such as \"30m\" or an RFC 3339 time; default 24h).",
+		Effect: dispatch.EffectWrite, Idempotent: true, Retry: noRetry,
+		Deferred: true, Pending: defaults,
+		Impl: &approvalTool{logger: opts.Logger, now: opts.Now, defaults: defaults},
+	}
+	schema := fmt.Sprintf(`{"type":"object","properties":{`+
+		`"prompt":{"type":"string","description":"What the person is asked to approve."},`+
+		`"deadline":{"type":"string","description":"How long to wait: a Go duration such as \"30m\" (at most %s) or an RFC 3339 time."}},`+
+		`"additionalProperties":false}`, completion.MaxDeadline)
+	if err := s.CompileSchema(json.RawMessage(schema)); err != nil {
+		panic(fmt.Sprintf("tool: builtin approval: %v", err)) // a bug in this file
+	}
+	return s
+}
+
+// approvalTool parks each call and logs where to complete it.
+type approvalTool struct {
+	logger   *slog.Logger
+	now      func() time.Time
+	defaults completion.Options // the config's pending: over the builtin's
+}
+
+// Invoke logs "approval requested" with the call's complete_url and answers
+// pending. The complete URL carries the completion key, a bearer
+// credential: this log line is the one place turnd shows a key on purpose,
+// because it is how the demo's person learns where to answer. Deploy it
+// only where the log is as private as the key.
+func (a *approvalTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+	var args struct {
+		Prompt   string `json:"prompt"`
+		Deadline string `json:"deadline"`
+	}
+	if err := json.Unmarshal(normalizeArguments(call.Arguments), &args); err != nil {
+		return dispatch.Fail(dispatch.CodeInvalidArguments, `arguments must be {"prompt": string, "deadline": string}, both optional`)
+	}
+	// Check the deadline before taking a key: a bad argument parks nothing.
+	r, err := completion.Resolve(a.now(), a.defaults, completion.Options{Deadline: args.Deadline})
+	if err != nil {
+		_, msg := optionsProblem(err)
+		return dispatch.Fail(dispatch.CodeInvalidArguments, strings.TrimPrefix(msg, "pending."))
+	}
+	key, fail := completionKey(ctx, at)
+	if key == "" {
+		return fail
+	}
+	cc, _ := CallContextFrom(ctx)
+	a.logger.LogAttrs(ctx, slog.LevelInfo, "approval requested; complete_url carries the completion key: POST the answer to it",
+		slog.String("session_id", cc.SessionID),
+		slog.String("turn_id", cc.TurnID),
+		slog.String("call_id", call.ID),
+		slog.String("tool", call.Name),
+		slog.String("prompt", truncateUTF8(args.Prompt, maxLoggedPrompt)),
+		slog.Time("deadline", r.Deadline),
+		slog.String("complete_url", cc.completeURL(key)),
+	)
+	return dispatch.Defer(pendingOf(r))
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a rune.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

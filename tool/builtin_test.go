@@ -27,12 +27,20 @@ func run(ctx context.Context, s *Spec, args string) dispatch.Outcome {
 
 func TestBuiltinSpecs(t *testing.T) {
 	t.Parallel()
-	if got, want := BuiltinNames(), []string{"echo", "now", "sleep"}; !reflect.DeepEqual(got, want) {
+	if got, want := BuiltinNames(), []string{"approval", "echo", "now", "sleep"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("BuiltinNames() = %v, want %v", got, want)
 	}
-	reg := builtinRegistry(t, time.Time{})
+	reg, err := Parse([]byte("builtin: [approval, echo, sleep, now]"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range reg.List() {
-		if s.Description == "" || len(s.InputSchema) == 0 || s.Effect != dispatch.EffectRead || !s.Idempotent || s.Retry.MaxAttempts != 1 {
+		// approval alone writes (it asks a person) and defers.
+		wantEffect, deferred := dispatch.EffectRead, false
+		if s.Name == "approval" {
+			wantEffect, deferred = dispatch.EffectWrite, true
+		}
+		if s.Description == "" || len(s.InputSchema) == 0 || s.Effect != wantEffect || !s.Idempotent || s.Retry.MaxAttempts != 1 || s.Deferred != deferred {
 			t.Errorf("builtin %s = %+v", s.Name, s)
 		}
 		if !json.Valid(s.InputSchema) {

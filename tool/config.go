@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -88,8 +90,8 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 
 // Options tunes Load and Parse. The zero value is ready to use.
 type Options struct {
-	// Env resolves ${VAR} in http.url and http.headers values
-	// (default os.LookupEnv). An unset variable is a config error.
+	// Env resolves ${VAR} in http.url, http.cancel_url and http.headers
+	// values (default os.LookupEnv). An unset variable is a config error.
 	Env func(name string) (string, bool)
 	// HTTPClient sends every HTTP tool's requests. Nil: the registry gets a
 	// client of its own from NewHTTPClient, which Registry.CloseIdleConnections
@@ -97,9 +99,13 @@ type Options struct {
 	// policy applies (NewHTTPClient's follows none). Per-attempt timeouts
 	// come from the tool config, not from the client.
 	HTTPClient *http.Client
-	// Now is the clock of the now builtin and of HTTP-date Retry-After
-	// headers (default time.Now).
+	// Now is the clock of the now builtin, of HTTP-date Retry-After
+	// headers, of pending deadlines and of signed cancel requests (default
+	// time.Now).
 	Now func() time.Time
+	// Logger receives the approval builtin's "approval requested" lines
+	// (default: discard).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -108,6 +114,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -134,15 +143,31 @@ func Load(path string, opts Options) (*Registry, error) {
 //	      timeout: 30s               # per attempt (default 30s)
 //	      headers: {Authorization: "Bearer ${SEARCH_TOKEN}"}
 //	    retry: {max_attempts: 3, initial_interval: 200ms, max_interval: 5s, multiplier: 2, jitter: 0.2}
+//	  - name: deploy                 # may park its calls on a completion key
+//	    deferred: true
+//	    pending:                     # defaults; a pending answer may override them
+//	      deadline: 2h               # Go duration (default 24h, at most 720h)
+//	      heartbeat_timeout: 10m     # optional
+//	      on_timeout: error_as_result  # or fail_turn
+//	      on_cancel: cancel_external_work  # or ignore
+//	    http:
+//	      url: https://deployer.internal/run
+//	      cancel_url: https://deployer.internal/cancel  # only with deferred
 //	  - name: shout                  # a builtin under another name
 //	    builtin: echo
-//	builtin: [echo, sleep, now]      # turnd's demo tools, off unless listed
+//	builtin: [echo, sleep, now, approval]  # turnd's demo tools, off unless listed
 //
 // Decoding is strict: an unknown key is an error. Every problem found is
 // reported, each as a *ConfigError (joined with errors.Join), naming the
-// tool and the line. ${VAR} in http.url and header values is read from
-// Options.Env once, here; "$$" stands for a literal "$". An empty config
-// is a valid, empty registry.
+// tool and the line. ${VAR} in http.url, http.cancel_url and header values
+// is read from Options.Env once, here; "$$" stands for a literal "$". An
+// empty config is a valid, empty registry.
+//
+// pending: and http.cancel_url are only allowed with deferred: true, and
+// pending: passes completion.Options.Validate. An explicit
+// on_cancel: cancel_external_work needs a cancel_url to call; left to its
+// default it merely does nothing without one. A deferred builtin (approval)
+// takes pending: too, as its defaults.
 func Parse(data []byte, opts Options) (*Registry, error) {
 	return parse("", data, opts)
 }
@@ -162,11 +187,16 @@ type (
 		HTTP        *rawHTTP  `yaml:"http"`
 		Builtin     *string   `yaml:"builtin"`
 		Retry       *rawRetry `yaml:"retry"`
+		Deferred    *bool     `yaml:"deferred"`
+		// Pending decodes strictly like the rest; its yaml tags are the
+		// completion package's.
+		Pending *completion.Options `yaml:"pending"`
 	}
 	rawHTTP struct {
-		URL     string            `yaml:"url"`
-		Timeout *string           `yaml:"timeout"`
-		Headers map[string]string `yaml:"headers"`
+		URL       string            `yaml:"url"`
+		CancelURL string            `yaml:"cancel_url"`
+		Timeout   *string           `yaml:"timeout"`
+		Headers   map[string]string `yaml:"headers"`
 	}
 	rawRetry struct {
 		MaxAttempts     *int     `yaml:"max_attempts"`
@@ -269,6 +299,11 @@ func (f *tagFinder) Visit(n ast.Node) ast.Visitor {
 func (l *loader) registry(specs []*Spec) *Registry {
 	r := NewRegistry(specs...)
 	r.owned = l.ownedClient
+	r.client = l.opts.HTTPClient
+	if r.client == nil {
+		r.client = l.ownedClient
+	}
+	r.now = l.opts.Now
 	return r
 }
 
@@ -357,6 +392,12 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 	if rt.Idempotent != nil {
 		s.Idempotent = *rt.Idempotent
 	}
+	if rt.Deferred != nil {
+		s.Deferred = *rt.Deferred
+	}
+	if rt.Pending != nil {
+		s.Pending = *rt.Pending
+	}
 	if rt.Retry != nil {
 		p, field, err := retryPolicy(*rt.Retry)
 		if err != nil {
@@ -375,7 +416,7 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{rt.Effect != nil, "effect"}, {rt.Idempotent != nil, "idempotent"}, {rt.InputSchema != nil, "input_schema"}} {
+		}{{rt.Effect != nil, "effect"}, {rt.Idempotent != nil, "idempotent"}, {rt.InputSchema != nil, "input_schema"}, {rt.Deferred != nil, "deferred"}} {
 			if f.set {
 				fail(at(f.name), "%s cannot be set for builtin %q: the builtin defines it", f.name, *rt.Builtin)
 			}
@@ -388,7 +429,39 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 		if rt.Retry != nil {
 			b.Retry = s.Retry
 		}
+		if rt.Pending != nil {
+			if b.Deferred {
+				// The config's pending: refines the builtin's own defaults.
+				b.Pending = mergePending(b.Pending, *rt.Pending)
+				if ap, ok := b.Impl.(*approvalTool); ok {
+					c := *ap
+					c.defaults = b.Pending
+					b.Impl = &c
+				}
+			} else {
+				fail(at("pending"), "pending cannot be set for builtin %q: it never defers a call", *rt.Builtin)
+			}
+		}
 		s = b
+	}
+
+	if rt.Pending != nil {
+		switch {
+		case !s.Deferred && rt.Builtin == nil:
+			fail(at("pending"), "pending is only allowed with deferred: true")
+		case !s.Deferred:
+			// Reported above.
+		default:
+			if err := s.Pending.Validate(); err != nil {
+				field, msg := optionsProblem(err)
+				fail(at("pending", field), "%s", msg)
+			}
+			// Only an explicit choice: the default on_cancel without a
+			// cancel_url simply has nothing to call.
+			if rt.Pending.OnCancel == completion.OnCancelExternalWork && (rt.HTTP == nil || rt.HTTP.CancelURL == "") {
+				fail(at("pending", "on_cancel"), "pending.on_cancel %s needs an http.cancel_url to call", completion.OnCancelExternalWork)
+			}
+		}
 	}
 
 	if rt.InputSchema != nil && rt.Builtin == nil {
@@ -401,11 +474,12 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 	}
 
 	if rt.HTTP != nil && rt.Builtin == nil {
-		t, problems := l.httpTool(*rt.HTTP, at)
+		t, problems := l.httpTool(*rt.HTTP, s, at)
 		for _, p := range problems {
 			fail(p.line, "%s", p.msg)
 		}
 		s.Impl = t
+		s.CancelURL = t.cancelURL
 	}
 	if len(l.errs) > nerrs {
 		return nil
@@ -422,30 +496,32 @@ type problem struct {
 // ignored by net/http), so the config may not set them.
 var reservedHeaders = []string{"Content-Type", "Content-Length", "Idempotency-Key", "Transfer-Encoding", "Host", "Connection"}
 
-// httpTool validates an http block and builds its tool.
-func (l *loader) httpTool(rh rawHTTP, at func(...any) int) (*httpTool, []problem) {
+// httpTool validates an http block and builds the tool of spec s (whose
+// Deferred and Pending are set).
+func (l *loader) httpTool(rh rawHTTP, s *Spec, at func(...any) int) (*httpTool, []problem) {
 	var ps []problem
 	add := func(ln int, format string, args ...any) {
 		ps = append(ps, problem{ln, fmt.Sprintf(format, args...)})
 	}
-	t := &httpTool{timeout: DefaultTimeout, client: l.client(), now: l.opts.Now, header: http.Header{}}
+	t := &httpTool{timeout: DefaultTimeout, client: l.client(), now: l.opts.Now, header: http.Header{},
+		deferred: s.Deferred, pending: s.Pending}
 
-	// The URL may hold secrets once expanded: describe it, never echo it.
-	switch raw, err := expandEnv(rh.URL, l.opts.Env); {
-	case rh.URL == "":
+	if rh.URL == "" {
 		add(at("http"), "http.url is required")
-	case err != nil:
-		add(at("http", "url"), "http.url: %v", err)
+	} else if u, msg := absoluteURL("http.url", rh.URL, l.opts.Env); msg != "" {
+		add(at("http", "url"), "%s", msg)
+	} else {
+		t.url = u
+	}
+	switch {
+	case rh.CancelURL == "":
+	case !s.Deferred:
+		add(at("http", "cancel_url"), "http.cancel_url is only allowed with deferred: true")
 	default:
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil, !u.IsAbs(), u.Host == "":
-			add(at("http", "url"), "http.url must be an absolute http or https URL")
-		case u.Scheme != "http" && u.Scheme != "https":
-			add(at("http", "url"), "http.url must be an absolute http or https URL (scheme is %q)", u.Scheme)
-		default:
-			u.Fragment, u.RawFragment = "", ""
-			t.url = u.String()
+		if u, msg := absoluteURL("http.cancel_url", rh.CancelURL, l.opts.Env); msg != "" {
+			add(at("http", "cancel_url"), "%s", msg)
+		} else {
+			t.cancelURL = u
 		}
 	}
 
@@ -493,6 +569,57 @@ func (l *loader) httpTool(rh rawHTTP, at func(...any) int) (*httpTool, []problem
 		t.header[ck] = []string{v}
 	}
 	return t, ps
+}
+
+// absoluteURL expands ${VAR} in the URL of a config field and checks that
+// it is an absolute http or https URL; it drops the fragment. On a problem
+// it returns the message instead. The URL may hold secrets once expanded:
+// the message describes it, never echoes it.
+func absoluteURL(field, raw string, env func(string) (string, bool)) (string, string) {
+	expanded, err := expandEnv(raw, env)
+	if err != nil {
+		return "", fmt.Sprintf("%s: %v", field, err)
+	}
+	u, err := url.Parse(expanded)
+	switch {
+	case err != nil, !u.IsAbs(), u.Host == "":
+		return "", field + " must be an absolute http or https URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Sprintf("%s must be an absolute http or https URL (scheme is %q)", field, u.Scheme)
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String(), ""
+}
+
+// mergePending returns base with the fields over sets replaced.
+func mergePending(base, over completion.Options) completion.Options {
+	if over.Deadline != "" {
+		base.Deadline = over.Deadline
+	}
+	if over.HeartbeatTimeout != "" {
+		base.HeartbeatTimeout = over.HeartbeatTimeout
+	}
+	if over.OnTimeout != "" {
+		base.OnTimeout = over.OnTimeout
+	}
+	if over.OnCancel != "" {
+		base.OnCancel = over.OnCancel
+	}
+	return base
+}
+
+// optionsProblem describes an error of completion.Options.Validate as a
+// config problem: the field under pending it is about, and the message.
+func optionsProblem(err error) (field, msg string) {
+	var oe *completion.OptionsError
+	if !errors.As(err, &oe) {
+		return "", "pending: " + err.Error()
+	}
+	v := oe.Value
+	if len(v) > 64 {
+		v = v[:64] + "..."
+	}
+	return oe.Field, fmt.Sprintf("pending.%s %q: %s", oe.Field, v, oe.Reason)
 }
 
 // retryPolicy checks a retry block, defaulting what it leaves out. A

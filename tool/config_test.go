@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -225,7 +226,7 @@ func TestParseErrors(t *testing.T) {
 		{"tag", "tools:\n  - name: a\n    http: {url: !!str 'http://x/'}\n", 3, "a", "YAML tags (!tag) are not supported"},
 		{"duplicate key", "tools:\n  - name: a\n    name: b\n    http: {url: 'http://x/'}\n", 3, "", `mapping key "name" already defined`},
 		{"syntax", "tools: [\n", 1, "", "not found"},
-		{"unknown builtin", "builtin: [echo, shell]\n", 1, "", `unknown builtin "shell"; the builtins are: echo, now, sleep`},
+		{"unknown builtin", "builtin: [echo, shell]\n", 1, "", `unknown builtin "shell"; the builtins are: approval, echo, now, sleep`},
 		{"unknown builtin entry", "tools:\n  - name: a\n    builtin: shell\n", 3, "a", `unknown builtin "shell"`},
 		{"builtin with schema", "tools:\n  - name: a\n    builtin: echo\n    input_schema: {type: object}\n", 4, "a", "input_schema cannot be set for builtin"},
 		{"both", "tools:\n  - name: a\n    builtin: echo\n    http: {url: 'http://x/'}\n", 2, "a", "has both http and builtin"},
@@ -238,6 +239,28 @@ func TestParseErrors(t *testing.T) {
 		{"retry interval", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    retry: {initial_interval: soon}\n", 4, "a", `retry.initial_interval: "soon" is not a duration`},
 		{"retry intervals order", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    retry: {initial_interval: 10s, max_interval: 1s}\n", 4, "a", "retry.max_interval: must not be less than initial_interval"},
 		{"two documents", "tools: []\n---\nbuiltin: []\n", 3, "", "more than one YAML document"},
+		{"pending without deferred", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    pending: {deadline: 1h}\n", 4, "a", "pending is only allowed with deferred: true"},
+		{"pending with deferred false", "tools:\n  - name: a\n    deferred: false\n    http: {url: 'http://x/'}\n    pending:\n      deadline: 1h\n", 6, "a", "pending is only allowed with deferred: true"},
+		{"cancel_url without deferred", "tools:\n  - name: a\n    http:\n      url: http://x/\n      cancel_url: http://x/cancel\n", 5, "a", "http.cancel_url is only allowed with deferred: true"},
+		{"relative cancel_url", "tools:\n  - name: a\n    deferred: true\n    http:\n      url: http://x/\n      cancel_url: /cancel\n", 6, "a", "http.cancel_url must be an absolute http or https URL"},
+		{"ftp cancel_url", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/', cancel_url: 'ftp://x/'}\n", 4, "a", `http.cancel_url must be an absolute http or https URL (scheme is "ftp")`},
+		{"undefined env in cancel_url", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/', cancel_url: 'http://x/?t=${NOPE}'}\n", 4, "a", "http.cancel_url: environment variable NOPE is not set"},
+		{"cancel_url not a URL with the secret", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/', cancel_url: '${TOKEN}'}\n", 4, "a", "http.cancel_url must be an absolute http or https URL"},
+		{"deferred not a boolean", "tools:\n  - name: a\n    deferred: yes\n    http: {url: 'http://x/'}\n", 3, "a", "deferred: expected a boolean, got a string"},
+		{"pending deadline not a duration", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending:\n      on_timeout: fail_turn\n      deadline: forever\n", 7, "a", `pending.deadline "forever": not a Go duration`},
+		{"pending deadline absolute", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending: {deadline: '2030-01-01T00:00:00Z'}\n", 5, "a", "an absolute time belongs in a pending answer"},
+		{"pending deadline too long", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending: {deadline: 721h}\n", 5, "a", `pending.deadline "721h": longer than the maximum`},
+		{"pending deadline zero", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending: {deadline: 0s}\n", 5, "a", `pending.deadline "0s": not positive`},
+		{"pending heartbeat past the deadline", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending:\n      deadline: 1h\n      heartbeat_timeout: 2h\n", 7, "a", `pending.heartbeat_timeout "2h"`},
+		{"pending on_timeout", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending:\n      on_timeout: retry\n", 6, "a", `pending.on_timeout "retry": not "error_as_result" or "fail_turn"`},
+		{"pending on_cancel", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending:\n      on_cancel: abort\n", 6, "a", `pending.on_cancel "abort"`},
+		{"pending unknown field", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending:\n      deadlin: 1h\n", 6, "a", `unknown field "deadlin"`},
+		{"pending not a mapping", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending: [1h]\n", 5, "a", "sequence was used where mapping is expected"},
+		{"cancel_external_work without cancel_url", "tools:\n  - name: a\n    deferred: true\n    http: {url: 'http://x/'}\n    pending:\n      on_cancel: cancel_external_work\n", 6, "a", "pending.on_cancel cancel_external_work needs an http.cancel_url"},
+		{"builtin deferred", "tools:\n  - name: a\n    builtin: approval\n    deferred: true\n", 4, "a", `deferred cannot be set for builtin "approval"`},
+		{"pending on a builtin that never defers", "tools:\n  - name: a\n    builtin: echo\n    pending: {deadline: 1h}\n", 4, "a", `pending cannot be set for builtin "echo": it never defers a call`},
+		{"approval pending invalid", "tools:\n  - name: a\n    builtin: approval\n    pending: {deadline: 1y}\n", 4, "a", `pending.deadline "1y"`},
+		{"approval cancel_external_work", "tools:\n  - name: a\n    builtin: approval\n    pending: {on_cancel: cancel_external_work}\n", 4, "a", "needs an http.cancel_url"},
 		{"not a mapping", "- a\n", 1, "", "sequence was used where mapping is expected"},
 	}
 	for _, tt := range tests {
@@ -261,6 +284,58 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error shows the secret: %v", err)
 			}
 		})
+	}
+}
+
+func TestParseDeferred(t *testing.T) {
+	t.Parallel()
+	reg := mustParse(t, `
+tools:
+  - name: deploy
+    deferred: true
+    pending: {deadline: 2h, heartbeat_timeout: 10m, on_timeout: fail_turn, on_cancel: cancel_external_work}
+    http:
+      url: http://${HOST}/run
+      cancel_url: "http://${HOST}/cancel?t=${TOKEN}#frag"
+      timeout: 3s
+  - name: quick
+    deferred: true
+    pending: {}
+    http: {url: 'http://x/'}
+  - name: plain
+    http: {url: 'http://x/'}
+  - name: ask
+    builtin: approval
+    pending: {deadline: 1h, on_timeout: fail_turn}
+builtin: [approval]
+`)
+	d := lookup(t, reg, "deploy")
+	wantPending := completion.Options{Deadline: "2h", HeartbeatTimeout: "10m", OnTimeout: completion.OnTimeoutFailTurn, OnCancel: completion.OnCancelExternalWork}
+	if !d.Deferred || d.Pending != wantPending || d.CancelURL != "http://127.0.0.1:9000/cancel?t="+secret {
+		t.Errorf("deploy: Deferred %v, Pending %+v, CancelURL %q", d.Deferred, d.Pending, d.CancelURL)
+	}
+	if ht := d.Impl.(*httpTool); !ht.deferred || ht.pending != wantPending || ht.cancelURL != d.CancelURL {
+		t.Errorf("deploy's tool: deferred %v, pending %+v", ht.deferred, ht.pending)
+	}
+	if q := lookup(t, reg, "quick"); !q.Deferred || q.Pending != (completion.Options{}) || q.CancelURL != "" {
+		t.Errorf("quick = %+v", q)
+	}
+	if p := lookup(t, reg, "plain"); p.Deferred || p.Impl.(*httpTool).deferred {
+		t.Errorf("plain is deferred")
+	}
+
+	approvalDefaults := completion.Options{OnTimeout: completion.OnTimeoutErrorAsResult, OnCancel: completion.OnCancelIgnore}
+	for name, want := range map[string]completion.Options{
+		"approval": approvalDefaults,
+		"ask":      {Deadline: "1h", OnTimeout: completion.OnTimeoutFailTurn, OnCancel: completion.OnCancelIgnore},
+	} {
+		s := lookup(t, reg, name)
+		if !s.Deferred || s.Effect != dispatch.EffectWrite || s.Pending != want || s.CancelURL != "" {
+			t.Errorf("%s: Deferred %v, Effect %v, Pending %+v", name, s.Deferred, s.Effect, s.Pending)
+		}
+		if got := s.Impl.(*approvalTool).defaults; got != want {
+			t.Errorf("%s's tool defaults = %+v, want %+v", name, got, want)
+		}
 	}
 }
 
@@ -366,6 +441,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(fullConfig))
 	f.Add([]byte("tools: [{name: a, http: {url: 'http://x/'}}]"))
 	f.Add([]byte("builtin: [echo]"))
+	f.Add([]byte("tools: [{name: a, deferred: true, pending: {deadline: 1h, on_cancel: cancel_external_work}, http: {url: 'http://x/', cancel_url: 'http://x/c'}}, {name: b, builtin: approval, pending: {}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reg, err := Parse(data, Options{Env: testEnv})
 		if err != nil {

@@ -36,6 +36,39 @@
 // Anything else is invalid_tool_response; a JSON body over the keep cap is
 // output_too_large.
 //
-// tool may import dispatch, budget, the standard library, and its YAML and
-// JSON Schema libraries; it must not import turn, api or any store.
+// # Deferred tools
+//
+// A tool configured with deferred: true may park a call: the work goes on
+// elsewhere and its result is delivered later to POST /v1/complete/{key}.
+// Before each request such a tool takes the call's completion key from its
+// dispatch.Attempt (the same key for every attempt; failing that, the call
+// fails with completion_key_unavailable and the tool is not called), and
+// the request carries
+//
+//	"completion": {"key": "ck_...", "url": "https://turnd.example/v1/complete/ck_...",
+//	               "deadline": "2025-06-02T12:00:00Z"}
+//
+// where url comes from CallContext.CompleteURL and deadline is the default
+// from the tool's pending: config. The tool may then answer, with 200 or
+// 202 and application/json,
+//
+//	{"pending": {"deadline": "90s", "heartbeat_timeout": "30s",
+//	             "on_timeout": "error_as_result", "on_cancel": "cancel_external_work"}}
+//
+// any option left out taking the config's default ({"pending": {}} takes
+// them all). Durations count from when turnd sent the request, the instant
+// the announced deadline counts from; a deadline may also be an RFC 3339
+// time. Invalid or unknown options, or "pending" together with "output" or
+// "error", are invalid_tool_response; a pending answer from a tool without
+// deferred: true is pending_tool_missing_completion_key. On a turn's
+// cancellation, Registry.CancelExternal POSTs the key, signed, to the tool's
+// http.cancel_url when its on_cancel is cancel_external_work.
+//
+// The approval builtin parks its call the same way and logs the complete
+// URL, key included, so that a person (or curl) can deliver the answer. It
+// is the one place turnd shows a completion key on purpose.
+//
+// tool may import dispatch, budget, completion, the standard library, and
+// its YAML and JSON Schema libraries; it must not import turn, api or any
+// store.
 package tool

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -34,6 +35,10 @@ const (
 	CodeOutputTooLarge = "output_too_large"
 	// CodeToolError: a tool's {"error": ...} that named no code.
 	CodeToolError = "tool_error"
+	// CodeCompletionKeyUnavailable: a deferred tool could not take the
+	// call's completion key (the turn offers none, or issuing it failed),
+	// so the call cannot be parked and is not run. Not retried.
+	CodeCompletionKeyUnavailable = "completion_key_unavailable"
 )
 
 // CallContext identifies the turn a call belongs to; the HTTP protocol
@@ -41,6 +46,19 @@ const (
 type CallContext struct {
 	SessionID string
 	TurnID    string
+	// CompleteURL returns the URL where the result of a parked call is
+	// delivered, given its completion key. The turn service builds it from
+	// the server's public base URL; nil means the path "/v1/complete/{key}",
+	// relative to wherever turnd is reached.
+	CompleteURL func(key string) string
+}
+
+// completeURL is where the call parked on key is completed.
+func (cc CallContext) completeURL(key string) string {
+	if cc.CompleteURL != nil {
+		return cc.CompleteURL(key)
+	}
+	return "/v1/complete/" + url.PathEscape(key)
 }
 
 type callContextKey struct{}
@@ -87,16 +105,32 @@ type httpTool struct {
 	header  http.Header // configured headers, ${VAR} already expanded
 	client  *http.Client
 	now     func() time.Time
+
+	// deferred tools take a completion key before each request and may
+	// answer pending; pending are their default options.
+	deferred  bool
+	pending   completion.Options
+	cancelURL string
 }
 
 // request is the body POSTed to the tool.
 type request struct {
-	SessionID string          `json:"session_id"`
-	TurnID    string          `json:"turn_id"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Attempt   int             `json:"attempt"`
+	SessionID  string             `json:"session_id"`
+	TurnID     string             `json:"turn_id"`
+	CallID     string             `json:"call_id"`
+	Name       string             `json:"name"`
+	Arguments  json.RawMessage    `json:"arguments"`
+	Attempt    int                `json:"attempt"`
+	Completion *requestCompletion `json:"completion,omitempty"`
+}
+
+// requestCompletion tells a deferred tool how to complete the call later:
+// POST the result to URL (which carries Key) before Deadline, the default
+// deadline, which a pending answer may change.
+type requestCompletion struct {
+	Key      string `json:"key"`
+	URL      string `json:"url"`
+	Deadline string `json:"deadline"`
 }
 
 // acceptHeader states what the protocol understands.
@@ -113,10 +147,19 @@ func (t *httpTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.
 	if at != nil {
 		attempt = at.Number()
 	}
-	body, err := json.Marshal(request{
+	req0 := request{
 		SessionID: cc.SessionID, TurnID: cc.TurnID, CallID: call.ID, Name: call.Name,
 		Arguments: normalizeArguments(call.Arguments), Attempt: attempt,
-	})
+	}
+	var d *deferral
+	if t.deferred {
+		var fail dispatch.Outcome
+		if d, fail = t.takeKey(ctx, at); d == nil {
+			return fail
+		}
+		req0.Completion = &requestCompletion{Key: d.key, URL: cc.completeURL(d.key), Deadline: d.deadline.Format(time.RFC3339Nano)}
+	}
+	body, err := json.Marshal(req0)
 	if err != nil {
 		return dispatch.Fail(dispatch.CodeInvalidArguments, "arguments are not valid JSON")
 	}
@@ -145,11 +188,12 @@ func (t *httpTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.
 		return t.failure(ctx, err, "request failed")
 	}
 	defer resp.Body.Close()
-	return t.answer(ctx, resp)
+	return t.answer(ctx, resp, d)
 }
 
-// answer reads the tool's response.
-func (t *httpTool) answer(ctx context.Context, resp *http.Response) dispatch.Outcome {
+// answer reads the tool's response; d is the call's deferral, nil unless
+// the tool is deferred.
+func (t *httpTool) answer(ctx context.Context, resp *http.Response, d *deferral) dispatch.Outcome {
 	status := fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
@@ -168,7 +212,7 @@ func (t *httpTool) answer(ctx context.Context, resp *http.Response) dispatch.Out
 	mt, _, _ := mime.ParseMediaType(ctype)
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		return t.readJSON(ctx, resp)
+		return t.readJSON(ctx, resp, d)
 	case strings.HasPrefix(mt, "text/"):
 		return t.readText(ctx, resp, ctype)
 	}
@@ -180,10 +224,18 @@ func (t *httpTool) answer(ctx context.Context, resp *http.Response) dispatch.Out
 		fmt.Sprintf("unsupported content type %q; the tool must answer application/json or text/*", ctype))
 }
 
-// envelope is a JSON answer: exactly one of output and error.
+// envelope is a JSON answer: exactly one of output, error and pending.
 type envelope struct {
-	Output json.RawMessage `json:"output"`
-	Error  json.RawMessage `json:"error"`
+	Output  json.RawMessage `json:"output"`
+	Error   json.RawMessage `json:"error"`
+	Pending json.RawMessage `json:"pending"`
+}
+
+// reply is a JSON answer that keeps the protocol: one of its fields is set.
+type reply struct {
+	output  json.RawMessage
+	err     *toolError
+	pending json.RawMessage // the pending options object, unparsed
 }
 
 type toolError struct {
@@ -192,7 +244,7 @@ type toolError struct {
 }
 
 // readJSON reads a JSON answer of at most the keep cap.
-func (t *httpTool) readJSON(ctx context.Context, resp *http.Response) dispatch.Outcome {
+func (t *httpTool) readJSON(ctx context.Context, resp *http.Response, d *deferral) dispatch.Outcome {
 	limit := keepCap(ctx)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
@@ -201,39 +253,45 @@ func (t *httpTool) readJSON(ctx context.Context, resp *http.Response) dispatch.O
 	if int64(len(data)) > limit {
 		return dispatch.Fail(CodeOutputTooLarge, fmt.Sprintf("the tool's JSON output exceeds %d bytes", limit))
 	}
-	out, terr, msg := decodeEnvelope(data)
+	r, msg := decodeEnvelope(data)
 	switch {
 	case msg != "":
 		return dispatch.Fail(CodeInvalidToolResponse, msg)
-	case terr != nil:
-		return dispatch.Fail(terr.Code, terr.Message)
+	case r.pending != nil:
+		return t.pendingAnswer(resp.StatusCode, r.pending, d)
+	case r.err != nil:
+		return dispatch.Fail(r.err.Code, r.err.Message)
 	}
-	return dispatch.OK(out, true)
+	return dispatch.OK(r.output, true)
 }
 
-// decodeEnvelope checks a JSON answer: its output, or the tool's error, or
-// (msg) why it breaks the protocol.
-func decodeEnvelope(data []byte) (out json.RawMessage, terr *toolError, msg string) {
+// decodeEnvelope checks a JSON answer: its output, the tool's error or its
+// pending options, or (msg) why it breaks the protocol.
+func decodeEnvelope(data []byte) (r reply, msg string) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil {
-		return nil, nil, "the tool's response is not a JSON object: " + err.Error()
+		return reply{}, "the tool's response is not a JSON object: " + err.Error()
 	}
 	switch {
+	case env.Pending != nil && (env.Output != nil || env.Error != nil):
+		return reply{}, `the tool's response has "pending" together with "output" or "error"`
+	case env.Pending != nil:
+		return reply{pending: env.Pending}, ""
 	case env.Output != nil && env.Error != nil:
-		return nil, nil, `the tool's response has both "output" and "error"`
+		return reply{}, `the tool's response has both "output" and "error"`
 	case env.Output != nil:
-		return env.Output, nil, ""
+		return reply{output: env.Output}, ""
 	case env.Error != nil:
 		var e toolError
 		if err := json.Unmarshal(env.Error, &e); err != nil {
-			return nil, nil, `the tool's "error" is not {"code": string, "message": string}`
+			return reply{}, `the tool's "error" is not {"code": string, "message": string}`
 		}
 		if e.Code == "" {
 			e.Code = CodeToolError
 		}
-		return nil, &e, ""
+		return reply{err: &e}, ""
 	}
-	return nil, nil, `the tool's response has neither "output" nor "error"`
+	return reply{}, `the tool's response has neither "output" nor "error"`
 }
 
 // readText streams a text answer. With a projector in ctx the body goes
@@ -323,8 +381,8 @@ func (t *httpTool) rejected(ctx context.Context, resp *http.Response, status str
 	msg := "the tool rejected the call: " + status
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		if _, terr, bad := decodeEnvelope(data); bad == "" && terr != nil {
-			return dispatch.Fail(terr.Code, terr.Message)
+		if r, bad := decodeEnvelope(data); bad == "" && r.err != nil {
+			return dispatch.Fail(r.err.Code, r.err.Message)
 		}
 	case strings.HasPrefix(mt, "text/"):
 		if s := snippet(data, 300); s != "" {

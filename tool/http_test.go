@@ -504,8 +504,15 @@ func TestCallContext(t *testing.T) {
 		t.Error("CallContextFrom found a context that was never set")
 	}
 	cc, ok := CallContextFrom(WithCallContext(t.Context(), testCall))
-	if !ok || cc != testCall {
+	if !ok || cc.SessionID != testCall.SessionID || cc.TurnID != testCall.TurnID || cc.CompleteURL != nil {
 		t.Errorf("CallContextFrom = %+v, %v", cc, ok)
+	}
+	if got := cc.completeURL("ck_a"); got != "/v1/complete/ck_a" {
+		t.Errorf("default complete URL = %q", got)
+	}
+	cc.CompleteURL = func(key string) string { return "https://turnd.example/v1/complete/" + key }
+	if got := cc.completeURL("ck_a"); got != "https://turnd.example/v1/complete/ck_a" {
+		t.Errorf("complete URL = %q", got)
 	}
 }
 

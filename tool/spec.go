@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -24,6 +26,18 @@ type Spec struct {
 	Retry       dispatch.RetryPolicy
 	// Impl runs the tool.
 	Impl dispatch.Tool
+
+	// Deferred tools may park a call on a completion key: an HTTP tool
+	// then gets the key in its request and may answer {"pending": {...}}.
+	Deferred bool
+	// Pending are the tool's default pending options (config pending:);
+	// empty fields fall back to the completion package's defaults. They
+	// have passed completion.Options.Validate.
+	Pending completion.Options
+	// CancelURL is where Registry.CancelExternal POSTs to cancel a parked
+	// call's external work ("" when the tool has none). ${VAR} is already
+	// expanded, so it may hold a secret: never log it.
+	CancelURL string
 
 	// validate checks decoded arguments against the compiled InputSchema;
 	// nil when the spec has no (compiled) schema. See CompileSchema.
@@ -51,6 +65,12 @@ type Registry struct {
 	names  []string
 
 	owned *http.Client // the HTTP tools' client when the loader made it
+
+	// Set by the config loader; CancelExternal falls back to defaults in a
+	// registry built with NewRegistry.
+	client        *http.Client     // the HTTP tools' client
+	now           func() time.Time // signs cancel requests
+	cancelBackoff time.Duration    // first wait between cancel attempts
 }
 
 // CloseIdleConnections closes the idle connections of the HTTP client the

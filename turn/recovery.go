@@ -14,9 +14,16 @@ func (s *Service) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("turn: service already started")
 	}
+	if err := s.initCompletions(ctx); err != nil {
+		return err
+	}
 	// Resume what a previous process left running before taking traffic.
 	if _, err := s.Recover(ctx); err != nil {
 		s.log.Warn("initial recovery failed; retrying in the background", "err", err)
+	}
+	if s.completions != nil {
+		s.loops.Add(1)
+		go s.every(s.cfg.SweepInterval, s.expireDue)
 	}
 	s.loops.Add(3)
 	go s.every(s.cfg.LeaseTTL/3, s.renew)
@@ -38,7 +45,9 @@ func (s *Service) every(d time.Duration, f func(context.Context)) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), d)
+			// A pass may take longer than the interval (a slow store); it is
+			// bounded, and the ticker drops the ticks it misses.
+			ctx, cancel := context.WithTimeout(context.Background(), max(d, 30*time.Second))
 			f(ctx)
 			cancel()
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/turnd/turnd/budget"
@@ -39,7 +40,9 @@ type run struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	// cancelRequested: Cancel stopped the wave; the turn ends cancelled.
+	cancelRequested atomic.Bool
+	done            chan struct{}
 
 	final     Turn
 	settleErr error
@@ -58,11 +61,7 @@ type callState struct {
 // turn (nil for a new one); freshSession skips the lookup of earlier answers
 // in a session this turn created.
 func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []Result, freshSession bool) (*run, error) {
-	proj, err := budget.New(sess.Budget.WithDefaults())
-	if err != nil {
-		// A session stored with an invalid budget (older config): fall back.
-		proj, _ = budget.New(s.cfg.Budget)
-	}
+	proj := projectorFor(s, sess)
 	r := &run{
 		svc:     s,
 		key:     TurnKey{t.SessionID, t.ID},
@@ -109,7 +108,7 @@ func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []
 func (s *Service) launch(r *run) {
 	ctx, cancel := context.WithCancel(s.base)
 	ctx = tool.WithProjector(ctx, r.proj, s.cfg.OutputKeepCap)
-	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID})
+	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CompleteURL: s.cfg.CompleteURL})
 	r.ctx, r.cancel = ctx, cancel
 	s.mu.Lock()
 	s.active[r.key] = r
@@ -140,6 +139,7 @@ func (r *run) execute() {
 		Mode:           r.turn.Mode,
 		FailurePolicy:  r.turn.FailurePolicy,
 		MaxConcurrency: s.cfg.MaxConcurrency,
+		Keys:           keyIssuer{r},
 		Now:            s.now,
 	}
 	report, err := wave.Run(r.ctx, r)
@@ -156,6 +156,8 @@ func (r *run) execute() {
 		r.settleErr = fmt.Errorf("running turn: %w", err)
 		r.final = r.turn
 		return
+	case r.cancelRequested.Load():
+		status = StatusCancelled
 	case report.Pending > 0:
 		status = StatusWaiting
 	case report.Tainted:
@@ -206,6 +208,20 @@ func (r *run) settle(status Status) {
 	r.turn.Status = status
 	r.turn.SettledAt = settledAt
 	r.final = r.turn
+	if status == StatusWaiting {
+		// A delivery may have raced the pending answer (kept as early).
+		s.applyEarly(ctx, r.key)
+		if t, err := s.store.GetTurn(ctx, r.key); err == nil {
+			r.final = t
+		}
+	}
+	if status == StatusCancelled || status == StatusFailed {
+		// Calls parked before the wave was cancelled or failed wait no more.
+		s.cancelParked(ctx, r.key, status)
+	}
+	if status.Settled() || r.final.Status.Settled() {
+		s.notifySettled(r.key)
+	}
 }
 
 func (r *run) commit(ctx context.Context, c Commit) error {
@@ -355,11 +371,13 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 			st.admittedLine = true
 			r.bufferLocked(admittedLine(a.Call, i, a.Effect))
 		}
-		kind := LineCallAnswered
 		if res.Status == CallPending {
-			kind = LineCallPending
+			pk, data := r.svc.park(a.Outcome, r.svc.now())
+			r.pending.Parks = append(r.pending.Parks, pk)
+			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallPending, Data: mustJSON(data)})
+		} else {
+			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: answeredData(res, a.Outcome)})
 		}
-		r.bufferLocked(Line{CallID: res.CallID, Kind: kind, Data: answeredData(res, a.Outcome)})
 	}
 	r.pending.Results = append(r.pending.Results, res)
 	if out != nil {
@@ -388,9 +406,6 @@ func answeredData(res Result, o dispatch.Outcome) json.RawMessage {
 	}
 	if res.Error != nil {
 		d["error"] = res.Error
-	}
-	if o.Pending != nil {
-		d["pending"] = o.Pending
 	}
 	return mustJSON(d)
 }

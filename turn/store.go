@@ -48,6 +48,8 @@ type Commit struct {
 	// releases the lease (a waiting turn has no wave running anywhere).
 	Status    Status
 	SettledAt time.Time
+	// Parks move issued completions of pending calls to pending.
+	Parks []Park
 }
 
 // Store persists sessions, turns, results, ledger lines and full outputs.
@@ -101,6 +103,9 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
 	Close()
+
+	// CompletionStore keeps the completion keys of deferred calls.
+	CompletionStore
 }
 
 // ReceiveResult is what ReceiveTurn reports.

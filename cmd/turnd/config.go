@@ -29,6 +29,16 @@ type config struct {
 	LeaseTTL      time.Duration
 	MaxBodyBytes  int64
 	MaxCalls      int
+	PublicURL     string
+	// CompletionSecret derives completion keys (TURND_COMPLETION_SECRET);
+	// empty keeps one in the database.
+	CompletionSecret string
+	// CompletionSigningSecret, when set, requires Standard Webhooks
+	// signatures on deliveries (TURND_COMPLETION_SIGNING_SECRET).
+	CompletionSigningSecret string
+	// WebhookSecret signs turnd's own outgoing webhooks, such as cancel_url
+	// requests (TURND_WEBHOOK_SECRET).
+	WebhookSecret string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
@@ -59,6 +69,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
 	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
+	fs.StringVar(&c.PublicURL, "public-url", get("TURND_PUBLIC_URL", ""), "the URL external systems reach turnd at, for completion URLs (TURND_PUBLIC_URL; default http://ADDR)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// The flags are printed; main exits 0, as `turnd help` does.
@@ -95,6 +106,24 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 			return config{}, err
 		}
 	}
+	for _, sec := range []struct {
+		dst  *string
+		name string
+	}{
+		{&c.CompletionSecret, "TURND_COMPLETION_SECRET"},
+		{&c.CompletionSigningSecret, "TURND_COMPLETION_SIGNING_SECRET"},
+		{&c.WebhookSecret, "TURND_WEBHOOK_SECRET"},
+	} {
+		if *sec.dst = get(sec.name, ""); *sec.dst == "" {
+			if *sec.dst, err = fileVar(env, sec.name+"_FILE"); err != nil {
+				return config{}, err
+			}
+		}
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Addr
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	tokens := get("TURND_API_TOKENS", "")
 	if tokens == "" {
 		if tokens, err = fileVar(env, "TURND_API_TOKENS_FILE"); err != nil {

@@ -178,6 +178,9 @@ func TestParseConfig(t *testing.T) {
 			}
 			want := defaults
 			tt.want(&want)
+			if want.PublicURL == "" {
+				want.PublicURL = "http://" + want.Addr // the default follows the address
+			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("parseConfig =\n%+v\nwant\n%+v", got, want)
 			}

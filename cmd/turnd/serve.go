@@ -15,6 +15,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/store/sqlite"
 	"github.com/turnd/turnd/tool"
@@ -81,11 +82,11 @@ func migrate(ctx context.Context, c config, stderr io.Writer) error {
 	return nil
 }
 
-func loadTools(c config) (*tool.Registry, error) {
+func loadTools(c config, log *slog.Logger) (*tool.Registry, error) {
 	if c.ConfigPath == "" {
 		return tool.NewRegistry(), nil
 	}
-	reg, err := tool.Load(c.ConfigPath, tool.Options{})
+	reg, err := tool.Load(c.ConfigPath, tool.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("loading tool config: %w", err)
 	}
@@ -100,7 +101,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		}
 		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
 	}
-	reg, err := loadTools(c)
+	reg, err := loadTools(c, log)
 	if err != nil {
 		return err
 	}
@@ -129,12 +130,39 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		return fmt.Errorf("the database schema is at version %d, this turnd needs %d: run `turnd migrate`", cur, latest)
 	}
 
+	var webhookSigner, completionSigner *completion.Signer
+	if c.WebhookSecret != "" {
+		if webhookSigner, err = completion.NewSigner(c.WebhookSecret); err != nil {
+			return fmt.Errorf("TURND_WEBHOOK_SECRET: %w", err)
+		}
+	}
+	if c.CompletionSigningSecret != "" {
+		if completionSigner, err = completion.NewSigner(c.CompletionSigningSecret); err != nil {
+			return fmt.Errorf("TURND_COMPLETION_SIGNING_SECRET: %w", err)
+		}
+	}
+	// cancels carries cancel_url requests off the service's goroutines; they
+	// are best effort with retries inside CancelExternal.
+	cancelCtx, stopCancels := context.WithCancel(context.Background())
+	defer stopCancels()
 	svc, err := turn.New(turn.Config{
-		Store:    st,
-		Tools:    func() *tool.Registry { return reg },
-		Logger:   log,
-		LeaseTTL: c.LeaseTTL,
-		MaxCalls: c.MaxCalls,
+		Store:            st,
+		Tools:            func() *tool.Registry { return reg },
+		Logger:           log,
+		LeaseTTL:         c.LeaseTTL,
+		MaxCalls:         c.MaxCalls,
+		CompletionSecret: c.CompletionSecret,
+		CompleteURL:      func(key string) string { return c.PublicURL + "/v1/complete/" + key },
+		CancelHook: func(cp turn.Completion, key string) {
+			go func() {
+				err := reg.CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{
+					Key: key, SessionID: cp.SessionID, TurnID: cp.TurnID, CallID: cp.CallID,
+				}, webhookSigner)
+				if err != nil {
+					log.Warn("cancelling external work failed", "session_id", cp.SessionID, "turn_id", cp.TurnID, "call_id", cp.CallID, "err", err)
+				}
+			}()
+		},
 	})
 	if err != nil {
 		return err
@@ -143,10 +171,11 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		return err
 	}
 	handler := api.New(api.Config{
-		Service:      svc,
-		Tokens:       c.Tokens,
-		Logger:       log,
-		MaxBodyBytes: c.MaxBodyBytes,
+		Service:          svc,
+		Tokens:           c.Tokens,
+		Logger:           log,
+		MaxBodyBytes:     c.MaxBodyBytes,
+		CompletionSigner: completionSigner,
 	})
 	srv := &http.Server{
 		Addr:              c.Addr,

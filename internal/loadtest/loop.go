@@ -64,7 +64,6 @@ func Loop(ctx context.Context, clients int, d time.Duration, warm, op func(ctx c
 				return
 			}
 			mine := make([]time.Duration, 0, 4096)
-			fails := 0
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				if !t0.Before(deadline) {
@@ -74,7 +73,6 @@ func Loop(ctx context.Context, clients int, d time.Duration, warm, op func(ctx c
 					if ctx.Err() != nil {
 						break // cancelled: not the operation's fault
 					}
-					fails++
 					mu.Lock()
 					errCount++
 					if firstErr == nil {

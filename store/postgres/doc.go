@@ -9,8 +9,16 @@
 // serialises the session's writers and a rollback returns the seqs, so a
 // session's ledger never has gaps.
 //
-// Errors are translated at this boundary: no row → turn.ErrNotFound, lost
-// connections and timeouts → turn.ErrUnavailable (see wrap).
+// Deferred completions (turn.CompletionStore) follow the same rules: a
+// commit that parks calls moves their keys in its one statement, and
+// Resolve — the one multi-statement transaction — locks the turn's row
+// before the completions it resolves, the order Commit's lease update takes
+// too, so resolvers and committers of a turn queue on that row instead of
+// deadlocking (see Resolve).
+//
+// Errors are translated at this boundary: no row or a missing referenced
+// row → turn.ErrNotFound, lost connections and timeouts →
+// turn.ErrUnavailable (see wrap).
 //
 // The store works in whatever schema the connection's search_path names
 // (e.g. ?search_path=turnd in the URL); several turnd schemas can share one

@@ -14,7 +14,8 @@ import (
 )
 
 // wrap translates err at the store boundary and says what was being done.
-// Domain errors replace driver ones (pgx.ErrNoRows → turn.ErrNotFound); for
+// Domain errors replace driver ones (pgx.ErrNoRows and foreign key
+// violations → turn.ErrNotFound); for
 // an unreachable database both turn.ErrUnavailable and the cause stay in the
 // chain, so callers test errors.Is(err, turn.ErrUnavailable) and logs keep
 // the detail.
@@ -26,6 +27,11 @@ func wrap(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
 	}
 	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		// foreign_key_violation: the row written refers to one that does
+		// not exist (a completion of an unknown turn).
+		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+	}
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		switch pgErr.ConstraintName {
 		case "sessions_pkey":

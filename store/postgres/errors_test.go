@@ -27,6 +27,7 @@ func TestWrap(t *testing.T) {
 		{"wrapped no rows", fmt.Errorf("scan: %w", pgx.ErrNoRows), turn.ErrNotFound},
 		{"session pkey", &pgconn.PgError{Code: "23505", ConstraintName: "sessions_pkey"}, turn.ErrSessionExists},
 		{"turn pkey", &pgconn.PgError{Code: "23505", ConstraintName: "turns_pkey"}, turn.ErrTurnExists},
+		{"foreign key", &pgconn.PgError{Code: "23503", ConstraintName: "completions_session_id_turn_id_fkey"}, turn.ErrNotFound},
 		{"other unique", &pgconn.PgError{Code: "23505", ConstraintName: "outputs_pkey"}, nil},
 		{"connection exception", &pgconn.PgError{Code: "08006"}, turn.ErrUnavailable},
 		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, turn.ErrUnavailable},

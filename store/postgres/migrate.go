@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,7 +40,12 @@ const (
 // transaction, in version order. It holds a session advisory lock meanwhile,
 // so replicas starting together are safe: the first migrates, the others wait
 // and then find nothing to do.
-func (s *Store) Migrate(ctx context.Context) (err error) {
+func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrate(ctx, math.MaxInt)
+}
+
+// migrate applies the migrations the database lacks up to version target.
+func (s *Store) migrate(ctx context.Context, target int) (err error) {
 	all, err := migrations.List(migrations.Postgres)
 	if err != nil {
 		return fmt.Errorf("migrating postgres schema: %w", err)
@@ -73,7 +79,7 @@ func (s *Store) Migrate(ctx context.Context) (err error) {
 		return wrap("migrating postgres schema: reading version", err)
 	}
 	for _, m := range all {
-		if m.Version <= current {
+		if m.Version <= current || m.Version > target {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/migrations"
 	"github.com/turnd/turnd/store/postgres"
@@ -134,5 +136,68 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := postgres.Open(t.Context(), "postgres://a b:c/%%", postgres.Options{}); err == nil {
 		t.Error("Open accepted a malformed URL")
+	}
+}
+
+// A schema at version 1, from before deferred completions, is behind; Migrate
+// applies the rest and keeps its data, which the completion store then uses.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	s := open(t, emptySchema(t, pgtest.Store(t)))
+	if err := s.MigrateTo(t.Context(), 1); err != nil {
+		t.Fatalf("MigrateTo 1: %v", err)
+	}
+	checkUpgrade(t, s)
+}
+
+// checkUpgrade checks that s, at version 1, migrates to the latest version
+// with its data and that the completion store works on the result.
+func checkUpgrade(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	ctx := t.Context()
+	if current, _, err := s.SchemaVersion(ctx); err != nil || current != 1 {
+		t.Fatalf("SchemaVersion = %d, %v; want 1", current, err)
+	}
+	if err := s.Ping(ctx); !errors.Is(err, migrations.ErrSchemaBehind) {
+		t.Fatalf("Ping at version 1: %v, want ErrSchemaBehind", err)
+	}
+	now := time.Now()
+	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
+	if _, err := s.ReceiveTurn(ctx, upgradeReceive(k, now)); err != nil {
+		t.Fatalf("ReceiveTurn at version 1: %v", err)
+	}
+
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if current, latest, err := s.SchemaVersion(ctx); err != nil || current != latest || latest < 2 {
+		t.Fatalf("SchemaVersion after Migrate = %d, %d, %v; want the latest (at least 2)", current, latest, err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping after Migrate: %v", err)
+	}
+	h := sha256.Sum256([]byte("key"))
+	c := turn.Completion{KeyHash: h, SessionID: k.SessionID, TurnID: k.TurnID, CallID: "c0", CallName: "approve", Status: turn.CompletionIssued, CreatedAt: now}
+	if err := s.IssueCompletion(ctx, c); err != nil {
+		t.Fatalf("IssueCompletion for a turn recorded at version 1: %v", err)
+	}
+	park := turn.Commit{Key: k, LeaseOwner: "owner", Parks: []turn.Park{{KeyHash: h, Deadline: now.Add(time.Hour)}}}
+	if err := s.Commit(ctx, park); err != nil {
+		t.Fatalf("Commit parking: %v", err)
+	}
+	if got, err := s.GetCompletion(ctx, h); err != nil || got.Status != turn.CompletionPending {
+		t.Fatalf("GetCompletion = %v, %v; want it pending", got.Status, err)
+	}
+}
+
+func upgradeReceive(k turn.TurnKey, now time.Time) turn.Receive {
+	return turn.Receive{
+		Session: turn.Session{ID: k.SessionID, CreatedAt: now},
+		Turn: turn.Turn{SessionID: k.SessionID, ID: k.TurnID, Status: turn.StatusRunning,
+			Mode: dispatch.ModeOrdered, FailurePolicy: dispatch.PolicyIsolate,
+			Calls: []turn.Call{{ID: "c0", Name: "approve"}}, Hash: "h", CreatedAt: now},
+		Line:       turn.Line{Kind: turn.LineTurnReceived, At: now},
+		LeaseOwner: "owner",
+		LeaseUntil: now.Add(time.Hour),
 	}
 }

@@ -37,6 +37,9 @@ func TestCommitArgsCoverStatements(t *testing.T) {
 		if parts&partOutputs == 0 {
 			c.Outputs = nil
 		}
+		if parts&partParks == 0 {
+			c.Parks = nil
+		}
 		got, args, err := commitArgs(c)
 		if err != nil {
 			t.Fatal(err)
@@ -44,13 +47,60 @@ func TestCommitArgsCoverStatements(t *testing.T) {
 		if got != parts {
 			t.Errorf("commitArgs parts = %b, want %b", got, parts)
 		}
-		stmt := commitSQL[parts]
-		if len(args) != len(stmt.names) {
-			t.Errorf("parts %b: %d arguments for %d parameters", parts, len(args), len(stmt.names))
+		checkBound(t, "commit", parts, commitSQL[parts], args)
+	}
+}
+
+// Likewise for Resolve's write and settle statements and RecordLate's.
+func TestResolveArgsCoverStatements(t *testing.T) {
+	t.Parallel()
+	full := sampleResolve()
+	for parts := range resolveSQL {
+		b := full
+		b.Items = slices.Clone(full.Items)
+		if parts&partLines == 0 {
+			b.Lines = nil
 		}
-		stmt.args(args) // panics on a missing one
-		if strings.Contains(stmt.sql, "@") {
-			t.Errorf("parts %b: statement still has a named parameter", parts)
+		if parts&partResults == 0 {
+			b.Items = nil // an item always carries its result
+		} else if parts&partOutputs == 0 {
+			b.Items[0].Outputs = nil
 		}
+		if parts&partOutputs != 0 && parts&partResults == 0 {
+			continue // outputs come with an item, hence a result
+		}
+		got, args, err := resolveArgs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != parts {
+			t.Errorf("resolveArgs parts = %b, want %b", got, parts)
+		}
+		checkBound(t, "resolve", parts, resolveSQL[parts], args)
+	}
+	for parts := range settleSQL {
+		b := full
+		if parts&partLines == 0 {
+			b.SettleLines = nil
+		}
+		got, args, err := settleArgs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != parts {
+			t.Errorf("settleArgs parts = %b, want %b", got, parts)
+		}
+		checkBound(t, "settle", parts, settleSQL[parts], args)
+	}
+}
+
+func checkBound(t *testing.T, what string, parts int, stmt positional, args map[string]any) {
+	t.Helper()
+	if len(args) != len(stmt.names) {
+		t.Errorf("%s parts %b: %d arguments for %d parameters", what, parts, len(args), len(stmt.names))
+	}
+	stmt.args(args) // panics on a missing one
+	if strings.Contains(stmt.sql, "@") {
+		t.Errorf("%s parts %b: statement still has a named parameter", what, parts)
 	}
 }

@@ -114,9 +114,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// Pool returns the store's connection pool, for features that need SQL of
-// their own in the same database (completion keys). The store keeps owning
-// it: do not close it.
+// Pool returns the store's connection pool, for tests and tools that need
+// SQL of their own in the same database. The store keeps owning it: do not
+// close it.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the pool, waiting for connections in use to be released.

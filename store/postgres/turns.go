@@ -91,18 +91,17 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 	return turn.ReceiveResult{Session: stored, Seq: seq}, nil
 }
 
-// The Commit statement is assembled from the CTEs below; a commit includes
-// only those it has rows for, since every INSERT in a statement opens its
-// table and indexes even when it has nothing to write. Each of the eight
-// combinations is prepared once per connection (pgx caches statements by
-// their text).
+// The Commit statement is its lease check (the gate, see writes.go)
+// followed by the write fragments it has rows for and, when it parks calls,
+// commitParks: 16 variants, indexed by their parts.
 //
 // Everything hangs off the lease check: when the owner no longer holds the
-// turn, lease is empty and no other CTE writes a row; the statement then
-// returns false. Data-modifying CTEs all run to completion whether or not
-// the final SELECT reads them.
+// turn, gate is empty and no other CTE writes a row; the statement then
+// returns false. The lease update locks the turn's row first, as Resolve
+// does, so commits and resolutions of one turn take their locks in the same
+// order (turn, then completions and session) and never deadlock.
 const (
-	commitLease = `WITH lease AS (
+	commitLease = `WITH gate AS (
     UPDATE turns SET
         lease_owner = CASE WHEN @release::boolean THEN NULL ELSE lease_owner END,
         lease_until = CASE WHEN @release::boolean THEN NULL ELSE COALESCE(@until::timestamptz, lease_until) END,
@@ -112,85 +111,38 @@ const (
     RETURNING 1
 )`
 
-	// Seqs: bump last_seq by the line count; the lines take the seqs up to
-	// the new value in order.
-	commitLines = `, seq AS (
-    UPDATE sessions SET last_seq = last_seq + @n::bigint
-    WHERE id = @session AND EXISTS (SELECT FROM lease)
-    RETURNING last_seq
-), lines AS (
-    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
-    SELECT @session, seq.last_seq - @n::bigint + l.ord, l.turn_id, l.call_id, l.kind, l.at, l.data::json
-    FROM seq, unnest(@l_turn::text[], @l_call::text[], @l_kind::text[], @l_at::timestamptz[], @l_data::text[])
-        WITH ORDINALITY AS l (turn_id, call_id, kind, at, data, ord)
-)`
-
-	commitResults = `, res AS (
-    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
-        error_code, error_message, truncated, original_bytes, original_lines, output_id,
-        attempts, started_at, finished_at, replayed_from)
-    SELECT @session, @turn, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
-        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
-        r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest(@r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[], @r_status::text[],
-        @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
-        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
-        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
-        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
-            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    WHERE EXISTS (SELECT FROM lease)
-    ON CONFLICT (session_id, turn_id, idx) DO UPDATE SET
-        call_id = excluded.call_id, name = excluded.name, effect = excluded.effect,
-        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
-        error_message = excluded.error_message, truncated = excluded.truncated,
-        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
-        output_id = excluded.output_id, attempts = excluded.attempts,
-        started_at = excluded.started_at, finished_at = excluded.finished_at,
-        replayed_from = excluded.replayed_from
-)`
-
-	commitOutputs = `, outs AS (
-    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, @session, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest(@o_id::text[], @o_turn::text[], @o_call::text[], @o_type::text[], @o_data::bytea[],
-        @o_created::timestamptz[], @o_expires::timestamptz[])
-        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
-    WHERE EXISTS (SELECT FROM lease)
+	// Parks: an issued completion of this turn becomes pending; an early
+	// one stays early (its payload waits to be applied) but takes the
+	// deadline and options too. Pending and resolved completions are left
+	// as they are: a park never resets a running clock nor reopens a key.
+	commitParks = `, parks AS (
+    UPDATE completions c SET
+        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        deadline           = p.deadline,
+        heartbeat_timeout  = p.heartbeat_timeout,
+        heartbeat_deadline = p.heartbeat_deadline,
+        on_timeout         = p.on_timeout,
+        on_cancel          = p.on_cancel,
+        cancel_url         = p.cancel_url
+    FROM unnest(@p_key::bytea[], @p_deadline::timestamptz[], @p_hb_timeout::bigint[],
+        @p_hb_deadline::timestamptz[], @p_on_timeout::text[], @p_on_cancel::text[], @p_cancel_url::text[])
+        AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
+    WHERE c.key_hash = p.key_hash AND c.session_id = @session AND c.turn_id = @turn
+        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 )`
 
 	commitEnd = `
-SELECT EXISTS (SELECT FROM lease)`
+SELECT EXISTS (SELECT FROM gate)`
 )
 
-// commitSQL holds the statement for each combination of parts, indexed by
-// commitParts, rewritten to positional parameters once here: pgx can bind
-// pgx.NamedArgs itself, but it would lex the statement on every commit.
-var commitSQL = func() (stmts [8]positional) {
-	for i := range stmts {
-		sql := commitLease
-		if i&partLines != 0 {
-			sql += commitLines
-		}
-		if i&partResults != 0 {
-			sql += commitResults
-		}
-		if i&partOutputs != 0 {
-			sql += commitOutputs
-		}
-		stmts[i] = toPositional(sql + commitEnd)
-	}
-	return stmts
-}()
-
-const (
-	partLines = 1 << iota
-	partResults
-	partOutputs
-)
+// commitSQL holds the statement for each combination of parts, rewritten to
+// positional parameters once here: pgx can bind pgx.NamedArgs itself, but it
+// would lex the statement on every commit.
+var commitSQL = variants(commitLease, commitEnd, writeLines, writeResults, writeOutputs, commitParks)
 
 // Commit applies c in one statement; see turn.Commit. Results with the same
-// Index in one commit collapse to the last of them; a zero LeaseUntil keeps
-// the lease's current expiry.
+// Index collapse to the last of them; a zero LeaseUntil keeps the lease's
+// current expiry. Parks of keys that are not this turn's are ignored.
 func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
 	if err := codec.CheckCommit(c); err != nil {
@@ -212,8 +164,8 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 }
 
 // commitArgs encodes c as the Commit statement's arguments — scalars, then
-// one array per column of the lines, results and outputs — and says which
-// parts the statement needs.
+// one array per column of the lines, results, outputs and parks — and says
+// which parts the statement needs.
 func commitArgs(c turn.Commit) (int, map[string]any, error) {
 	release := c.Status != "" && codec.ReleasesLease(c.Status)
 	until := nullTime(c.LeaseUntil) // NULL (zero) keeps the current expiry
@@ -225,70 +177,24 @@ func commitArgs(c turn.Commit) (int, map[string]any, error) {
 		"session": c.Key.SessionID, "turn": c.Key.TurnID, "owner": c.LeaseOwner,
 		"until": until, "release": release, "status": string(c.Status), "settled": settled,
 	}
-	parts := 0
-
-	if n := len(c.Lines); n > 0 {
-		parts |= partLines
-		turns, calls, kinds := make([]string, n), make([]string, n), make([]string, n)
-		at, data := make([]pgtype.Timestamptz, n), make([]*string, n)
-		for i, l := range c.Lines {
-			d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
-			if err != nil {
-				return 0, nil, err
-			}
-			turns[i], calls[i], kinds[i] = codec.LineTurn(l, c.Key), l.CallID, string(l.Kind)
-			at[i], data[i] = pgtype.Timestamptz{Time: l.At, Valid: true}, nullText(d)
-		}
-		args["n"] = int64(n)
-		args["l_turn"], args["l_call"], args["l_kind"], args["l_at"], args["l_data"] = turns, calls, kinds, at, data
+	parts, err := writeArgs(args, c.Key, c.Lines, c.Results, c.Outputs)
+	if err != nil {
+		return 0, nil, err
 	}
-
-	if rs := codec.Results(c.Results); len(rs) > 0 {
-		parts |= partResults
-		m := len(rs)
-		idx, attempts := make([]int32, m), make([]int32, m)
-		calls, names, effects, statuses := make([]string, m), make([]string, m), make([]string, m), make([]string, m)
-		outputs, codes, msgs := make([]*string, m), make([]*string, m), make([]*string, m)
-		truncated := make([]bool, m)
-		nbytes, nlines := make([]int64, m), make([]int64, m)
-		outputIDs, replayed := make([]string, m), make([]string, m)
-		started, finished := make([]pgtype.Timestamptz, m), make([]pgtype.Timestamptz, m)
-		for i, r := range rs {
-			out, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
-			if err != nil {
-				return 0, nil, err
-			}
-			idx[i], attempts[i] = int32(r.Index), int32(r.Attempts)
-			calls[i], names[i], effects[i], statuses[i] = r.CallID, r.Name, string(r.Effect), string(r.Status)
-			outputs[i] = nullText(out)
-			if r.Error != nil {
-				codes[i], msgs[i] = &r.Error.Code, &r.Error.Message
-			}
-			truncated[i], nbytes[i], nlines[i] = r.Truncated, r.OriginalBytes, r.OriginalLines
-			outputIDs[i], replayed[i] = r.OutputID, r.ReplayedFrom
-			started[i], finished[i] = nullTime(r.StartedAt), nullTime(r.FinishedAt)
+	if n := len(c.Parks); n > 0 {
+		parts |= partParks
+		keys := make([][]byte, n)
+		deadlines, hbDeadlines := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		hbTimeouts := make([]int64, n)
+		onTimeout, onCancel, cancelURL := make([]string, n), make([]string, n), make([]string, n)
+		for i, p := range c.Parks {
+			keys[i] = p.KeyHash[:]
+			deadlines[i], hbDeadlines[i] = nullTime(p.Deadline), nullTime(p.HeartbeatDeadline)
+			hbTimeouts[i] = codec.Micros(p.HeartbeatTimeout)
+			onTimeout[i], onCancel[i], cancelURL[i] = p.OnTimeout, p.OnCancel, p.CancelURL
 		}
-		args["r_idx"], args["r_call"], args["r_name"], args["r_effect"], args["r_status"] = idx, calls, names, effects, statuses
-		args["r_output"], args["r_err_code"], args["r_err_msg"], args["r_truncated"] = outputs, codes, msgs, truncated
-		args["r_bytes"], args["r_lines"], args["r_output_id"], args["r_attempts"] = nbytes, nlines, outputIDs, attempts
-		args["r_started"], args["r_finished"], args["r_replayed"] = started, finished, replayed
-	}
-
-	if k := len(c.Outputs); k > 0 {
-		parts |= partOutputs
-		ids, turns, calls, types := make([]string, k), make([]string, k), make([]string, k), make([]string, k)
-		data := make([][]byte, k)
-		created, expires := make([]pgtype.Timestamptz, k), make([]pgtype.Timestamptz, k)
-		for i, o := range c.Outputs {
-			ids[i], turns[i], calls[i], types[i] = o.ID, codec.OutputTurn(o, c.Key), o.CallID, o.ContentType
-			data[i] = o.Data
-			if data[i] == nil {
-				data[i] = []byte{} // data is NOT NULL; nil means empty
-			}
-			created[i], expires[i] = pgtype.Timestamptz{Time: o.CreatedAt, Valid: true}, nullTime(o.ExpiresAt)
-		}
-		args["o_id"], args["o_turn"], args["o_call"], args["o_type"] = ids, turns, calls, types
-		args["o_data"], args["o_created"], args["o_expires"] = data, created, expires
+		args["p_key"], args["p_deadline"], args["p_hb_timeout"], args["p_hb_deadline"] = keys, deadlines, hbTimeouts, hbDeadlines
+		args["p_on_timeout"], args["p_on_cancel"], args["p_cancel_url"] = onTimeout, onCancel, cancelURL
 	}
 	return parts, args, nil
 }

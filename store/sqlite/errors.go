@@ -13,14 +13,15 @@ import (
 )
 
 // wrap translates err at the store boundary and says what was being done:
-// sql.ErrNoRows → turn.ErrNotFound; a database that stayed locked past
+// sql.ErrNoRows and foreign key violations (a row referring to one that
+// does not exist) → turn.ErrNotFound; a database that stayed locked past
 // busy_timeout, an I/O failure or a missed deadline → turn.ErrUnavailable
 // (with the cause kept in the chain).
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || foreignKeyViolation(err) {
 		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
 	}
 	if unavailable(err) {
@@ -40,4 +41,9 @@ func unavailable(err error) bool {
 		return false
 	}
 	return errors.Is(err, context.DeadlineExceeded)
+}
+
+func foreignKeyViolation(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 }

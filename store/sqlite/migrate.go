@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/turnd/turnd/migrations"
@@ -26,6 +27,11 @@ const (
 // lock, so two processes migrating one file at once do not apply a
 // migration twice.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrate(ctx, math.MaxInt)
+}
+
+// migrate applies the migrations the database lacks up to version target.
+func (s *Store) migrate(ctx context.Context, target int) error {
 	all, err := migrations.List(migrations.SQLite)
 	if err != nil {
 		return fmt.Errorf("migrating sqlite schema: %w", err)
@@ -34,6 +40,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return wrap("migrating sqlite schema: creating schema_migrations", err)
 	}
 	for _, m := range all {
+		if m.Version > target {
+			break
+		}
 		if err := s.apply(ctx, m); err != nil {
 			return wrap(fmt.Sprintf("migrating sqlite schema: applying %04d_%s", m.Version, m.Name), err)
 		}

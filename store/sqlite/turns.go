@@ -136,32 +136,34 @@ ON CONFLICT (session_id, turn_id, idx) DO UPDATE SET
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
+// sqlPark: an issued completion of this turn becomes pending; an early one
+// stays early (its payload waits to be applied) but takes the deadline and
+// options too. Pending and resolved completions are left as they are: a
+// park never resets a running clock nor reopens a key.
+const sqlPark = `UPDATE completions SET
+    status             = CASE WHEN status = 'issued' THEN 'pending' ELSE status END,
+    deadline           = ?4,
+    heartbeat_timeout  = ?5,
+    heartbeat_deadline = ?6,
+    on_timeout         = ?7,
+    on_cancel          = ?8,
+    cancel_url         = ?9
+WHERE key_hash = ?1 AND session_id = ?2 AND turn_id = ?3 AND status IN ('issued', 'early')`
+
 // Commit applies c in one transaction; see turn.Commit. The lease check
 // comes first: when it fails, the transaction is rolled back before anything
 // else is written. Results with the same Index collapse to the last of them;
-// a zero LeaseUntil keeps the lease's current expiry.
+// a zero LeaseUntil keeps the lease's current expiry. Parks of keys that are
+// not this turn's are ignored.
 func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
 	if err := codec.CheckCommit(c); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	// Encode everything before taking the write lock.
-	lineData := make([]any, len(c.Lines))
-	for i, l := range c.Lines {
-		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		lineData[i] = nullText(d)
-	}
-	results := codec.Results(c.Results)
-	outputs := make([]any, len(results))
-	for i, r := range results {
-		o, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
-		if err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		outputs[i] = nullText(o)
+	w, err := encodeWrites(c.Key, c.Lines, c.Results, c.Outputs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	release := c.Status != "" && codec.ReleasesLease(c.Status)
 	until := nullMicros(c.LeaseUntil) // NULL (zero) keeps the current expiry
@@ -171,7 +173,7 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	}
 
 	lost := false
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, sqlLease, c.Key.SessionID, c.Key.TurnID, c.LeaseOwner, release, until, string(c.Status), settled)
 		if err != nil {
 			return err
@@ -180,38 +182,13 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 			lost = err == nil
 			return errRollback
 		}
-		if len(c.Lines) > 0 {
-			var last int64
-			if err := tx.QueryRowContext(ctx, sqlAllocSeqs, len(c.Lines), c.Key.SessionID).Scan(&last); err != nil {
-				return err
-			}
-			first := last - int64(len(c.Lines)) + 1
-			for i, l := range c.Lines {
-				if _, err := tx.ExecContext(ctx, sqlInsertLine, c.Key.SessionID, first+int64(i),
-					codec.LineTurn(l, c.Key), l.CallID, string(l.Kind), micros(l.At), lineData[i]); err != nil {
-					return err
-				}
-			}
+		if err := w.apply(ctx, tx); err != nil {
+			return err
 		}
-		for i, r := range results {
-			var code, msg any
-			if r.Error != nil {
-				code, msg = r.Error.Code, r.Error.Message
-			}
-			if _, err := tx.ExecContext(ctx, sqlUpsertResult, c.Key.SessionID, c.Key.TurnID, r.Index,
-				r.CallID, r.Name, string(r.Effect), string(r.Status), outputs[i], code, msg,
-				r.Truncated, r.OriginalBytes, r.OriginalLines, r.OutputID, r.Attempts,
-				nullMicros(r.StartedAt), nullMicros(r.FinishedAt), r.ReplayedFrom); err != nil {
-				return err
-			}
-		}
-		for _, o := range c.Outputs {
-			data := o.Data
-			if data == nil {
-				data = []byte{} // data is NOT NULL; nil means empty
-			}
-			if _, err := tx.ExecContext(ctx, sqlInsertOutput, o.ID, c.Key.SessionID, codec.OutputTurn(o, c.Key),
-				o.CallID, o.ContentType, data, micros(o.CreatedAt), nullMicros(o.ExpiresAt)); err != nil {
+		for _, p := range c.Parks {
+			if _, err := tx.ExecContext(ctx, sqlPark, p.KeyHash[:], c.Key.SessionID, c.Key.TurnID,
+				nullMicros(p.Deadline), codec.Micros(p.HeartbeatTimeout), nullMicros(p.HeartbeatDeadline),
+				p.OnTimeout, p.OnCancel, p.CancelURL); err != nil {
 				return err
 			}
 		}
@@ -221,6 +198,105 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 		return fmt.Errorf("%s: %w", op, turn.ErrLeaseLost)
 	}
 	return wrap(op, err)
+}
+
+// writes is the encoded part of a write that Commit and Resolve share: lines
+// (seqs from sessions.last_seq), result upserts and outputs, all under one
+// turn key. Encoding happens before the transaction, so that invalid JSON
+// fails before the write lock is taken.
+type writes struct {
+	key      turn.TurnKey
+	lines    lines
+	results  []turn.Result
+	outputs  []any // results[i]'s output, as bound
+	keptOuts []turn.Output
+}
+
+func encodeWrites(k turn.TurnKey, ls []turn.Line, results []turn.Result, outputs []turn.Output) (writes, error) {
+	encoded, err := encodeLines(k, ls)
+	if err != nil {
+		return writes{}, err
+	}
+	w := writes{key: k, lines: encoded, results: codec.Results(results), keptOuts: outputs}
+	w.outputs = make([]any, len(w.results))
+	for i, r := range w.results {
+		o, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
+		if err != nil {
+			return writes{}, err
+		}
+		w.outputs[i] = nullText(o)
+	}
+	return w, nil
+}
+
+// apply writes w in tx: the lines, then the results, then the outputs.
+func (w writes) apply(ctx context.Context, tx *sql.Tx) error {
+	if err := w.lines.append(ctx, tx); err != nil {
+		return err
+	}
+	for i, r := range w.results {
+		var code, msg any
+		if r.Error != nil {
+			code, msg = r.Error.Code, r.Error.Message
+		}
+		if _, err := tx.ExecContext(ctx, sqlUpsertResult, w.key.SessionID, w.key.TurnID, r.Index,
+			r.CallID, r.Name, string(r.Effect), string(r.Status), w.outputs[i], code, msg,
+			r.Truncated, r.OriginalBytes, r.OriginalLines, r.OutputID, r.Attempts,
+			nullMicros(r.StartedAt), nullMicros(r.FinishedAt), r.ReplayedFrom); err != nil {
+			return err
+		}
+	}
+	for _, o := range w.keptOuts {
+		data := o.Data
+		if data == nil {
+			data = []byte{} // data is NOT NULL; nil means empty
+		}
+		if _, err := tx.ExecContext(ctx, sqlInsertOutput, o.ID, w.key.SessionID, codec.OutputTurn(o, w.key),
+			o.CallID, o.ContentType, data, micros(o.CreatedAt), nullMicros(o.ExpiresAt)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lines are ledger lines of one turn key, encoded.
+type lines struct {
+	key  turn.TurnKey
+	list []turn.Line
+	data []any
+}
+
+func encodeLines(k turn.TurnKey, ls []turn.Line) (lines, error) {
+	data := make([]any, len(ls))
+	for i, l := range ls {
+		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
+		if err != nil {
+			return lines{}, err
+		}
+		data[i] = nullText(d)
+	}
+	return lines{key: k, list: ls, data: data}, nil
+}
+
+// append allocates the lines' seqs by bumping the session's last_seq (gap
+// free: the transaction that takes them writes them or returns them) and
+// inserts them in order.
+func (ls lines) append(ctx context.Context, tx *sql.Tx) error {
+	if len(ls.list) == 0 {
+		return nil
+	}
+	var last int64
+	if err := tx.QueryRowContext(ctx, sqlAllocSeqs, len(ls.list), ls.key.SessionID).Scan(&last); err != nil {
+		return err
+	}
+	first := last - int64(len(ls.list)) + 1
+	for i, l := range ls.list {
+		if _, err := tx.ExecContext(ctx, sqlInsertLine, ls.key.SessionID, first+int64(i),
+			codec.LineTurn(l, ls.key), l.CallID, string(l.Kind), micros(l.At), ls.data[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 const (

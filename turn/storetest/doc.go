@@ -22,6 +22,27 @@
 //     the turn they are written under;
 //   - Ledger always returns a non-nil slice.
 //
+// For deferred completions (turn.CompletionStore):
+//   - IssueCompletion stores the key's identity and CreatedAt only, as
+//     issued; a key of an unknown turn is turn.ErrNotFound;
+//   - a park moves only issued (→ pending) and early (stays early)
+//     completions of the committed turn; pending and resolved ones, and
+//     other turns' keys, are left as they are;
+//   - DeliverEarly keeps its now as ResolvedAt until the final resolution;
+//   - Heartbeat never moves the heartbeat clock back, and leaves a
+//     completion without one (HeartbeatTimeout 0) unchanged, without error;
+//   - Resolve: a key that is not the batch turn's, or an unknown turn, is
+//     turn.ErrNotFound; a failed Expect names the completion's fingerprint
+//     (first 8 bytes of the key hash in hex) and its status; a batch
+//     without items settles a waiting turn with no open completion; open
+//     means pending or early;
+//   - DueCompletions includes clocks at exactly now, orders by the earlier
+//     clock then key hash, and returns a non-nil slice; TurnCompletions
+//     orders by call index and returns an empty slice for an unknown turn;
+//   - RecordLate for an unknown turn is turn.ErrNotFound;
+//   - payloads come back byte for byte, HeartbeatTimeout truncated to the
+//     microsecond.
+//
 // storetest may import turn, dispatch, budget and the standard library; it
 // must not import a store implementation, a driver or api.
 package storetest

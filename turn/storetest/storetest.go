@@ -47,6 +47,20 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"RenewLeases", testRenewLeases},
 		{"TimesUTCMicroseconds", testTimes},
 		{"JSONByteExact", testJSONByteExact},
+		{"CompletionIssue", testCompletionIssue},
+		{"CompletionPark", testCompletionPark},
+		{"CompletionDeliverEarly", testCompletionDeliverEarly},
+		{"ResolveSettles", testResolveSettles},
+		{"ResolveEarlyAndEmpty", testResolveEarlyAndEmpty},
+		{"ResolveMismatch", testResolveMismatch},
+		{"ResolveRace", testResolveRace},
+		{"ResolveManyKeys", testResolveManyKeys},
+		{"ResolveWhileCommitting", testResolveWhileCommitting},
+		{"Heartbeat", testHeartbeat},
+		{"DueCompletions", testDueCompletions},
+		{"Secret", testSecret},
+		{"SecretConcurrent", testSecretConcurrent},
+		{"CompletionRoundTrip", testCompletionRoundTrip},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -171,20 +171,39 @@ func CheckCommit(c turn.Commit) error {
 	if c.Key.SessionID == "" || c.Key.TurnID == "" {
 		return errors.New("session id and turn id are required")
 	}
-	for i, l := range c.Lines {
-		if l.SessionID != "" && l.SessionID != c.Key.SessionID {
-			return fmt.Errorf("line %d of session %q: %w %v", i, l.SessionID, ErrKeyMismatch, c.Key)
-		}
+	if err := checkLines(c.Key, c.Lines); err != nil {
+		return err
 	}
-	for i, o := range c.Outputs {
-		if o.ID == "" {
-			return fmt.Errorf("output %d has no id", i)
-		}
-		if o.SessionID != "" && o.SessionID != c.Key.SessionID {
-			return fmt.Errorf("output %s of session %q: %w %v", o.ID, o.SessionID, ErrKeyMismatch, c.Key)
+	return checkOutputs(c.Key, c.Outputs)
+}
+
+func checkLines(k turn.TurnKey, lines []turn.Line) error {
+	for i, l := range lines {
+		if l.SessionID != "" && l.SessionID != k.SessionID {
+			return fmt.Errorf("line %d of session %q: %w %v", i, l.SessionID, ErrKeyMismatch, k)
 		}
 	}
 	return nil
+}
+
+func checkOutputs(k turn.TurnKey, outputs []turn.Output) error {
+	for i, o := range outputs {
+		if o.ID == "" {
+			return fmt.Errorf("output %d has no id", i)
+		}
+		if o.SessionID != "" && o.SessionID != k.SessionID {
+			return fmt.Errorf("output %s of session %q: %w %v", o.ID, o.SessionID, ErrKeyMismatch, k)
+		}
+	}
+	return nil
+}
+
+// CheckLine checks that l, written under k, belongs to k's session.
+func CheckLine(k turn.TurnKey, l turn.Line) error {
+	if k.SessionID == "" || k.TurnID == "" {
+		return errors.New("session id and turn id are required")
+	}
+	return checkLines(k, []turn.Line{l})
 }
 
 // LineTurn is the turn id stored for l written under k: its own, or k's when

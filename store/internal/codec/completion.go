@@ -1,0 +1,108 @@
+package codec
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// SecretName is the settings row that holds the completion secret.
+const SecretName = "completion_secret"
+
+// Fingerprint names a completion in errors and logs: the first 8 bytes of
+// its key hash in hex, enough to tell keys apart without printing the
+// whole hash (which would still not reveal the key).
+func Fingerprint(h [32]byte) string { return hex.EncodeToString(h[:8]) }
+
+// Hash returns h as the value of a nullable hash column: nil (NULL) for the
+// zero hash, which stands for "none".
+func Hash(h [32]byte) []byte {
+	if h == ([32]byte{}) {
+		return nil
+	}
+	return h[:]
+}
+
+// DecodeHash reverses Hash: NULL is the zero hash; anything but 32 bytes
+// is corrupt.
+func DecodeHash(b []byte) ([32]byte, error) {
+	var h [32]byte
+	if b == nil {
+		return h, nil
+	}
+	if len(b) != len(h) {
+		return h, fmt.Errorf("hash of %d bytes, want %d", len(b), len(h))
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// Micros encodes a duration as whole microseconds, the unit of the
+// heartbeat_timeout column (like times, truncated to the microsecond).
+func Micros(d time.Duration) int64 { return d.Microseconds() }
+
+// FromMicros reverses Micros.
+func FromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// StateError reports a completion found in status actual where want was
+// expected: it wraps turn.ErrCompletionState and names the completion.
+func StateError(h [32]byte, actual, want turn.CompletionStatus) error {
+	return fmt.Errorf("completion %s is %s, want %s: %w", Fingerprint(h), actual, want, turn.ErrCompletionState)
+}
+
+// CheckResolve checks a batch before anything is written: a turn key,
+// distinct keys, every item going from an unresolved status (Expect) to a
+// final one (Status) — a resolved completion is never resolved again —, a
+// SettleStatus and a Now, and lines and outputs of the batch's session. A
+// batch without items is valid: it settles a waiting turn none of whose
+// completions is open. Like CheckCommit it does not modify b.
+func CheckResolve(b turn.ResolveBatch) error {
+	if b.Key.SessionID == "" || b.Key.TurnID == "" {
+		return errors.New("session id and turn id are required")
+	}
+	if b.SettleStatus == "" {
+		return errors.New("settle status is required")
+	}
+	if b.Now.IsZero() {
+		return errors.New("resolution time is required")
+	}
+	seen := make(map[[32]byte]bool, len(b.Items))
+	for i, it := range b.Items {
+		fp := Fingerprint(it.KeyHash)
+		if !it.Status.Resolved() {
+			return fmt.Errorf("resolution %d (completion %s): status %q is not a final status", i, fp, it.Status)
+		}
+		if it.Expect == "" || it.Expect.Resolved() {
+			return fmt.Errorf("resolution %d (completion %s): expected status %q is not an unresolved status", i, fp, it.Expect)
+		}
+		if seen[it.KeyHash] {
+			return fmt.Errorf("resolution %d: completion %s appears twice", i, fp)
+		}
+		seen[it.KeyHash] = true
+		if err := checkOutputs(b.Key, it.Outputs); err != nil {
+			return fmt.Errorf("resolution %d (completion %s): %w", i, fp, err)
+		}
+	}
+	if err := checkLines(b.Key, b.Lines); err != nil {
+		return err
+	}
+	if err := checkLines(b.Key, b.SettleLines); err != nil {
+		return fmt.Errorf("settle %w", err)
+	}
+	return nil
+}
+
+// ResolveWrites returns what b writes besides the completions themselves:
+// the items' results (one per Index, as Commit's Results) and outputs.
+func ResolveWrites(b turn.ResolveBatch) ([]turn.Result, []turn.Output) {
+	results := make([]turn.Result, len(b.Items))
+	var outputs []turn.Output
+	for i, it := range b.Items {
+		results[i] = it.Result
+		outputs = append(outputs, it.Outputs...)
+	}
+	return Results(results), outputs
+}

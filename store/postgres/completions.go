@@ -1,0 +1,492 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+// completionColumns are the columns completionRow scans, in order.
+const completionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
+    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
+    created_at, resolved_at`
+
+const (
+	// A key already recorded is left as it is: issuing is idempotent. The
+	// turn's foreign key makes a key of an unknown turn turn.ErrNotFound.
+	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7)
+ON CONFLICT (key_hash) DO NOTHING`
+
+	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE key_hash = $1`
+
+	// resolved_at of an early completion records when its payload arrived;
+	// the final resolution overwrites it.
+	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = $2::json, payload_hash = $3, resolved_at = $4
+WHERE key_hash = $1 AND status = 'issued'
+RETURNING ` + completionColumns
+
+	// The heartbeat clock only moves forward (a replica with a lagging
+	// clock does not shorten it) and never past the deadline; LEAST and
+	// GREATEST ignore NULLs. Without a heartbeat clock nothing changes.
+	sqlHeartbeat = `UPDATE completions SET heartbeat_deadline = CASE WHEN heartbeat_timeout > 0
+    THEN LEAST(deadline, GREATEST(heartbeat_deadline, $2::timestamptz + heartbeat_timeout * interval '1 microsecond'))
+    ELSE heartbeat_deadline END
+WHERE key_hash = $1 AND status = 'pending'
+RETURNING ` + completionColumns
+
+	// The condition and order use the expression of the completions_due
+	// index: LEAST(deadline, heartbeat_deadline) <= now is "either clock
+	// ran out". Ties resolve by key hash, the same way in both stores.
+	sqlDueCompletions = `SELECT ` + completionColumns + ` FROM completions
+WHERE status = 'pending' AND LEAST(deadline, heartbeat_deadline) <= $1
+ORDER BY LEAST(deadline, heartbeat_deadline), key_hash
+LIMIT $2`
+
+	sqlTurnCompletions = `SELECT ` + completionColumns + ` FROM completions
+WHERE session_id = $1 AND turn_id = $2
+ORDER BY call_idx, created_at, key_hash`
+
+	sqlGetSetting    = `SELECT value FROM settings WHERE name = $1`
+	sqlInsertSetting = `INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`
+)
+
+// IssueCompletion records c's key as issued; see turn.CompletionStore. Only
+// the identity fields and CreatedAt are stored: a key takes its deadline and
+// options when its call parks. A key of a turn that does not exist is
+// turn.ErrNotFound.
+func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
+	op := fmt.Sprintf("issuing completion %s of turn %s/%s", codec.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
+	_, err := s.pool.Exec(ctx, sqlIssueCompletion,
+		c.KeyHash[:], c.SessionID, c.TurnID, int32(c.CallIndex), c.CallID, c.CallName, c.CreatedAt)
+	return wrap(op, err)
+}
+
+// GetCompletion returns the completion with that key hash, or
+// turn.ErrNotFound.
+func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
+	op := "getting completion " + codec.Fingerprint(keyHash)
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, keyHash[:]))
+	if err != nil {
+		return turn.Completion{}, wrap(op, err)
+	}
+	return c, nil
+}
+
+// DeliverEarly keeps payload on an issued completion and marks it early;
+// see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
+// the payload arrived) until the completion is resolved.
+func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
+	op := "delivering early to completion " + codec.Fingerprint(keyHash)
+	p, err := codec.RawJSON("payload", payload)
+	if err != nil {
+		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
+	}
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, keyHash[:], nullText(p), codec.Hash(payloadHash), nullTime(now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.stateError(ctx, op, keyHash, turn.CompletionIssued)
+	}
+	if err != nil {
+		return turn.Completion{}, wrap(op, err)
+	}
+	return c, nil
+}
+
+// Heartbeat extends a pending completion's heartbeat clock; see
+// turn.CompletionStore. The clock moves to now + HeartbeatTimeout, capped
+// at the Deadline, and never back; a completion without a heartbeat clock
+// is returned unchanged.
+func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
+	op := "extending heartbeat of completion " + codec.Fingerprint(keyHash)
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlHeartbeat, keyHash[:], now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.stateError(ctx, op, keyHash, turn.CompletionPending)
+	}
+	if err != nil {
+		return turn.Completion{}, wrap(op, err)
+	}
+	return c, nil
+}
+
+// stateError is the answer of a conditional update that matched no row: the
+// completion as it is now with turn.ErrCompletionState, or turn.ErrNotFound.
+func (s *Store) stateError(ctx context.Context, op string, keyHash [32]byte, want turn.CompletionStatus) (turn.Completion, error) {
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, keyHash[:]))
+	if err != nil {
+		return turn.Completion{}, wrap(op, err)
+	}
+	return c, fmt.Errorf("%s: %w", op, codec.StateError(keyHash, c.Status, want))
+}
+
+// DueCompletions returns up to limit pending completions whose deadline or
+// heartbeat deadline is at or before now, the earliest first.
+func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([]turn.Completion, error) {
+	if limit <= 0 {
+		return []turn.Completion{}, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlDueCompletions, now, limit)
+	if err != nil {
+		return nil, wrap("reading due completions", err)
+	}
+	cs, err := collectCompletions(rows)
+	if err != nil {
+		return nil, wrap("reading due completions", err)
+	}
+	return cs, nil
+}
+
+// TurnCompletions returns the completions of a turn in call order (none for
+// an unknown turn).
+func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Completion, error) {
+	op := fmt.Sprintf("reading completions of turn %s/%s", k.SessionID, k.TurnID)
+	rows, err := s.pool.Query(ctx, sqlTurnCompletions, k.SessionID, k.TurnID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	cs, err := collectCompletions(rows)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return cs, nil
+}
+
+// Secret returns the completion secret, storing generate's first; see
+// turn.CompletionStore. Replicas starting together may each generate one:
+// the insert keeps the first committed and every replica reads that back.
+func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
+	const op = "reading completion secret"
+	var v string
+	err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
+	if err == nil {
+		return v, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", wrap(op, err)
+	}
+	gen, err := generate()
+	if err != nil {
+		return "", fmt.Errorf("%s: generating: %w", op, err)
+	}
+	if gen == "" {
+		return "", fmt.Errorf("%s: generated an empty secret", op)
+	}
+	if _, err := s.pool.Exec(ctx, sqlInsertSetting, codec.SecretName, gen); err != nil {
+		return "", wrap("storing completion secret", err)
+	}
+	if err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v); err != nil {
+		return "", wrap(op, err)
+	}
+	return v, nil
+}
+
+// RecordLate: the gate is the turn's existence, so a line for an unknown
+// turn writes nothing; the line's seq comes from last_seq as in Commit.
+const recordLateHead = `WITH gate AS (
+    SELECT FROM turns WHERE session_id = @session AND id = @turn
+)`
+
+var recordLateSQL = toPositional(recordLateHead + writeLines + commitEnd)
+
+// RecordLate appends line (a completion_late line) to the session's ledger
+// with the next seq, and changes nothing else; an unknown turn is
+// turn.ErrNotFound.
+func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, line turn.Line) error {
+	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
+	if err := codec.CheckLine(k, line); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	args := map[string]any{"session": k.SessionID, "turn": k.TurnID}
+	if _, err := linesArgs(args, k, []turn.Line{line}); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var found bool
+	if err := s.pool.QueryRow(ctx, recordLateSQL.sql, recordLateSQL.args(args)...).Scan(&found); err != nil {
+		return wrap(op, err)
+	}
+	if !found {
+		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+	}
+	return nil
+}
+
+// Resolve runs in one transaction of four round trips after BEGIN:
+//
+//  1. lock: the turn's row (FOR NO KEY UPDATE: its status may change, its
+//     key does not), then the batch's completions FOR UPDATE in key hash
+//     order. Taking the turn first serialises every resolution and commit
+//     of the turn in one lock order (Commit's lease update takes it first
+//     too), so they never deadlock, and the count in step 3 sees the work
+//     of every resolver that went before.
+//  2. write: the completions, the items' results and outputs and b.Lines,
+//     in one statement built from Commit's fragments (resolveSQL).
+//  3. settle: when no completion of the turn is pending or early any more
+//     and the turn is waiting, set its status and append b.SettleLines
+//     (settleSQL). This is a statement of its own so that it sees step 2's
+//     updates.
+//  4. COMMIT.
+//
+// The Expect checks run in Go between 1 and 2, on the locked rows; a
+// mismatch rolls back before anything is written.
+const (
+	sqlLockTurn = `SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE`
+
+	sqlLockCompletions = `SELECT key_hash, status FROM completions
+WHERE key_hash = ANY($1::bytea[]) AND session_id = $2 AND turn_id = $3
+ORDER BY key_hash
+FOR UPDATE`
+
+	resolveHead = `WITH gate AS (
+    SELECT FROM turns WHERE session_id = @session AND id = @turn
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = @now
+    FROM unnest(@c_key::bytea[], @c_status::text[], @c_payload::text[], @c_hash::bytea[])
+        AS r (key_hash, status, payload, payload_hash)
+    WHERE c.key_hash = r.key_hash AND c.session_id = @session AND c.turn_id = @turn AND EXISTS (SELECT FROM gate)
+    RETURNING 1
+)`
+	resolveEnd = `
+SELECT count(*) FROM done`
+
+	settleHead = `WITH gate AS (
+    UPDATE turns SET status = @status, settled_at = @settled
+    WHERE session_id = @session AND id = @turn AND status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = @session AND turn_id = @turn AND status IN ('pending', 'early'))
+    RETURNING 1
+)`
+)
+
+// resolveTx is READ COMMITTED whatever the server's default: each statement
+// then sees what the resolvers it queued behind on the turn's row
+// committed, so a lost race is a status mismatch (turn.ErrCompletionState)
+// rather than a serialization failure.
+var resolveTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+var (
+	resolveSQL = variants(resolveHead, resolveEnd, writeLines, writeResults, writeOutputs)
+	settleSQL  = variants(settleHead, commitEnd, writeLines)
+)
+
+// Resolve applies b in one transaction; see turn.CompletionStore and the
+// steps above. A key that is not a completion of b's turn, or a turn that
+// does not exist, is turn.ErrNotFound; a completion not in its item's
+// Expect status is turn.ErrCompletionState, naming the completion and its
+// status. Either way nothing is written.
+func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
+	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
+	if err := codec.CheckResolve(b); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	wparts, wargs, err := resolveArgs(b)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	sparts, sargs, err := settleArgs(b)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	keys := wargs["c_key"].([][]byte)
+
+	var settled bool
+	err = pgx.BeginTxFunc(ctx, s.pool, resolveTx, func(tx pgx.Tx) error {
+		if err := lockResolve(ctx, tx, b, keys); err != nil {
+			return err
+		}
+		var n int64
+		stmt := resolveSQL[wparts]
+		if err := tx.QueryRow(ctx, stmt.sql, stmt.args(wargs)...).Scan(&n); err != nil {
+			return err
+		}
+		if n != int64(len(keys)) {
+			return fmt.Errorf("resolved %d completions of %d locked", n, len(keys))
+		}
+		stmt = settleSQL[sparts]
+		return tx.QueryRow(ctx, stmt.sql, stmt.args(sargs)...).Scan(&settled)
+	})
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return settled, nil
+}
+
+// lockResolve takes step 1's locks and checks every item's Expect.
+func lockResolve(ctx context.Context, tx pgx.Tx, b turn.ResolveBatch, keys [][]byte) error {
+	batch := &pgx.Batch{}
+	batch.Queue(sqlLockTurn, b.Key.SessionID, b.Key.TurnID)
+	if len(keys) > 0 {
+		batch.Queue(sqlLockCompletions, keys, b.Key.SessionID, b.Key.TurnID)
+	}
+	br := tx.SendBatch(ctx, batch)
+	statuses, err := readLocks(br, len(keys) > 0)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, it := range b.Items {
+		st, ok := statuses[it.KeyHash]
+		if !ok {
+			return fmt.Errorf("completion %s: %w", codec.Fingerprint(it.KeyHash), turn.ErrNotFound)
+		}
+		if st != it.Expect {
+			return codec.StateError(it.KeyHash, st, it.Expect)
+		}
+	}
+	return nil
+}
+
+func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.CompletionStatus, error) {
+	var turnStatus string
+	if err := br.QueryRow().Scan(&turnStatus); err != nil {
+		return nil, err // pgx.ErrNoRows: the turn does not exist
+	}
+	statuses := make(map[[32]byte]turn.CompletionStatus)
+	if !completions {
+		return statuses, nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	var status string
+	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
+		h, err := codec.DecodeHash(key)
+		if err != nil {
+			return err
+		}
+		statuses[h] = turn.CompletionStatus(status)
+		return nil
+	})
+	return statuses, err
+}
+
+// resolveArgs encodes step 2's statement arguments and says which parts it
+// needs.
+func resolveArgs(b turn.ResolveBatch) (int, map[string]any, error) {
+	n := len(b.Items)
+	keys, hashes := make([][]byte, n), make([][]byte, n)
+	statuses, payloads := make([]string, n), make([]*string, n)
+	for i, it := range b.Items {
+		p, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
+		if err != nil {
+			return 0, nil, err
+		}
+		keys[i], hashes[i] = it.KeyHash[:], codec.Hash(it.PayloadHash)
+		statuses[i], payloads[i] = string(it.Status), nullText(p)
+	}
+	args := map[string]any{
+		"session": b.Key.SessionID, "turn": b.Key.TurnID, "now": b.Now,
+		"c_key": keys, "c_status": statuses, "c_payload": payloads, "c_hash": hashes,
+	}
+	results, outputs := codec.ResolveWrites(b)
+	parts, err := writeArgs(args, b.Key, b.Lines, results, outputs)
+	if err != nil {
+		return 0, nil, err
+	}
+	return parts, args, nil
+}
+
+// settleArgs encodes step 3's statement arguments. As in Commit, settled_at
+// is set only for a settled status.
+func settleArgs(b turn.ResolveBatch) (int, map[string]any, error) {
+	settled := pgtype.Timestamptz{}
+	if b.SettleStatus.Settled() {
+		settled = nullTime(b.Now)
+	}
+	args := map[string]any{
+		"session": b.Key.SessionID, "turn": b.Key.TurnID,
+		"status": string(b.SettleStatus), "settled": settled,
+	}
+	parts, err := linesArgs(args, b.Key, b.SettleLines)
+	if err != nil {
+		return 0, nil, fmt.Errorf("settle %w", err)
+	}
+	return parts, args, nil
+}
+
+// scanCompletion scans one row of completionColumns.
+func scanCompletion(row pgx.Row) (turn.Completion, error) {
+	var r completionRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return turn.Completion{}, err
+	}
+	return r.completion()
+}
+
+// collectCompletions reads rows of completionColumns and closes rows.
+func collectCompletions(rows pgx.Rows) ([]turn.Completion, error) {
+	cs := []turn.Completion{}
+	var r completionRow
+	_, err := pgx.ForEachRow(rows, r.dest(), func() error {
+		c, err := r.completion()
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// completionRow scans completionColumns.
+type completionRow struct {
+	key, payload, payloadHash               []byte
+	sessionID, turnID, callID, name, status string
+	onTimeout, onCancel, cancelURL          string
+	idx                                     int32
+	hbTimeout                               int64
+	deadline, hbDeadline, created, resolved pgtype.Timestamptz
+}
+
+func (r *completionRow) dest() []any {
+	return []any{&r.key, &r.sessionID, &r.turnID, &r.idx, &r.callID, &r.name, &r.status, &r.deadline,
+		&r.hbTimeout, &r.hbDeadline, &r.onTimeout, &r.onCancel, &r.cancelURL, &r.payload, &r.payloadHash,
+		&r.created, &r.resolved}
+}
+
+func (r *completionRow) completion() (turn.Completion, error) {
+	key, err := codec.DecodeHash(r.key)
+	if err != nil {
+		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
+	}
+	ph, err := codec.DecodeHash(r.payloadHash)
+	if err != nil {
+		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", codec.Fingerprint(key), err)
+	}
+	var payload json.RawMessage
+	if r.payload != nil {
+		payload = append(json.RawMessage(nil), r.payload...) // rows reuse their buffers
+	}
+	return turn.Completion{
+		KeyHash:           key,
+		SessionID:         r.sessionID,
+		TurnID:            r.turnID,
+		CallIndex:         int(r.idx),
+		CallID:            r.callID,
+		CallName:          r.name,
+		Status:            turn.CompletionStatus(r.status),
+		Deadline:          fromNullTime(r.deadline),
+		HeartbeatTimeout:  codec.FromMicros(r.hbTimeout),
+		HeartbeatDeadline: fromNullTime(r.hbDeadline),
+		OnTimeout:         r.onTimeout,
+		OnCancel:          r.onCancel,
+		CancelURL:         r.cancelURL,
+		Payload:           payload,
+		PayloadHash:       ph,
+		CreatedAt:         fromNullTime(r.created),
+		ResolvedAt:        fromNullTime(r.resolved),
+	}, nil
+}

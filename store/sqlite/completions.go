@@ -1,0 +1,362 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+// completionColumns are the columns scanCompletion reads, in order.
+const completionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
+    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
+    created_at, resolved_at`
+
+// dueAt is the expression of the completions_due index: the earlier of the
+// deadline and the heartbeat deadline that are set (SQLite's min() of
+// several arguments is NULL when any is). Queries repeat it verbatim so that
+// SQLite uses the index.
+const dueAt = `min(coalesce(deadline, heartbeat_deadline), coalesce(heartbeat_deadline, deadline))`
+
+const (
+	// A key already recorded is left as it is: issuing is idempotent. The
+	// turn's foreign key makes a key of an unknown turn turn.ErrNotFound.
+	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
+VALUES (?, ?, ?, ?, ?, ?, 'issued', ?)
+ON CONFLICT (key_hash) DO NOTHING`
+
+	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE key_hash = ?`
+
+	// resolved_at of an early completion records when its payload arrived;
+	// the final resolution overwrites it.
+	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = ?2, payload_hash = ?3, resolved_at = ?4
+WHERE key_hash = ?1 AND status = 'issued'
+RETURNING ` + completionColumns
+
+	// The heartbeat clock only moves forward and never past the deadline,
+	// as in the PostgreSQL store; without a heartbeat clock nothing changes.
+	sqlHeartbeat = `UPDATE completions SET heartbeat_deadline = CASE WHEN heartbeat_timeout > 0
+    THEN min(coalesce(deadline, ?2 + heartbeat_timeout),
+             max(coalesce(heartbeat_deadline, ?2 + heartbeat_timeout), ?2 + heartbeat_timeout))
+    ELSE heartbeat_deadline END
+WHERE key_hash = ?1 AND status = 'pending'
+RETURNING ` + completionColumns
+
+	sqlDueCompletions = `SELECT ` + completionColumns + ` FROM completions
+WHERE status = 'pending' AND ` + dueAt + ` <= ?1
+ORDER BY ` + dueAt + `, key_hash
+LIMIT ?2`
+
+	sqlTurnCompletions = `SELECT ` + completionColumns + ` FROM completions
+WHERE session_id = ? AND turn_id = ?
+ORDER BY call_idx, created_at, key_hash`
+
+	sqlGetSetting    = `SELECT value FROM settings WHERE name = ?`
+	sqlInsertSetting = `INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`
+
+	sqlTurnExists = `SELECT 1 FROM turns WHERE session_id = ? AND id = ?`
+
+	sqlCompletionStatus = `SELECT status FROM completions WHERE key_hash = ? AND session_id = ? AND turn_id = ?`
+
+	sqlResolveCompletion = `UPDATE completions SET status = ?2, payload = ?3, payload_hash = ?4, resolved_at = ?5
+WHERE key_hash = ?1`
+
+	// The turn settles when it is waiting and none of its completions is
+	// pending or early any more.
+	sqlSettle = `UPDATE turns SET status = ?3, settled_at = ?4
+WHERE session_id = ?1 AND id = ?2 AND status = 'waiting'
+    AND NOT EXISTS (SELECT 1 FROM completions
+        WHERE session_id = ?1 AND turn_id = ?2 AND status IN ('pending', 'early'))`
+)
+
+// IssueCompletion records c's key as issued; see turn.CompletionStore. Only
+// the identity fields and CreatedAt are stored: a key takes its deadline and
+// options when its call parks. A key of a turn that does not exist is
+// turn.ErrNotFound.
+func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
+	op := fmt.Sprintf("issuing completion %s of turn %s/%s", codec.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
+	_, err := s.write.ExecContext(ctx, sqlIssueCompletion,
+		c.KeyHash[:], c.SessionID, c.TurnID, c.CallIndex, c.CallID, c.CallName, micros(c.CreatedAt))
+	return wrap(op, err)
+}
+
+// GetCompletion returns the completion with that key hash, or
+// turn.ErrNotFound.
+func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
+	c, err := scanCompletion(s.read.QueryRowContext(ctx, sqlGetCompletion, keyHash[:]))
+	if err != nil {
+		return turn.Completion{}, wrap("getting completion "+codec.Fingerprint(keyHash), err)
+	}
+	return c, nil
+}
+
+// DeliverEarly keeps payload on an issued completion and marks it early;
+// see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
+// the payload arrived) until the completion is resolved.
+func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
+	op := "delivering early to completion " + codec.Fingerprint(keyHash)
+	p, err := codec.RawJSON("payload", payload)
+	if err != nil {
+		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return s.conditional(ctx, op, keyHash, turn.CompletionIssued, sqlDeliverEarly,
+		keyHash[:], nullText(p), codec.Hash(payloadHash), nullMicros(now))
+}
+
+// Heartbeat extends a pending completion's heartbeat clock; see
+// turn.CompletionStore. The clock moves to now + HeartbeatTimeout, capped
+// at the Deadline, and never back; a completion without a heartbeat clock
+// is returned unchanged.
+func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
+	op := "extending heartbeat of completion " + codec.Fingerprint(keyHash)
+	return s.conditional(ctx, op, keyHash, turn.CompletionPending, sqlHeartbeat, keyHash[:], micros(now))
+}
+
+// conditional runs update, which changes the completion only when it is in
+// status want and returns it; otherwise it returns the completion as it is
+// with turn.ErrCompletionState (or turn.ErrNotFound), read in the same
+// transaction.
+func (s *Store) conditional(ctx context.Context, op string, keyHash [32]byte, want turn.CompletionStatus, update string, args ...any) (turn.Completion, error) {
+	var c turn.Completion
+	var state error
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		c, err = scanCompletion(tx.QueryRowContext(ctx, update, args...))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if c, err = scanCompletion(tx.QueryRowContext(ctx, sqlGetCompletion, keyHash[:])); err != nil {
+			return err
+		}
+		state = codec.StateError(keyHash, c.Status, want)
+		return nil
+	})
+	if err != nil {
+		return turn.Completion{}, wrap(op, err)
+	}
+	if state != nil {
+		return c, fmt.Errorf("%s: %w", op, state)
+	}
+	return c, nil
+}
+
+// DueCompletions returns up to limit pending completions whose deadline or
+// heartbeat deadline is at or before now, the earliest first (ties by key
+// hash, as in the PostgreSQL store).
+func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([]turn.Completion, error) {
+	if limit <= 0 {
+		return []turn.Completion{}, nil
+	}
+	rows, err := s.read.QueryContext(ctx, sqlDueCompletions, micros(now), limit)
+	if err != nil {
+		return nil, wrap("reading due completions", err)
+	}
+	cs, err := collectCompletions(rows)
+	if err != nil {
+		return nil, wrap("reading due completions", err)
+	}
+	return cs, nil
+}
+
+// TurnCompletions returns the completions of a turn in call order (none for
+// an unknown turn).
+func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Completion, error) {
+	op := fmt.Sprintf("reading completions of turn %s/%s", k.SessionID, k.TurnID)
+	rows, err := s.read.QueryContext(ctx, sqlTurnCompletions, k.SessionID, k.TurnID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	cs, err := collectCompletions(rows)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return cs, nil
+}
+
+// Secret returns the completion secret, storing generate's first; see
+// turn.CompletionStore. Callers racing on a new file each may generate one:
+// the insert keeps the first and every caller reads that back.
+func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
+	const op = "reading completion secret"
+	var v string
+	err := s.read.QueryRowContext(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
+	if err == nil {
+		return v, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", wrap(op, err)
+	}
+	gen, err := generate()
+	if err != nil {
+		return "", fmt.Errorf("%s: generating: %w", op, err)
+	}
+	if gen == "" {
+		return "", fmt.Errorf("%s: generated an empty secret", op)
+	}
+	if _, err := s.write.ExecContext(ctx, sqlInsertSetting, codec.SecretName, gen); err != nil {
+		return "", wrap("storing completion secret", err)
+	}
+	if err := s.read.QueryRowContext(ctx, sqlGetSetting, codec.SecretName).Scan(&v); err != nil {
+		return "", wrap(op, err)
+	}
+	return v, nil
+}
+
+// RecordLate appends line (a completion_late line) to the session's ledger
+// with the next seq, and changes nothing else; an unknown turn is
+// turn.ErrNotFound.
+func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, line turn.Line) error {
+	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
+	if err := codec.CheckLine(k, line); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	ls, err := encodeLines(k, []turn.Line{line})
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, sqlTurnExists, k.SessionID, k.TurnID).Scan(&one); err != nil {
+			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
+		}
+		return ls.append(ctx, tx)
+	})
+	return wrap(op, err)
+}
+
+// Resolve applies b in one transaction; see turn.CompletionStore. BEGIN
+// IMMEDIATE (and the store's single write connection) serialises it with
+// every other write, so the statuses it checks cannot change before it
+// writes, and the count of the turn's open completions sees every
+// resolution before it. A key that is not a completion of b's turn, or a
+// turn that does not exist, is turn.ErrNotFound; a completion not in its
+// item's Expect status is turn.ErrCompletionState, naming the completion
+// and its status. Either way nothing is written.
+func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
+	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
+	if err := codec.CheckResolve(b); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	payloads := make([]any, len(b.Items))
+	for i, it := range b.Items {
+		p, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", op, err)
+		}
+		payloads[i] = nullText(p)
+	}
+	results, outputs := codec.ResolveWrites(b)
+	w, err := encodeWrites(b.Key, b.Lines, results, outputs)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	settleLines, err := encodeLines(b.Key, b.SettleLines)
+	if err != nil {
+		return false, fmt.Errorf("%s: settle %w", op, err)
+	}
+	var settledAt any // as in Commit: only a settled status has a settled_at
+	if b.SettleStatus.Settled() {
+		settledAt = micros(b.Now)
+	}
+
+	settled := false
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, sqlTurnExists, b.Key.SessionID, b.Key.TurnID).Scan(&one); err != nil {
+			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
+		}
+		for _, it := range b.Items {
+			var st string
+			err := tx.QueryRowContext(ctx, sqlCompletionStatus, it.KeyHash[:], b.Key.SessionID, b.Key.TurnID).Scan(&st)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("completion %s: %w", codec.Fingerprint(it.KeyHash), turn.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			if turn.CompletionStatus(st) != it.Expect {
+				return codec.StateError(it.KeyHash, turn.CompletionStatus(st), it.Expect)
+			}
+		}
+		for i, it := range b.Items {
+			if _, err := tx.ExecContext(ctx, sqlResolveCompletion, it.KeyHash[:], string(it.Status),
+				payloads[i], codec.Hash(it.PayloadHash), micros(b.Now)); err != nil {
+				return err
+			}
+		}
+		if err := w.apply(ctx, tx); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, sqlSettle, b.Key.SessionID, b.Key.TurnID, string(b.SettleStatus), settledAt)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		settled = true
+		return settleLines.append(ctx, tx)
+	})
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return settled, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanCompletion scans one row of completionColumns.
+func scanCompletion(row scanner) (turn.Completion, error) {
+	var (
+		c                                  turn.Completion
+		key, payloadHash                   []byte
+		payload                            sql.NullString
+		status                             string
+		hbTimeout, created                 int64
+		deadline, hbDeadline, resolvedTime sql.NullInt64
+	)
+	err := row.Scan(&key, &c.SessionID, &c.TurnID, &c.CallIndex, &c.CallID, &c.CallName, &status, &deadline,
+		&hbTimeout, &hbDeadline, &c.OnTimeout, &c.OnCancel, &c.CancelURL, &payload, &payloadHash,
+		&created, &resolvedTime)
+	if err != nil {
+		return turn.Completion{}, err
+	}
+	if c.KeyHash, err = codec.DecodeHash(key); err != nil {
+		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
+	}
+	if c.PayloadHash, err = codec.DecodeHash(payloadHash); err != nil {
+		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", codec.Fingerprint(c.KeyHash), err)
+	}
+	if payload.Valid {
+		c.Payload = json.RawMessage(payload.String)
+	}
+	c.Status = turn.CompletionStatus(status)
+	c.Deadline, c.HeartbeatDeadline = fromNullMicros(deadline), fromNullMicros(hbDeadline)
+	c.HeartbeatTimeout = codec.FromMicros(hbTimeout)
+	c.CreatedAt, c.ResolvedAt = fromMicros(created), fromNullMicros(resolvedTime)
+	return c, nil
+}
+
+// collectCompletions reads rows of completionColumns and closes rows.
+func collectCompletions(rows *sql.Rows) ([]turn.Completion, error) {
+	defer rows.Close()
+	cs := []turn.Completion{}
+	for rows.Next() {
+		c, err := scanCompletion(rows)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}

@@ -1,0 +1,545 @@
+package turn
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/dispatch"
+)
+
+// Completion errors the api maps to status codes.
+var (
+	// ErrCompletionConflict: a different payload arrived for a key already
+	// completed.
+	ErrCompletionConflict = errors.New("completion key already completed with a different payload")
+	// ErrCompletionGone: the key's call timed out or was cancelled before
+	// the payload arrived; the payload is recorded as completion_late.
+	ErrCompletionGone = errors.New("completion key no longer accepts results")
+	// ErrCompletionsDisabled: the store keeps no completion keys.
+	ErrCompletionsDisabled = errors.New("deferred completion is not available on this store")
+)
+
+// LineCompletionLate records a payload that arrived after its key was
+// resolved by a timeout or a cancellation, for audit and compensation.
+const LineCompletionLate LineKind = "completion_late"
+
+// Delivery is what an external system posts to a completion key: exactly
+// one of Output (any JSON) and Error.
+type Delivery struct {
+	Output json.RawMessage
+	Error  *CallError
+}
+
+// DeliveryResult tells the sender what happened to its delivery.
+type DeliveryResult struct {
+	// Status is "accepted" or "already_completed".
+	Status string
+	// Recorded is the key's status after the delivery.
+	Recorded CompletionStatus
+}
+
+// CompletionInfo is what a sender may read about a key.
+type CompletionInfo struct {
+	Status            CompletionStatus
+	Deadline          time.Time
+	HeartbeatDeadline time.Time
+}
+
+// keyIssuer issues completion keys for one run's calls.
+type keyIssuer struct{ r *run }
+
+// IssueKey implements dispatch.KeyIssuer: the key is derived from the
+// call's identity, so a retry or a resumed turn gets the same key; only its
+// hash is recorded, before the tool can hand it to anyone.
+func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, error) {
+	r := k.r
+	s := r.svc
+	if s.keys == nil || s.completions == nil {
+		return "", ErrCompletionsDisabled
+	}
+	key := s.keys.Key(r.key.SessionID, r.key.TurnID, call.ID)
+	err := s.completions.IssueCompletion(context.WithoutCancel(ctx), Completion{
+		KeyHash:   key.Hash(),
+		SessionID: r.key.SessionID,
+		TurnID:    r.key.TurnID,
+		CallIndex: r.index[call.ID],
+		CallID:    call.ID,
+		CallName:  call.Name,
+		Status:    CompletionIssued,
+		CreatedAt: s.now(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("recording completion key: %w", err)
+	}
+	return string(key), nil
+}
+
+// park turns a pending outcome into the Park that moves its key to
+// pending, applying the service's bounds to the tool's options.
+func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any) {
+	p := o.Pending
+	deadline := p.Deadline.UTC().Truncate(time.Microsecond)
+	if deadline.IsZero() {
+		deadline = now.Add(completion.DefaultDeadline)
+	}
+	if max := now.Add(completion.MaxDeadline); deadline.After(max) {
+		deadline = max // never unbounded, never past 30 days
+	}
+	pk := Park{
+		KeyHash:          completion.Key(p.Key).Hash(),
+		Deadline:         deadline,
+		HeartbeatTimeout: p.HeartbeatTimeout,
+		OnTimeout:        p.OnTimeout,
+		OnCancel:         p.OnCancel,
+	}
+	if pk.OnTimeout == "" {
+		pk.OnTimeout = string(completion.OnTimeoutErrorAsResult)
+	}
+	if pk.OnCancel == "" {
+		pk.OnCancel = string(completion.OnCancelExternalWork)
+	}
+	if pk.HeartbeatTimeout > 0 {
+		pk.HeartbeatDeadline = now.Add(pk.HeartbeatTimeout)
+		if pk.HeartbeatDeadline.After(deadline) {
+			pk.HeartbeatDeadline = deadline
+		}
+	}
+	data := map[string]any{
+		"deadline":   pk.Deadline,
+		"on_timeout": pk.OnTimeout,
+		"on_cancel":  pk.OnCancel,
+		"key":        pk.KeyHashFingerprint(),
+	}
+	if !pk.HeartbeatDeadline.IsZero() {
+		data["heartbeat_deadline"] = pk.HeartbeatDeadline
+	}
+	return pk, data
+}
+
+// KeyHashFingerprint is a short, log-safe name of the park's key.
+func (p Park) KeyHashFingerprint() string { return completion.Hash(p.KeyHash).Fingerprint() }
+
+func payloadHash(d Delivery) [32]byte {
+	b, _ := json.Marshal(struct {
+		Output json.RawMessage `json:"output,omitempty"`
+		Error  *CallError      `json:"error,omitempty"`
+	}{canonicalJSON(d.Output), d.Error})
+	if len(d.Output) == 0 {
+		b, _ = json.Marshal(struct {
+			Error *CallError `json:"error"`
+		}{d.Error})
+	}
+	return sha256.Sum256(b)
+}
+
+func deliveryPayload(d Delivery) json.RawMessage {
+	if d.Error != nil {
+		return mustJSON(map[string]any{"error": d.Error})
+	}
+	return mustJSON(map[string]any{"output": d.Output})
+}
+
+// lookupKey finds a completion by the raw key from a URL. Malformed,
+// unknown and tampered keys take the same path (hash, look up) and end in
+// the same ErrNotFound.
+func (s *Service) lookupKey(ctx context.Context, raw string) (Completion, error) {
+	if s.completions == nil {
+		return Completion{}, ErrNotFound
+	}
+	h := completion.HashOf(raw)
+	c, err := s.completions.GetCompletion(ctx, h)
+	_, perr := completion.ParseKey(raw)
+	if err != nil {
+		return Completion{}, fmt.Errorf("reading completion: %w", err)
+	}
+	if perr != nil {
+		return Completion{}, ErrNotFound
+	}
+	return c, nil
+}
+
+// Complete delivers the one final result of a deferred call.
+func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (DeliveryResult, error) {
+	if (len(d.Output) == 0) == (d.Error == nil) {
+		return DeliveryResult{}, invalid("", "exactly one of output and error is required")
+	}
+	if d.Error != nil && d.Error.Code == "" {
+		return DeliveryResult{}, invalid("error.code", "required")
+	}
+	if len(d.Output) > 0 && !json.Valid(d.Output) {
+		return DeliveryResult{}, invalid("output", "not valid JSON")
+	}
+	c, err := s.lookupKey(ctx, rawKey)
+	if err != nil {
+		return DeliveryResult{}, err
+	}
+	hash := payloadHash(d)
+	for range 3 {
+		switch c.Status {
+		case CompletionIssued:
+			c, err = s.completions.DeliverEarly(ctx, c.KeyHash, deliveryPayload(d), hash, s.now())
+			if errors.Is(err, ErrCompletionState) {
+				continue // parked or resolved meanwhile: decide again
+			}
+			if err != nil {
+				return DeliveryResult{}, fmt.Errorf("keeping an early completion: %w", err)
+			}
+			s.applyEarly(ctx, TurnKey{c.SessionID, c.TurnID})
+			return DeliveryResult{Status: "accepted", Recorded: CompletionEarly}, nil
+		case CompletionEarly, CompletionCompleted:
+			if c.PayloadHash == hash {
+				return DeliveryResult{Status: "already_completed", Recorded: c.Status}, nil
+			}
+			return DeliveryResult{Recorded: c.Status}, ErrCompletionConflict
+		case CompletionTimedOut, CompletionCancelled:
+			s.recordLate(ctx, c, d)
+			return DeliveryResult{Recorded: c.Status}, ErrCompletionGone
+		case CompletionPending:
+			err = s.resolveDelivered(ctx, c, deliveryPayload(d), hash, CompletionPending)
+			if errors.Is(err, ErrCompletionState) {
+				if c, err = s.completions.GetCompletion(ctx, c.KeyHash); err != nil {
+					return DeliveryResult{}, fmt.Errorf("reading completion: %w", err)
+				}
+				continue
+			}
+			if err != nil {
+				return DeliveryResult{}, err
+			}
+			return DeliveryResult{Status: "accepted", Recorded: CompletionCompleted}, nil
+		default:
+			return DeliveryResult{}, fmt.Errorf("completion in unknown status %q", c.Status)
+		}
+	}
+	return DeliveryResult{}, fmt.Errorf("completion kept changing state: %w", ErrUnavailable)
+}
+
+func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery) {
+	line := Line{SessionID: c.SessionID, TurnID: c.TurnID, CallID: c.CallID, Kind: LineCompletionLate, At: s.now(),
+		Data: mustJSON(map[string]any{"status": c.Status, "key": completion.Hash(c.KeyHash).Fingerprint(), "payload": deliveryPayload(d)})}
+	if err := s.completions.RecordLate(context.WithoutCancel(ctx), TurnKey{c.SessionID, c.TurnID}, line); err != nil {
+		s.log.Error("recording a late completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+	}
+}
+
+// resolveDelivered applies a delivered payload to a parked (or early)
+// completion: the output is budgeted by the session's projector, the result
+// row replaced, and the turn settled when it was its last pending call.
+func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload json.RawMessage, hash [32]byte, expect CompletionStatus) error {
+	k := TurnKey{c.SessionID, c.TurnID}
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		return fmt.Errorf("reading turn: %w", err)
+	}
+	sess, err := s.store.GetSession(ctx, k.SessionID)
+	if err != nil {
+		return fmt.Errorf("reading session: %w", err)
+	}
+	var d struct {
+		Output json.RawMessage `json:"output"`
+		Error  *CallError      `json:"error"`
+	}
+	if err := json.Unmarshal(payload, &d); err != nil {
+		return fmt.Errorf("decoding completion payload: %w", err)
+	}
+	now := s.now()
+	res := resultAt(t, c)
+	res.FinishedAt = now
+	var outs []Output
+	if d.Error != nil {
+		res.Status = CallFailed
+		res.Error = d.Error
+		res.Output = nil
+	} else {
+		res.Status = CallOK
+		res.Error = nil
+		r := &run{svc: s, key: k, proj: projectorFor(s, sess)}
+		if out := r.project(&res, dispatch.OK(d.Output, true)); out != nil {
+			outs = append(outs, *out)
+		}
+	}
+	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
+		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
+			"truncated": res.Truncated, "error": res.Error})}
+	settled, err := s.completions.Resolve(ctx, ResolveBatch{
+		Key:          k,
+		Items:        []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
+		Lines:        []Line{line},
+		SettleStatus: StatusCompleted,
+		SettleLines:  []Line{settledLine(k, StatusCompleted, now)},
+		Now:          now,
+	})
+	if err != nil {
+		return fmt.Errorf("resolving completion: %w", err)
+	}
+	if settled {
+		s.notifySettled(k)
+	}
+	return nil
+}
+
+// resultAt returns the turn's recorded result for the completion's call, or
+// a fresh one.
+func resultAt(t Turn, c Completion) Result {
+	for _, r := range t.Results {
+		if r.Index == c.CallIndex {
+			return r
+		}
+	}
+	return Result{Index: c.CallIndex, CallID: c.CallID, Name: c.CallName, Effect: dispatch.EffectWrite}
+}
+
+func settledLine(k TurnKey, status Status, at time.Time) Line {
+	return Line{SessionID: k.SessionID, TurnID: k.TurnID, Kind: LineTurnSettled, At: at, Data: mustJSON(map[string]any{"status": status})}
+}
+
+// applyEarly applies the early deliveries of a turn whose calls are parked
+// (a delivery that raced its call's pending answer). It is called after a
+// wave parks calls and after an early delivery; whichever comes second
+// finds both the park and the payload.
+func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
+	if s.completions == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	cs, err := s.completions.TurnCompletions(ctx, k)
+	if err != nil {
+		s.log.Error("reading a turn's completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		return
+	}
+	for _, c := range cs {
+		if c.Status != CompletionEarly || c.Deadline.IsZero() {
+			continue // not early, or its call is not parked yet
+		}
+		err := s.resolveDelivered(ctx, c, c.Payload, c.PayloadHash, CompletionEarly)
+		if err != nil && !errors.Is(err, ErrCompletionState) {
+			s.log.Error("applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+		}
+	}
+}
+
+// Heartbeat extends a parked call's heartbeat clock.
+func (s *Service) Heartbeat(ctx context.Context, rawKey string) (CompletionInfo, error) {
+	c, err := s.lookupKey(ctx, rawKey)
+	if err != nil {
+		return CompletionInfo{}, err
+	}
+	c, err = s.completions.Heartbeat(ctx, c.KeyHash, s.now())
+	if errors.Is(err, ErrCompletionState) {
+		if c.Status.Resolved() {
+			return infoOf(c), ErrCompletionGone
+		}
+		return infoOf(c), nil // issued or early: nothing to extend yet
+	}
+	if err != nil {
+		return CompletionInfo{}, fmt.Errorf("extending heartbeat: %w", err)
+	}
+	return infoOf(c), nil
+}
+
+// CompletionStatus reports a key's state to its sender.
+func (s *Service) CompletionStatus(ctx context.Context, rawKey string) (CompletionInfo, error) {
+	c, err := s.lookupKey(ctx, rawKey)
+	if err != nil {
+		return CompletionInfo{}, err
+	}
+	return infoOf(c), nil
+}
+
+func infoOf(c Completion) CompletionInfo {
+	return CompletionInfo{Status: c.Status, Deadline: c.Deadline, HeartbeatDeadline: c.HeartbeatDeadline}
+}
+
+// expireDue resolves the parked calls whose deadline or heartbeat clock ran
+// out: their result becomes the error completion_timeout, or with on_timeout
+// fail_turn the turn fails and its other parked calls are cancelled. Racing
+// deliveries and other replicas are settled by the store's row locks: the
+// first writer wins and the others see ErrCompletionState.
+func (s *Service) expireDue(ctx context.Context) {
+	now := s.now()
+	due, err := s.completions.DueCompletions(ctx, now, 256)
+	if err != nil {
+		s.log.Warn("reading due completions failed", "err", err)
+		return
+	}
+	for _, c := range due {
+		if err := s.expire(ctx, c, now); err != nil && !errors.Is(err, ErrCompletionState) {
+			s.log.Error("timing out a completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+		}
+	}
+}
+
+func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error {
+	k := TurnKey{c.SessionID, c.TurnID}
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		return err
+	}
+	reason := "the completion deadline passed"
+	if !c.HeartbeatDeadline.IsZero() && !c.HeartbeatDeadline.After(now) && c.Deadline.After(now) {
+		reason = "no heartbeat arrived within the heartbeat timeout"
+	}
+	res := resultAt(t, c)
+	res.Status = CallTimedOut
+	res.Output = nil
+	res.FinishedAt = now
+	res.Error = &CallError{Code: "completion_timeout", Message: reason}
+	b := ResolveBatch{
+		Key:          k,
+		Items:        []Resolution{{KeyHash: c.KeyHash, Expect: CompletionPending, Status: CompletionTimedOut, Result: res}},
+		Lines:        []Line{{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now, Data: mustJSON(map[string]any{"status": res.Status, "error": res.Error})}},
+		SettleStatus: StatusCompleted,
+		Now:          now,
+	}
+	var cancelled []Completion
+	if c.OnTimeout == string(completion.OnTimeoutFailTurn) {
+		b.SettleStatus = StatusFailed
+		others, err := s.completions.TurnCompletions(ctx, k)
+		if err != nil {
+			return err
+		}
+		for _, o := range others {
+			if o.KeyHash == c.KeyHash || (o.Status != CompletionPending && o.Status != CompletionEarly) {
+				continue
+			}
+			b.Items = append(b.Items, s.cancellation(t, o, now, "turn_failed", "another call of this turn timed out with on_timeout fail_turn"))
+			b.Lines = append(b.Lines, cancelLine(k, o, now, "turn_failed"))
+			cancelled = append(cancelled, o)
+		}
+	}
+	b.SettleLines = []Line{settledLine(k, b.SettleStatus, now)}
+	settled, err := s.completions.Resolve(ctx, b)
+	if err != nil {
+		return err
+	}
+	s.log.Info("completion timed out", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "on_timeout", c.OnTimeout)
+	s.cancelExternal(cancelled)
+	if settled {
+		s.notifySettled(k)
+	}
+	return nil
+}
+
+func (s *Service) cancellation(t Turn, c Completion, now time.Time, code, msg string) Resolution {
+	res := resultAt(t, c)
+	res.Status = CallCancelled
+	res.Output = nil
+	res.FinishedAt = now
+	res.Error = &CallError{Code: code, Message: msg}
+	return Resolution{KeyHash: c.KeyHash, Expect: c.Status, Status: CompletionCancelled, Result: res}
+}
+
+func cancelLine(k TurnKey, c Completion, now time.Time, code string) Line {
+	return Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
+		Data: mustJSON(map[string]any{"status": CallCancelled, "error": map[string]string{"code": code}})}
+}
+
+// cancelExternal tells the tools of cancelled parked calls whose on_cancel
+// is cancel_external_work (see Config.CancelHook).
+func (s *Service) cancelExternal(cs []Completion) {
+	if s.cfg.CancelHook == nil {
+		return
+	}
+	for _, c := range cs {
+		if c.OnCancel == string(completion.OnCancelExternalWork) {
+			key := s.keys.Key(c.SessionID, c.TurnID, c.CallID)
+			s.cfg.CancelHook(c, string(key))
+		}
+	}
+}
+
+// Cancel cancels a running or waiting turn: running tools are cancelled,
+// parked calls become cancelled (their on_cancel applied), and the turn ends
+// cancelled. A settled turn is returned as it is.
+func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
+	t, err := s.GetTurn(ctx, k)
+	if err != nil {
+		return Turn{}, err
+	}
+	if t.Status.Settled() {
+		return t, nil
+	}
+	s.mu.Lock()
+	r := s.active[k]
+	s.mu.Unlock()
+	if r != nil {
+		r.cancelRequested.Store(true)
+		r.cancel()
+		return s.Await(ctx, k)
+	}
+	if t.Status != StatusWaiting {
+		return Turn{}, ErrTurnBusy
+	}
+	if s.completions == nil {
+		return Turn{}, ErrCompletionsDisabled
+	}
+	cs, err := s.completions.TurnCompletions(ctx, k)
+	if err != nil {
+		return Turn{}, fmt.Errorf("reading completions: %w", err)
+	}
+	now := s.now()
+	b := ResolveBatch{Key: k, SettleStatus: StatusCancelled, SettleLines: []Line{settledLine(k, StatusCancelled, now)}, Now: now}
+	var cancelled []Completion
+	for _, c := range cs {
+		if c.Status != CompletionPending && c.Status != CompletionEarly {
+			continue
+		}
+		b.Items = append(b.Items, s.cancellation(t, c, now, "cancelled", "the turn was cancelled"))
+		b.Lines = append(b.Lines, cancelLine(k, c, now, "cancelled"))
+		cancelled = append(cancelled, c)
+	}
+	if _, err := s.completions.Resolve(ctx, b); err != nil {
+		if errors.Is(err, ErrCompletionState) {
+			return s.GetTurn(ctx, k) // resolved meanwhile
+		}
+		return Turn{}, fmt.Errorf("cancelling turn: %w", err)
+	}
+	s.cancelExternal(cancelled)
+	s.notifySettled(k)
+	return s.GetTurn(ctx, k)
+}
+
+// cancelParked cancels the parked calls of a turn that ended cancelled or
+// failed while some of its calls were parked.
+func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
+	if s.completions == nil {
+		return
+	}
+	cs, err := s.completions.TurnCompletions(ctx, k)
+	if err != nil {
+		s.log.Error("reading a turn's completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		return
+	}
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		s.log.Error("reading turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		return
+	}
+	now := s.now()
+	code := "cancelled"
+	if status == StatusFailed {
+		code = "turn_failed"
+	}
+	b := ResolveBatch{Key: k, SettleStatus: status, Now: now}
+	var cancelled []Completion
+	for _, c := range cs {
+		if c.Status != CompletionPending && c.Status != CompletionEarly {
+			continue
+		}
+		b.Items = append(b.Items, s.cancellation(t, c, now, code, "the turn ended "+string(status)))
+		b.Lines = append(b.Lines, cancelLine(k, c, now, code))
+		cancelled = append(cancelled, c)
+	}
+	if len(b.Items) == 0 {
+		return
+	}
+	if _, err := s.completions.Resolve(ctx, b); err != nil {
+		s.log.Error("cancelling parked calls failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		return
+	}
+	s.cancelExternal(cancelled)
+}

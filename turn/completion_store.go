@@ -1,0 +1,138 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// CompletionStatus is the state of a completion key.
+type CompletionStatus string
+
+const (
+	// CompletionIssued: the key was handed to a tool; its call is not yet
+	// recorded as pending.
+	CompletionIssued CompletionStatus = "issued"
+	// CompletionEarly: a delivery arrived while the key was only issued (a
+	// fast external system); the payload is kept and applied once the call
+	// is recorded as pending.
+	CompletionEarly CompletionStatus = "early"
+	// CompletionPending: the call is parked on the key.
+	CompletionPending   CompletionStatus = "pending"
+	CompletionCompleted CompletionStatus = "completed"
+	CompletionTimedOut  CompletionStatus = "timed_out"
+	CompletionCancelled CompletionStatus = "cancelled"
+)
+
+// Resolved reports whether the key has its one final resolution.
+func (s CompletionStatus) Resolved() bool {
+	return s == CompletionCompleted || s == CompletionTimedOut || s == CompletionCancelled
+}
+
+// ErrCompletionState: a completion was not in the state an operation
+// expected; the store returns the completion as it is.
+var ErrCompletionState = errors.New("completion not in the expected state")
+
+// Completion is the durable wait of one deferred call, keyed by the SHA-256
+// of its key (the key itself is never stored).
+type Completion struct {
+	KeyHash   [32]byte
+	SessionID string
+	TurnID    string
+	CallIndex int
+	CallID    string
+	CallName  string
+	Status    CompletionStatus
+	// Deadline, HeartbeatTimeout and HeartbeatDeadline are set when the call
+	// parks; HeartbeatDeadline is zero without a heartbeat clock.
+	Deadline          time.Time
+	HeartbeatTimeout  time.Duration
+	HeartbeatDeadline time.Time
+	OnTimeout         string
+	OnCancel          string
+	CancelURL         string
+	// Payload is the delivery body as received (early or final); PayloadHash
+	// its SHA-256, to tell an identical repeat from a different payload.
+	Payload     json.RawMessage
+	PayloadHash [32]byte
+	CreatedAt   time.Time
+	// ResolvedAt is when the final resolution was written; for an early
+	// completion, when its payload arrived (DeliverEarly's now).
+	ResolvedAt time.Time
+}
+
+// Park moves an issued completion to pending when its call's pending
+// outcome is committed (see Commit.Parks). An early completion stays early.
+type Park struct {
+	KeyHash           [32]byte
+	Deadline          time.Time
+	HeartbeatTimeout  time.Duration
+	HeartbeatDeadline time.Time
+	OnTimeout         string
+	OnCancel          string
+	CancelURL         string
+}
+
+// Resolution resolves one completion inside a ResolveBatch.
+type Resolution struct {
+	KeyHash [32]byte
+	// Expect is the status the completion must have (pending, or early);
+	// otherwise the whole batch fails with ErrCompletionState.
+	Expect      CompletionStatus
+	Status      CompletionStatus // completed, timed_out or cancelled
+	Payload     json.RawMessage
+	PayloadHash [32]byte
+	// Result replaces the call's result row (by Index).
+	Result Result
+	// Outputs are full outputs kept for the result.
+	Outputs []Output
+}
+
+// ResolveBatch resolves completions of one waiting turn atomically.
+type ResolveBatch struct {
+	Key   TurnKey
+	Items []Resolution
+	// Lines are appended (seqs assigned) in order.
+	Lines []Line
+	// When no completion of the turn is pending afterwards (and the turn is
+	// waiting), the store sets the turn's status to SettleStatus with
+	// settled_at Now and appends SettleLines.
+	SettleStatus Status
+	SettleLines  []Line
+	Now          time.Time
+}
+
+// CompletionStore persists completion keys. It is part of Store.
+type CompletionStore interface {
+	// IssueCompletion records an issued key (status issued). Issuing a key
+	// already recorded changes nothing and is not an error.
+	IssueCompletion(ctx context.Context, c Completion) error
+	// GetCompletion returns the completion with that key hash, or ErrNotFound.
+	GetCompletion(ctx context.Context, keyHash [32]byte) (Completion, error)
+	// DeliverEarly keeps payload on an issued completion and marks it early.
+	// On any other status it changes nothing and returns the completion with
+	// ErrCompletionState.
+	DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (Completion, error)
+	// Resolve applies b in one transaction: every item's completion must
+	// have its Expect status (row locks; the first writer wins), else
+	// nothing is written and the error is ErrCompletionState. The turn's
+	// settled state is reported in the returned bool.
+	Resolve(ctx context.Context, b ResolveBatch) (settled bool, err error)
+	// Heartbeat extends a pending completion's heartbeat clock to
+	// now + its HeartbeatTimeout (never past nor moving its Deadline) and
+	// returns it; a completion not pending is returned with
+	// ErrCompletionState.
+	Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (Completion, error)
+	// DueCompletions returns up to limit pending completions whose deadline
+	// or heartbeat deadline is at or before now.
+	DueCompletions(ctx context.Context, now time.Time, limit int) ([]Completion, error)
+	// TurnCompletions returns the completions of a turn.
+	TurnCompletions(ctx context.Context, k TurnKey) ([]Completion, error)
+	// RecordLate appends a completion_late line for a payload delivered to
+	// a key already timed out or cancelled.
+	RecordLate(ctx context.Context, k TurnKey, line Line) error
+	// Secret returns the completion secret kept in the database, storing
+	// generate() first when there is none (the first replica wins).
+	Secret(ctx context.Context, generate func() (string, error)) (string, error)
+}
