@@ -21,8 +21,9 @@ func keyHash(sid, tid string, idx int) [32]byte {
 	return sha256.Sum256(fmt.Appendf(nil, "key/%s/%s/%d", sid, tid, idx))
 }
 
-// fingerprint is how the stores name a completion in their errors.
-func fingerprint(h [32]byte) string { return hex.EncodeToString(h[:8]) }
+// fingerprint is how the stores name a completion in their errors (as
+// completion.Hash.Fingerprint does).
+func fingerprint(h [32]byte) string { return hex.EncodeToString(h[:4]) }
 
 // receiveCalls describes a new running turn like receive, with n calls.
 func receiveCalls(sid, tid, owner string, n int) turn.Receive {

@@ -33,7 +33,7 @@
 //     completion without one (HeartbeatTimeout 0) unchanged, without error;
 //   - Resolve: a key that is not the batch turn's, or an unknown turn, is
 //     turn.ErrNotFound; a failed Expect names the completion's fingerprint
-//     (first 8 bytes of the key hash in hex) and its status; a batch
+//     (first 4 bytes of the key hash in hex) and its status; a batch
 //     without items settles a waiting turn with no open completion; open
 //     means pending or early;
 //   - DueCompletions includes clocks at exactly now, orders by the earlier

@@ -12,10 +12,11 @@ import (
 // SecretName is the settings row that holds the completion secret.
 const SecretName = "completion_secret"
 
-// Fingerprint names a completion in errors and logs: the first 8 bytes of
-// its key hash in hex, enough to tell keys apart without printing the
-// whole hash (which would still not reveal the key).
-func Fingerprint(h [32]byte) string { return hex.EncodeToString(h[:8]) }
+// Fingerprint names a completion in errors and logs: the first 4 bytes of
+// its key hash in hex, the same string as completion.Hash.Fingerprint (which
+// the service logs), so that a store error and a log line about one key
+// match.
+func Fingerprint(h [32]byte) string { return hex.EncodeToString(h[:4]) }
 
 // Hash returns h as the value of a nullable hash column: nil (NULL) for the
 // zero hash, which stands for "none".
