@@ -76,7 +76,7 @@ const problemJSON = "application/problem+json"
 // rawBodyOperations are the operations whose success bodies are not JSON
 // documents the spec describes: outputs are the tools' bytes, and the spec
 // is YAML. Their problems are validated all the same.
-var rawBodyOperations = map[string]bool{"getOutput": true, "getOpenAPI": true}
+var rawBodyOperations = map[string]bool{"getOutput": true, "getOpenAPI": true, "getTurnEvents": true}
 
 // contract is the loaded, validated document and its router, shared by
 // every checker of the test binary: loading and validating the document

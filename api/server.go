@@ -106,6 +106,7 @@ func (s *server) routes() http.Handler {
 			r.Post("/sessions/{session_id}/turns", s.postTurn)
 			r.Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
 			r.Post("/sessions/{session_id}/turns/{turn_id}/cancel", s.cancelTurn)
+			r.Get("/sessions/{session_id}/turns/{turn_id}/events", s.turnEvents)
 			r.Get("/sessions/{session_id}/ledger", s.getLedger)
 			r.Get("/outputs/{output_id}", s.getOutput)
 			r.Get("/tools", s.getTools)

@@ -266,18 +266,20 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
 			"truncated": res.Truncated, "error": res.Error})}
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
-		Key:          k,
-		Items:        []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
-		Lines:        []Line{line},
-		SettleStatus: StatusCompleted,
-		SettleLines:  []Line{settledLine(k, StatusCompleted, now)},
-		Now:          now,
+		Key:           k,
+		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
+		Lines:         []Line{line},
+		SettleStatus:  StatusCompleted,
+		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
+		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
+		Now:           now,
 	})
 	if err != nil {
 		return fmt.Errorf("resolving completion: %w", err)
 	}
 	if settled {
 		s.notifySettled(k)
+		s.wakeWebhooks()
 	}
 	return nil
 }
@@ -412,6 +414,11 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 		}
 	}
 	b.SettleLines = []Line{settledLine(k, b.SettleStatus, now)}
+	cb, err := s.callbackURL(ctx, k.SessionID)
+	if err != nil {
+		return err
+	}
+	b.SettleWebhook = settledWebhook(cb, k, b.SettleStatus, now)
 	settled, err := s.completions.Resolve(ctx, b)
 	if err != nil {
 		return err
@@ -420,6 +427,7 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 	s.cancelExternal(cancelled)
 	if settled {
 		s.notifySettled(k)
+		s.wakeWebhooks()
 	}
 	return nil
 }
@@ -454,7 +462,8 @@ func (s *Service) cancelExternal(cs []Completion) {
 
 // Cancel cancels a running or waiting turn: running tools are cancelled,
 // parked calls become cancelled (their on_cancel applied), and the turn ends
-// cancelled. A settled turn is returned as it is.
+// cancelled. A settled turn is returned as it is. A turn running on another
+// replica is cancelled there, and Cancel waits for it (cancelElsewhere).
 func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	t, err := s.GetTurn(ctx, k)
 	if err != nil {
@@ -472,7 +481,8 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 		return s.Await(ctx, k)
 	}
 	if t.Status != StatusWaiting {
-		return Turn{}, ErrTurnBusy
+		// Running on another replica, or on none (its owner died).
+		return s.cancelElsewhere(ctx, k)
 	}
 	if s.completions == nil {
 		return Turn{}, ErrCompletionsDisabled
@@ -481,8 +491,13 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	if err != nil {
 		return Turn{}, fmt.Errorf("reading completions: %w", err)
 	}
+	cb, err := s.callbackURL(ctx, k.SessionID)
+	if err != nil {
+		return Turn{}, err
+	}
 	now := s.now()
-	b := ResolveBatch{Key: k, SettleStatus: StatusCancelled, SettleLines: []Line{settledLine(k, StatusCancelled, now)}, Now: now}
+	b := ResolveBatch{Key: k, SettleStatus: StatusCancelled, SettleLines: []Line{settledLine(k, StatusCancelled, now)},
+		SettleWebhook: settledWebhook(cb, k, StatusCancelled, now), Now: now}
 	var cancelled []Completion
 	for _, c := range cs {
 		if c.Status != CompletionPending && c.Status != CompletionEarly {
@@ -492,7 +507,8 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 		b.Lines = append(b.Lines, cancelLine(k, c, now, "cancelled"))
 		cancelled = append(cancelled, c)
 	}
-	if _, err := s.completions.Resolve(ctx, b); err != nil {
+	settled, err := s.completions.Resolve(ctx, b)
+	if err != nil {
 		if errors.Is(err, ErrCompletionState) {
 			return s.GetTurn(ctx, k) // resolved meanwhile
 		}
@@ -500,6 +516,9 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	}
 	s.cancelExternal(cancelled)
 	s.notifySettled(k)
+	if settled {
+		s.wakeWebhooks()
+	}
 	return s.GetTurn(ctx, k)
 }
 

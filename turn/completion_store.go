@@ -100,7 +100,10 @@ type ResolveBatch struct {
 	// settled_at Now and appends SettleLines.
 	SettleStatus Status
 	SettleLines  []Line
-	Now          time.Time
+	// SettleWebhook, when set, is inserted into the webhook outbox with the
+	// settlement, and only when the batch settles the turn.
+	SettleWebhook *Webhook
+	Now           time.Time
 }
 
 // CompletionStore persists completion keys. It is part of Store.

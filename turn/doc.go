@@ -10,6 +10,7 @@
 // conformance suite (turn/storetest).
 //
 // turn may import dispatch, budget, completion and tool; it must not import
-// net/http handlers, pgx, database/sql drivers or prometheus. It never
-// returns HTTP status codes: api maps its errors.
+// net/http handlers, pgx, database/sql drivers or prometheus (it uses a
+// net/http client only to send webhooks, see webhook.go). It never returns
+// HTTP status codes: api maps its errors.
 package turn

@@ -8,8 +8,9 @@ import (
 )
 
 // Start runs the background loops: lease renewal for this process's
-// running turns, and recovery of turns whose owner died (at once, then
-// every half lease). It returns immediately; Shutdown stops the loops.
+// running turns, recovery of turns whose owner died (at once, then every
+// half lease), and webhook delivery. It returns immediately; Shutdown stops
+// the loops.
 func (s *Service) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("turn: service already started")
@@ -25,7 +26,11 @@ func (s *Service) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go s.every(s.cfg.SweepInterval, s.expireDue)
 	}
-	s.loops.Add(3)
+	if s.cfg.Notifier != nil {
+		s.startNotifier()
+	}
+	s.loops.Add(4)
+	go s.webhookLoop()
 	go s.every(s.cfg.LeaseTTL/3, s.renew)
 	go s.every(s.cfg.OutputSweep, s.sweepOutputs)
 	go s.every(s.cfg.LeaseTTL/2, func(ctx context.Context) {
@@ -81,6 +86,8 @@ func (s *Service) renew(ctx context.Context) {
 			r.cancel()
 		}
 	}
+	// Cancels asked for on other replicas (notify.go).
+	s.applyCancelRequests(ctx, keys)
 }
 
 // sweepOutputs deletes kept outputs past their retention.
@@ -154,12 +161,17 @@ func (s *Service) resume(ctx context.Context, k TurnKey) error {
 	}
 	s.log.Info("resuming turn", "session_id", k.SessionID, "turn_id", k.TurnID, "recorded", len(recorded))
 	s.launch(r)
+	// A cancel asked for while no wave ran the turn applies at once.
+	s.applyCancelRequests(ctx, []TurnKey{k})
 	return nil
 }
 
 // Shutdown stops taking turns, lets running waves finish until ctx ends,
 // then cancels them (their calls are accounted as cancelled and the turns
-// recorded as such), and stops the background loops.
+// recorded as such), and stops the background loops. Webhook attempts in
+// flight may finish until ctx ends; those cut short then are released for
+// an immediate retry by a replica or the next start, and none is lost
+// either way: undelivered webhooks stay in the store.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -179,8 +191,14 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	if s.started.Load() {
 		close(s.stop)
+		// Webhook attempts in flight may finish within the grace period;
+		// then they are cancelled and released for a retry (see webhook.go).
+		stopHooks := context.AfterFunc(ctx, s.cancelHooks)
 		s.loops.Wait()
+		stopHooks()
 	}
+	s.cancelHooks()
+	s.cfg.WebhookClient.CloseIdleConnections()
 	s.cancelBase()
 	return err
 }

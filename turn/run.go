@@ -185,6 +185,10 @@ func (r *run) settle(status Status) {
 	r.mu.Unlock()
 	c.Status = status
 	c.SettledAt = settledAt
+	if status.Settled() {
+		// The webhook commits with the settlement or not at all.
+		c.Webhook = settledWebhook(r.session.CallbackURL, r.key, status, settledAt)
+	}
 	ctx := context.WithoutCancel(r.ctx)
 	var err error
 	for attempt, delay := 0, 50*time.Millisecond; attempt < 6; attempt, delay = attempt+1, delay*2 {
@@ -208,6 +212,9 @@ func (r *run) settle(status Status) {
 	r.turn.Status = status
 	r.turn.SettledAt = settledAt
 	r.final = r.turn
+	if c.Webhook != nil {
+		s.wakeWebhooks()
+	}
 	if status == StatusWaiting {
 		// A delivery may have raced the pending answer (kept as early).
 		s.applyEarly(ctx, r.key)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,10 @@ import (
 type Config struct {
 	// Store persists everything. Required.
 	Store Store
+	// Notifier tells the replicas sharing Store about each other's turn
+	// changes, so that waiters wake and cancel requests apply at once.
+	// Default nil: one process (the embedded store); see Notifier.
+	Notifier Notifier
 	// Tools returns the current tool registry; it is called once per turn so
 	// that a config reload applies to the next turn. Required.
 	Tools func() *tool.Registry
@@ -60,6 +65,33 @@ type Config struct {
 	// block) for each cancelled parked call whose on_cancel is
 	// cancel_external_work, with the call's key.
 	CancelHook func(c Completion, key string)
+	// WebhookSigner signs the turn.settled webhooks POSTed to sessions'
+	// callback URLs (Standard Webhooks: webhook-id, webhook-timestamp,
+	// webhook-signature). Nil sends them unsigned — with webhook-id and
+	// webhook-timestamp but no signature, so receivers cannot tell them
+	// from forgeries: set one wherever a callback URL is reachable by
+	// anyone else.
+	WebhookSigner *completion.Signer
+	// WebhookClient sends the webhooks. Default: NewWebhookClient (no
+	// redirects, connection timeouts); Shutdown closes its idle connections.
+	WebhookClient *http.Client
+	// WebhookTimeout bounds one delivery attempt. Default 10s.
+	WebhookTimeout time.Duration
+	// WebhookInterval is how often due webhooks are looked for; a
+	// settlement in this process wakes the delivery loop at once. Default 1s.
+	WebhookInterval time.Duration
+	// WebhookBackoff is the wait after a first failed attempt; it doubles
+	// with every further one up to WebhookMaxBackoff, with jitter, and is
+	// lengthened to a response's Retry-After (up to WebhookMaxBackoff).
+	// Defaults 1s and 1h.
+	WebhookBackoff    time.Duration
+	WebhookMaxBackoff time.Duration
+	// WebhookMaxAge: a webhook whose attempt fails this long after its turn
+	// settled is given up (marked dead and logged). Default 72h.
+	WebhookMaxAge time.Duration
+	// WebhookConcurrency caps the delivery attempts in flight in this
+	// process. Default 16.
+	WebhookConcurrency int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -97,6 +129,28 @@ func (c Config) WithDefaults() Config {
 	if c.OutputSweep <= 0 {
 		c.OutputSweep = 10 * time.Minute
 	}
+	if c.WebhookClient == nil {
+		c.WebhookClient = NewWebhookClient()
+	}
+	if c.WebhookTimeout <= 0 {
+		c.WebhookTimeout = defaultWebhookTimeout
+	}
+	if c.WebhookInterval <= 0 {
+		c.WebhookInterval = time.Second
+	}
+	if c.WebhookBackoff <= 0 {
+		c.WebhookBackoff = defaultWebhookBackoff
+	}
+	if c.WebhookMaxBackoff <= 0 {
+		c.WebhookMaxBackoff = defaultWebhookMaxBackoff
+	}
+	c.WebhookMaxBackoff = max(c.WebhookMaxBackoff, c.WebhookBackoff)
+	if c.WebhookMaxAge <= 0 {
+		c.WebhookMaxAge = defaultWebhookMaxAge
+	}
+	if c.WebhookConcurrency <= 0 {
+		c.WebhookConcurrency = defaultWebhookConcurrency
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -131,9 +185,17 @@ type Service struct {
 	completions CompletionStore // nil when the store keeps no keys
 	keys        *completion.Keyring
 
+	// hookCtx is the parent of webhook deliveries; Shutdown cancels it when
+	// its grace period ends. hookWake wakes the delivery loop.
+	hookCtx     context.Context
+	cancelHooks context.CancelFunc
+	hookWake    chan struct{}
+
+	// notes tells turn changes to watchers and other replicas (notify.go).
+	notes notes
+
 	mu      sync.Mutex
 	active  map[TurnKey]*run
-	waiters map[TurnKey][]chan struct{}
 	closing bool
 	waves   sync.WaitGroup // running waves
 	loops   sync.WaitGroup // background loops
@@ -148,18 +210,24 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	base, cancel := context.WithCancel(context.Background())
-	cs, _ := cfg.Store.(CompletionStore)
-	return &Service{
-		completions: cs,
-		waiters:     make(map[TurnKey][]chan struct{}),
+	hookCtx, cancelHooks := context.WithCancel(context.Background())
+	s := &Service{
+		hookCtx:     hookCtx,
+		cancelHooks: cancelHooks,
+		hookWake:    make(chan struct{}, 1),
+		notes:       newNotes(),
 		cfg:         cfg,
-		store:       cfg.Store,
 		log:         cfg.Logger,
 		base:        base,
 		cancelBase:  cancel,
 		active:      make(map[TurnKey]*run),
 		stop:        make(chan struct{}),
-	}, nil
+	}
+	// Every write that changes a turn wakes its watchers and is published
+	// to the other replicas (observed, notify.go).
+	s.store = observed{Store: cfg.Store, svc: s}
+	s.completions = s.store
+	return s, nil
 }
 
 // Owner returns the lease owner id of this service.
@@ -194,6 +262,11 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 			if _, ok := reg.Lookup(name); !ok {
 				return Session{}, invalid(fmt.Sprintf("tools[%d]", i), "unknown tool %q", name)
 			}
+		}
+	}
+	if spec.CallbackURL != "" {
+		if err := checkCallbackURL(spec.CallbackURL); err != nil {
+			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error()}
 		}
 	}
 	if len(spec.Metadata) > 0 && !json.Valid(spec.Metadata) {
@@ -452,63 +525,35 @@ func receivedLine(t Turn, at time.Time) Line {
 func (s *Service) DefaultBudget() budget.Config { return s.cfg.Budget }
 
 // WaitSettled waits until the turn settles or ctx ends and returns its
-// latest state. It wakes on settlements in this process; a turn settled by
-// another replica is noticed by a poll every second.
+// latest state. It wakes on every change of the turn (Watch): made here, or
+// on another replica when a Notifier is configured. A poll every second
+// covers a lost notification and replicas without a Notifier.
 func (s *Service) WaitSettled(ctx context.Context, k TurnKey) (Turn, error) {
+	changed, stop := s.Watch(k)
+	defer stop()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
 	for {
-		ch := make(chan struct{})
-		s.mu.Lock()
-		s.waiters[k] = append(s.waiters[k], ch)
-		s.mu.Unlock()
 		t, err := s.Await(ctx, k)
 		if err != nil || t.Status.Settled() {
-			s.dropWaiter(k, ch)
 			if err != nil && ctx.Err() != nil {
 				return s.GetTurn(context.WithoutCancel(ctx), k)
 			}
 			return t, err
 		}
-		poll := time.NewTimer(time.Second)
 		select {
-		case <-ch:
+		case <-changed:
 		case <-poll.C:
 		case <-ctx.Done():
-		}
-		poll.Stop()
-		s.dropWaiter(k, ch)
-		if ctx.Err() != nil {
 			return s.GetTurn(context.WithoutCancel(ctx), k)
 		}
 	}
 }
 
-func (s *Service) dropWaiter(k TurnKey, ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ws := s.waiters[k]
-	for i, w := range ws {
-		if w == ch {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(s.waiters, k)
-	} else {
-		s.waiters[k] = ws
-	}
-}
-
-// notifySettled wakes the waiters of a turn that settled in this process.
-func (s *Service) notifySettled(k TurnKey) {
-	s.mu.Lock()
-	ws := s.waiters[k]
-	delete(s.waiters, k)
-	s.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
-}
+// notifySettled is kept for its call sites: the settling write already
+// woke the turn's watchers, here and on the other replicas (observed,
+// notify.go), when it returned.
+func (s *Service) notifySettled(TurnKey) {}
 
 // initCompletions sets up the keyring from the configured secret or the
 // one kept in the store.

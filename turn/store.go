@@ -50,6 +50,11 @@ type Commit struct {
 	SettledAt time.Time
 	// Parks move issued completions of pending calls to pending.
 	Parks []Park
+	// Webhook, when set, is inserted into the webhook outbox by the same
+	// transaction (only when the commit applies: a lost lease writes no
+	// webhook). The service sets it on the commit that settles a turn of a
+	// session with a callback URL.
+	Webhook *Webhook
 }
 
 // Store persists sessions, turns, results, ledger lines and full outputs.
@@ -98,6 +103,14 @@ type Store interface {
 	// RenewLeases extends owner's leases on keys to until; keys owner no
 	// longer holds are returned as lost.
 	RenewLeases(ctx context.Context, owner string, until time.Time, keys []TurnKey) (lost []TurnKey, err error)
+	// RequestCancel records, at time at, a request to cancel a running
+	// turn, for the replica whose wave runs it (see CancelRequested). A
+	// repeated request keeps the first one's time; a turn not running is
+	// left as it is, without error; an unknown turn is ErrNotFound.
+	RequestCancel(ctx context.Context, k TurnKey, at time.Time) error
+	// CancelRequested returns those of keys whose turn is running with a
+	// cancel request, in the order given (none for unknown keys).
+	CancelRequested(ctx context.Context, keys []TurnKey) ([]TurnKey, error)
 
 	// Ping checks that the store is reachable and its schema current.
 	Ping(ctx context.Context) error
@@ -106,6 +119,8 @@ type Store interface {
 
 	// CompletionStore keeps the completion keys of deferred calls.
 	CompletionStore
+	// WebhookStore keeps the webhook outbox.
+	WebhookStore
 }
 
 // ReceiveResult is what ReceiveTurn reports.

@@ -135,6 +135,8 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		if webhookSigner, err = completion.NewSigner(c.WebhookSecret); err != nil {
 			return fmt.Errorf("TURND_WEBHOOK_SECRET: %w", err)
 		}
+	} else {
+		log.Info("TURND_WEBHOOK_SECRET is not set: turn.settled webhooks to sessions' callback URLs go out unsigned")
 	}
 	if c.CompletionSigningSecret != "" {
 		if completionSigner, err = completion.NewSigner(c.CompletionSigningSecret); err != nil {
@@ -145,14 +147,28 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	// are best effort with retries inside CancelExternal.
 	cancelCtx, stopCancels := context.WithCancel(context.Background())
 	defer stopCancels()
+	// Replicas on one Postgres tell each other about turn changes; the
+	// embedded store serves one process and needs no notifier.
+	var notifier turn.Notifier
+	if pg, ok := st.(*postgres.Store); ok {
+		n, err := postgres.NewNotifier(ctx, pg, postgres.NotifierOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+		notifier = n
+	}
 	svc, err := turn.New(turn.Config{
 		Store:            st,
+		Notifier:         notifier,
 		Tools:            func() *tool.Registry { return reg },
 		Logger:           log,
 		LeaseTTL:         c.LeaseTTL,
 		MaxCalls:         c.MaxCalls,
 		CompletionSecret: c.CompletionSecret,
-		CompleteURL:      func(key string) string { return c.PublicURL + "/v1/complete/" + key },
+		// Signs the turn.settled webhooks POSTed to sessions' callback URLs;
+		// without TURND_WEBHOOK_SECRET they go out unsigned.
+		WebhookSigner: webhookSigner,
+		CompleteURL:   func(key string) string { return c.PublicURL + "/v1/complete/" + key },
 		CancelHook: func(cp turn.Completion, key string) {
 			go func() {
 				err := reg.CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{

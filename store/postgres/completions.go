@@ -228,9 +228,9 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, line turn.Line) 
 //  2. write: the completions, the items' results and outputs and b.Lines,
 //     in one statement built from Commit's fragments (resolveSQL).
 //  3. settle: when no completion of the turn is pending or early any more
-//     and the turn is waiting, set its status and append b.SettleLines
-//     (settleSQL). This is a statement of its own so that it sees step 2's
-//     updates.
+//     and the turn is waiting, set its status, append b.SettleLines and
+//     insert b.SettleWebhook (settleSQL). This is a statement of its own so
+//     that it sees step 2's updates.
 //  4. COMMIT.
 //
 // The Expect checks run in Go between 1 and 2, on the locked rows; a
@@ -272,7 +272,13 @@ var resolveTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 var (
 	resolveSQL = variants(resolveHead, resolveEnd, writeLines, writeResults, writeOutputs)
-	settleSQL  = variants(settleHead, commitEnd, writeLines)
+	settleSQL  = variants(settleHead, commitEnd, writeLines, writeWebhook)
+)
+
+// The settling statement's parts (bits of its variant index).
+const (
+	settleLines = 1 << iota
+	settleWebhook
 )
 
 // Resolve applies b in one transaction; see turn.CompletionStore and the
@@ -407,9 +413,19 @@ func settleArgs(b turn.ResolveBatch) (int, map[string]any, error) {
 		"session": b.Key.SessionID, "turn": b.Key.TurnID,
 		"status": string(b.SettleStatus), "settled": settled,
 	}
-	parts, err := linesArgs(args, b.Key, b.SettleLines)
+	pl, err := linesArgs(args, b.Key, b.SettleLines)
 	if err != nil {
 		return 0, nil, fmt.Errorf("settle %w", err)
+	}
+	parts := 0
+	if pl != 0 {
+		parts |= settleLines
+	}
+	if b.SettleWebhook != nil {
+		if err := webhookArgs(args, b.Key, b.SettleWebhook); err != nil {
+			return 0, nil, fmt.Errorf("settle %w", err)
+		}
+		parts |= settleWebhook
 	}
 	return parts, args, nil
 }

@@ -16,6 +16,11 @@
 // too, so resolvers and committers of a turn queue on that row instead of
 // deadlocking (see Resolve).
 //
+// Replicas sharing a schema tell each other which turns changed through a
+// Notifier (turn.Notifier: pg_notify, and one dedicated LISTEN connection
+// per replica; see NewNotifier), and ask the replica running a turn to
+// cancel it through turns.cancel_requested_at (RequestCancel).
+//
 // Errors are translated at this boundary: no row or a missing referenced
 // row → turn.ErrNotFound, lost connections and timeouts →
 // turn.ErrUnavailable (see wrap).

@@ -50,6 +50,14 @@ func wrap(op string, err error) error {
 // did not answer in time — the caller may retry later — as opposed to a
 // statement the database rejected.
 func unavailable(err error) bool {
+	// A refused connection attempt is unavailability whatever the server
+	// said (e.g. 55000 "database is not currently accepting connections"
+	// or 28000 while a role is disabled), so it is checked before the
+	// server's error code.
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
@@ -63,10 +71,9 @@ func unavailable(err error) bool {
 		}
 		return false
 	}
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
-	case errors.As(err, &connectErr), errors.As(err, &netErr):
+	case errors.As(err, &netErr):
 		return true
 	case errors.Is(err, context.DeadlineExceeded):
 		// Waiting for a pooled connection or for an answer past the

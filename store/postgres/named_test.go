@@ -40,6 +40,9 @@ func TestCommitArgsCoverStatements(t *testing.T) {
 		if parts&partParks == 0 {
 			c.Parks = nil
 		}
+		if parts&partWebhook == 0 {
+			c.Webhook = nil
+		}
 		got, args, err := commitArgs(c)
 		if err != nil {
 			t.Fatal(err)
@@ -80,8 +83,11 @@ func TestResolveArgsCoverStatements(t *testing.T) {
 	}
 	for parts := range settleSQL {
 		b := full
-		if parts&partLines == 0 {
+		if parts&settleLines == 0 {
 			b.SettleLines = nil
+		}
+		if parts&settleWebhook == 0 {
+			b.SettleWebhook = nil
 		}
 		got, args, err := settleArgs(b)
 		if err != nil {

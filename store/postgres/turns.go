@@ -92,8 +92,9 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 }
 
 // The Commit statement is its lease check (the gate, see writes.go)
-// followed by the write fragments it has rows for and, when it parks calls,
-// commitParks: 16 variants, indexed by their parts.
+// followed by the write fragments it has rows for, commitParks when it parks
+// calls and writeWebhook when it settles a turn with a webhook: 32
+// variants, indexed by their parts.
 //
 // Everything hangs off the lease check: when the owner no longer holds the
 // turn, gate is empty and no other CTE writes a row; the statement then
@@ -138,7 +139,7 @@ SELECT EXISTS (SELECT FROM gate)`
 // commitSQL holds the statement for each combination of parts, rewritten to
 // positional parameters once here: pgx can bind pgx.NamedArgs itself, but it
 // would lex the statement on every commit.
-var commitSQL = variants(commitLease, commitEnd, writeLines, writeResults, writeOutputs, commitParks)
+var commitSQL = variants(commitLease, commitEnd, writeLines, writeResults, writeOutputs, commitParks, writeWebhook)
 
 // Commit applies c in one statement; see turn.Commit. Results with the same
 // Index collapse to the last of them; a zero LeaseUntil keeps the lease's
@@ -195,6 +196,12 @@ func commitArgs(c turn.Commit) (int, map[string]any, error) {
 		}
 		args["p_key"], args["p_deadline"], args["p_hb_timeout"], args["p_hb_deadline"] = keys, deadlines, hbTimeouts, hbDeadlines
 		args["p_on_timeout"], args["p_on_cancel"], args["p_cancel_url"] = onTimeout, onCancel, cancelURL
+	}
+	if c.Webhook != nil {
+		if err := webhookArgs(args, c.Key, c.Webhook); err != nil {
+			return 0, nil, err
+		}
+		parts |= partWebhook
 	}
 	return parts, args, nil
 }

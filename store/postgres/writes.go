@@ -76,7 +76,8 @@ const (
 	partLines = 1 << iota
 	partResults
 	partOutputs
-	partParks // Commit only
+	partParks   // Commit only
+	partWebhook // Commit only; the settling statement numbers its parts itself
 )
 
 // variants returns head + tail with every combination of parts between

@@ -259,6 +259,10 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("%s: settle %w", op, err)
 	}
+	hook, err := encodeWebhook(b.Key, b.SettleWebhook)
+	if err != nil {
+		return false, fmt.Errorf("%s: settle %w", op, err)
+	}
 	var settledAt any // as in Commit: only a settled status has a settled_at
 	if b.SettleStatus.Settled() {
 		settledAt = micros(b.Now)
@@ -301,7 +305,10 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 			return err
 		}
 		settled = true
-		return settleLines.append(ctx, tx)
+		if err := settleLines.append(ctx, tx); err != nil {
+			return err
+		}
+		return hook.insert(ctx, tx, b.Key)
 	})
 	if err != nil {
 		return false, wrap(op, err)

@@ -165,6 +165,10 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	hook, err := encodeWebhook(c.Key, c.Webhook)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	release := c.Status != "" && codec.ReleasesLease(c.Status)
 	until := nullMicros(c.LeaseUntil) // NULL (zero) keeps the current expiry
 	settled := nullMicros(c.SettledAt)
@@ -192,7 +196,7 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 				return err
 			}
 		}
-		return nil
+		return hook.insert(ctx, tx, c.Key)
 	})
 	if lost {
 		return fmt.Errorf("%s: %w", op, turn.ErrLeaseLost)

@@ -43,6 +43,19 @@
 //   - payloads come back byte for byte, HeartbeatTimeout truncated to the
 //     microsecond.
 //
+// For the webhook outbox (turn.WebhookStore):
+//   - a webhook is written only with the Commit that carries it, and only
+//     when the commit applies (a lost lease writes none), and by Resolve
+//     only when the batch settles the turn; a webhook that names another
+//     turn, or lacks an id or a JSON body, fails the whole write;
+//   - a zero NextAttemptAt makes a new webhook due at its CreatedAt;
+//   - ClaimWebhooks includes webhooks due at exactly now and counts the
+//     attempt (Attempts+1) when it claims, so an attempt a crash cut short
+//     counts too; it returns a non-nil slice;
+//   - a delivery keeps the webhook's LastError; MarkWebhook on a delivered
+//     or dead webhook changes nothing and is not an error;
+//   - bodies come back byte for byte.
+//
 // storetest may import turn, dispatch, budget and the standard library; it
 // must not import a store implementation, a driver or api.
 package storetest

@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"ClaimTurns", testClaimTurns},
 		{"ClaimTurnsConcurrent", testClaimTurnsConcurrent},
 		{"RenewLeases", testRenewLeases},
+		{"CancelRequests", testCancelRequests},
+		{"CancelRequestsConcurrent", testCancelRequestsConcurrent},
 		{"TimesUTCMicroseconds", testTimes},
 		{"JSONByteExact", testJSONByteExact},
 		{"CompletionIssue", testCompletionIssue},
@@ -61,6 +63,11 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"Secret", testSecret},
 		{"SecretConcurrent", testSecretConcurrent},
 		{"CompletionRoundTrip", testCompletionRoundTrip},
+		{"WebhookCommit", testWebhookCommit},
+		{"WebhookResolve", testWebhookResolve},
+		{"WebhookClaim", testWebhookClaim},
+		{"WebhookClaimConcurrent", testWebhookClaimConcurrent},
+		{"WebhookMark", testWebhookMark},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

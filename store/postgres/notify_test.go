@@ -1,0 +1,135 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/store/postgres"
+	"github.com/turnd/turnd/turn"
+)
+
+// openAt opens a store on the schema of url, closed in t.Cleanup.
+func openAt(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newNotifier(t *testing.T, s *postgres.Store, o postgres.NotifierOptions) *postgres.Notifier {
+	t.Helper()
+	n, err := postgres.NewNotifier(context.Background(), s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// listening runs n.Listen until the test ends and returns what it hears.
+func listening(t *testing.T, n *postgres.Notifier) <-chan turn.TurnKey {
+	t.Helper()
+	heard := make(chan turn.TurnKey, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Listen(ctx, func(k turn.TurnKey) { heard <- k }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Listen returned %v after its context ended, want nil", err)
+		}
+	})
+	return heard
+}
+
+func next(t *testing.T, heard <-chan turn.TurnKey) turn.TurnKey {
+	t.Helper()
+	select {
+	case k := <-heard:
+		return k
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+		return turn.TurnKey{}
+	}
+}
+
+func publish(t *testing.T, n *postgres.Notifier, keys ...turn.TurnKey) {
+	t.Helper()
+	if err := n.Publish(context.Background(), keys...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The listener hears the other notifiers of its schema — not itself, not
+// another schema's — and, after connecting, the zero key.
+func TestNotifier(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	// A short ping interval: idle waits time out and ping in between.
+	listener := newNotifier(t, openAt(t, url), postgres.NotifierOptions{PingInterval: 20 * time.Millisecond})
+	publisher := newNotifier(t, openAt(t, url), postgres.NotifierOptions{})
+	stranger := newNotifier(t, pgtest.Store(t), postgres.NotifierOptions{})
+	if listener.Channel() == stranger.Channel() || listener.Channel() != publisher.Channel() {
+		t.Fatalf("channels %q, %q (same schema) and %q (another schema)", listener.Channel(), publisher.Channel(), stranger.Channel())
+	}
+
+	heard := listening(t, listener)
+	if k := next(t, heard); k != (turn.TurnKey{}) {
+		t.Fatalf("first notification %v, want the zero key (connected)", k)
+	}
+	if err := listener.Listen(context.Background(), func(turn.TurnKey) {}); err == nil {
+		t.Error("a second Listen on one notifier did not fail")
+	}
+	time.Sleep(100 * time.Millisecond) // a few idle ping intervals
+
+	a := turn.TurnKey{SessionID: "s-1", TurnID: "t.1:x@y+z=w~v"}
+	b := turn.TurnKey{SessionID: "s-2", TurnID: "t-2"}
+	sentinel := turn.TurnKey{SessionID: "s", TurnID: "sentinel"}
+	publish(t, publisher, a, b)
+	got := map[turn.TurnKey]bool{next(t, heard): true, next(t, heard): true}
+	if !got[a] || !got[b] {
+		t.Errorf("heard %v, want %v and %v", got, a, b)
+	}
+	publish(t, listener, turn.TurnKey{SessionID: "own", TurnID: "t"})
+	publish(t, stranger, turn.TurnKey{SessionID: "other-schema", TurnID: "t"})
+	publish(t, publisher) // no keys: nothing
+	publish(t, publisher, sentinel)
+	if k := next(t, heard); k != sentinel {
+		t.Errorf("heard %v before the sentinel: its own or another schema's publication", k)
+	}
+}
+
+// A listening connection that breaks is replaced; the zero key says that
+// notifications may have been missed meanwhile.
+func TestNotifierReconnects(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	st := openAt(t, url)
+	listener := newNotifier(t, st, postgres.NotifierOptions{MinBackoff: 10 * time.Millisecond})
+	publisher := newNotifier(t, openAt(t, url), postgres.NotifierOptions{})
+	heard := listening(t, listener)
+	if k := next(t, heard); k != (turn.TurnKey{}) {
+		t.Fatalf("first notification %v, want the zero key", k)
+	}
+
+	ctx := context.Background()
+	listen := "LISTEN " + pgx.Identifier{listener.Channel()}.Sanitize()
+	var n int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`, listen).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("terminating the listening connection: %d terminated, %v", n, err)
+	}
+	if k := next(t, heard); k != (turn.TurnKey{}) {
+		t.Fatalf("after the connection broke: %v, want the zero key (reconnected)", k)
+	}
+	k := turn.TurnKey{SessionID: "s", TurnID: "after"}
+	publish(t, publisher, k)
+	if got := next(t, heard); got != k {
+		t.Errorf("after reconnecting heard %v, want %v", got, k)
+	}
+}

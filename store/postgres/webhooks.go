@@ -1,0 +1,150 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+// writeWebhook is the write fragment (see writes.go) that inserts a
+// settlement's webhook into the outbox: Commit's gate is its lease check,
+// the settling statement's gate the turn's move from waiting to settled, so
+// the webhook is written exactly when the settlement is.
+const writeWebhook = `, hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT @w_id, @session, @turn, @w_url, @w_event, @w_body::json, @w_next, @w_created
+    WHERE EXISTS (SELECT FROM gate)
+)`
+
+// webhookArgs encodes w, written under k, as the arguments of writeWebhook.
+func webhookArgs(args map[string]any, k turn.TurnKey, w *turn.Webhook) error {
+	if err := codec.CheckWebhook(k, w); err != nil {
+		return err
+	}
+	args["w_id"], args["w_url"], args["w_event"], args["w_body"] = w.ID, w.URL, w.Event, string(w.Body)
+	args["w_next"], args["w_created"] = codec.WebhookDue(w), w.CreatedAt
+	return nil
+}
+
+// webhookColumns are the columns webhookRow scans, in order.
+const webhookColumns = `id, session_id, turn_id, url, event, body, attempts, next_attempt_at, last_error,
+    created_at, delivered_at, dead_at`
+
+const (
+	// sqlClaimWebhooks leases due open webhooks. As in ClaimTurns, SKIP
+	// LOCKED makes concurrent claimers pass over each other's rows instead
+	// of waiting, and FOR UPDATE re-checks next_attempt_at on the latest
+	// row version, so a webhook claimed meanwhile (its next_attempt_at
+	// moved past now) is not taken twice. The condition and order are those
+	// of the webhooks_due index.
+	sqlClaimWebhooks = `UPDATE webhooks w SET next_attempt_at = $2, attempts = w.attempts + 1
+FROM (
+    SELECT id FROM webhooks
+    WHERE delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= $1
+    ORDER BY next_attempt_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+) c
+WHERE w.id = c.id
+RETURNING w.id, w.session_id, w.turn_id, w.url, w.event, w.body, w.attempts, w.next_attempt_at, w.last_error,
+    w.created_at, w.delivered_at, w.dead_at`
+
+	// sqlMarkWebhook records an attempt's outcome on an open webhook ($2 is
+	// the outcome); it reports whether it did and whether the webhook
+	// exists at all (a finished one is left as it is).
+	sqlMarkWebhook = `WITH m AS (
+    UPDATE webhooks SET
+        delivered_at    = CASE WHEN $2 = 'delivered' THEN $3::timestamptz ELSE delivered_at END,
+        dead_at         = CASE WHEN $2 = 'dead' THEN $3::timestamptz ELSE dead_at END,
+        next_attempt_at = CASE WHEN $2 = 'retry' THEN $4::timestamptz ELSE next_attempt_at END,
+        last_error      = CASE WHEN $2 = 'delivered' THEN last_error ELSE $5::text END
+    WHERE id = $1 AND delivered_at IS NULL AND dead_at IS NULL
+    RETURNING 1
+)
+SELECT EXISTS (SELECT FROM m), EXISTS (SELECT FROM webhooks WHERE id = $1)`
+
+	sqlTurnWebhooks = `SELECT ` + webhookColumns + ` FROM webhooks
+WHERE session_id = $1 AND turn_id = $2
+ORDER BY created_at, id`
+)
+
+// ClaimWebhooks leases up to limit due open webhooks until now+lease; see
+// turn.WebhookStore.
+func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]turn.Webhook, error) {
+	if limit <= 0 {
+		return []turn.Webhook{}, nil
+	}
+	rows, err := s.pool.Query(ctx, sqlClaimWebhooks, now, now.Add(lease), limit)
+	if err != nil {
+		return nil, wrap("claiming webhooks", err)
+	}
+	ws, err := collectWebhooks(rows)
+	if err != nil {
+		return nil, wrap("claiming webhooks", err)
+	}
+	return ws, nil
+}
+
+// MarkWebhook records the outcome of an attempt on webhook id; see
+// turn.WebhookStore.
+func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
+	op := "recording an attempt of webhook " + id
+	if err := codec.CheckWebhookMark(id, m); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var marked, exists bool
+	err := s.pool.QueryRow(ctx, sqlMarkWebhook, id, string(m.Outcome), nullTime(m.At), nullTime(m.NextAttemptAt), m.Error).
+		Scan(&marked, &exists)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if !exists {
+		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+	}
+	return nil
+}
+
+// TurnWebhooks returns the webhooks of a turn, oldest first.
+func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhook, error) {
+	op := fmt.Sprintf("reading webhooks of turn %s/%s", k.SessionID, k.TurnID)
+	rows, err := s.pool.Query(ctx, sqlTurnWebhooks, k.SessionID, k.TurnID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	ws, err := collectWebhooks(rows)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return ws, nil
+}
+
+// collectWebhooks reads rows of webhookColumns and closes rows.
+func collectWebhooks(rows pgx.Rows) ([]turn.Webhook, error) {
+	ws := []turn.Webhook{}
+	var (
+		w                            turn.Webhook
+		body                         []byte
+		attempts                     int32
+		next, created, deliv, deadAt pgtype.Timestamptz
+	)
+	_, err := pgx.ForEachRow(rows, []any{&w.ID, &w.SessionID, &w.TurnID, &w.URL, &w.Event, &body, &attempts,
+		&next, &w.LastError, &created, &deliv, &deadAt}, func() error {
+		x := w
+		x.Body = append([]byte(nil), body...) // rows reuse their buffers
+		x.Attempts = int(attempts)
+		x.NextAttemptAt, x.CreatedAt = fromNullTime(next), fromNullTime(created)
+		x.DeliveredAt, x.DeadAt = fromNullTime(deliv), fromNullTime(deadAt)
+		ws = append(ws, x)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
