@@ -36,8 +36,8 @@ type config struct {
 	// CompletionSigningSecret, when set, requires Standard Webhooks
 	// signatures on deliveries (TURND_COMPLETION_SIGNING_SECRET).
 	CompletionSigningSecret string
-	// WebhookSecret signs turnd's own outgoing webhooks, such as cancel_url
-	// requests (TURND_WEBHOOK_SECRET).
+	// WebhookSecret signs turnd's own outgoing webhooks: turn.settled
+	// callbacks and cancel_url requests (TURND_WEBHOOK_SECRET).
 	WebhookSecret string
 }
 
