@@ -294,12 +294,12 @@ func parkOne(ctx context.Context, client *http.Client, sessionURL string, body [
 
 // turnRequest sends a request that answers a turn, and returns the turn's
 // status and the HTTP status. prefer, when set, is sent as Prefer.
-func turnRequest(ctx context.Context, client *http.Client, method, url string, body []byte, prefer string) (string, int, error) {
+func turnRequest(ctx context.Context, client *http.Client, method, target string, body []byte, prefer string) (string, int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return "", 0, err
 	}

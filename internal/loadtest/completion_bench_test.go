@@ -255,8 +255,8 @@ func BenchmarkCompletionLatency(b *testing.B) {
 // completions against the speed of the PostgreSQL under it, in one run:
 // first (not timed) it parks LOADTEST_PARKED calls (default 20000) in
 // turns of LOADTEST_PARK_CALLS (default 10) on a whole turnd in this
-// process (api on a real http.Server, turn.Service, store/postgres, the
-// deferred tool on loopback); then the phases insert, complete, insert
+// process (api on a real http.Server, turn.Service, store/postgres and its
+// Notifier, the deferred tool on loopback); then the phases insert, complete, insert
 // run for LOADTEST_PHASE each, where complete is LOADTEST_CLIENTS (32)
 // senders posting POST /v1/complete/{key} as fast as they can, each
 // delivering the calls of one turn after the other (loadtest.Completions),
@@ -405,8 +405,9 @@ func measureCompletions(b *testing.B) map[string]float64 {
 }
 
 // startDeferredStack serves a whole turnd on loopback, as startStack does,
-// with the deferred tool at toolURL. Its TimedStore wraps a
-// TimedCompletions, returned too.
+// with the deferred tool at toolURL and, as `turnd serve` on Postgres has,
+// a postgres.Notifier. Its TimedStore wraps a TimedCompletions, returned
+// too.
 func startDeferredStack(b *testing.B, dbURL string, cfg benchConfig, toolURL string) (*stack, *loadtest.TimedCompletions) {
 	b.Helper()
 	ctx := context.Background()
@@ -427,7 +428,13 @@ func startDeferredStack(b *testing.B, dbURL string, cfg benchConfig, toolURL str
 		b.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	svc, err := turn.New(turn.Config{Store: timed, Tools: func() *tool.Registry { return reg },
+	// The notifier turnd serve gives every replica on Postgres: each change
+	// is published (batched) for the other replicas.
+	notifier, err := postgres.NewNotifier(ctx, pg, postgres.NotifierOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := turn.New(turn.Config{Store: timed, Notifier: notifier, Tools: func() *tool.Registry { return reg },
 		CompleteURL: func(key string) string { return base + "/v1/complete/" + key }})
 	if err != nil {
 		b.Fatal(err)
