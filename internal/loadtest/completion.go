@@ -391,38 +391,41 @@ func turnURL(baseURL, sessionID, turnID string) string {
 func Completions(ctx context.Context, baseURL string, clients int, d time.Duration, turns []ParkedTurn) (r Result, exhausted bool, err error) {
 	client, done := newClient(clients)
 	defer done()
-	type cursor struct {
-		turn, key int
-		output    []byte
+	// Keys are handed out one by one, not a turn per sender: when the
+	// last key is taken the loop stops, and no sender is left holding
+	// keys it would never deliver.
+	type job struct {
+		turn int
+		key  string
 	}
-	cur := make([]cursor, clients)
+	var jobs []job
+	for i, t := range turns {
+		for _, k := range t.Keys {
+			jobs = append(jobs, job{i, k})
+		}
+	}
+	outputs := make([][]byte, clients)
 	var next atomic.Int64
 	var out atomic.Bool
 	parent := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	warm := func(ctx context.Context, c int) error {
-		cur[c].turn = -1
+	warm := func(ctx context.Context, _ int) error {
 		return ping(ctx, client, baseURL)
 	}
 	op := func(ctx context.Context, c int) error {
-		s := &cur[c]
-		if s.turn < 0 || s.key >= len(turns[s.turn].Keys) {
-			i := int(next.Add(1) - 1)
-			if i >= len(turns) {
-				out.Store(true)
-				stop()
-				return context.Canceled // Loop counts nothing for a cancelled operation
-			}
-			s.turn, s.key = i, 0
+		i := int(next.Add(1) - 1)
+		if i >= len(jobs) {
+			out.Store(true)
+			stop()
+			return context.Canceled // Loop counts nothing for a cancelled operation
 		}
-		s.output = strconv.AppendInt(append(s.output[:0], `{"ok":true,"turn":`...), int64(s.turn), 10)
-		s.output = append(s.output, '}')
+		j := jobs[i]
+		o := strconv.AppendInt(append(outputs[c][:0], `{"ok":true,"turn":`...), int64(j.turn), 10)
+		outputs[c] = append(o, '}')
 		// A delivery in flight when another sender runs out of keys still
 		// finishes and counts: it was sent within the window.
-		err := Deliver(context.WithoutCancel(ctx), client, baseURL, turns[s.turn].Keys[s.key], s.output)
-		s.key++
-		return err
+		return Deliver(context.WithoutCancel(ctx), client, baseURL, j.key, outputs[c])
 	}
 	r, err = Loop(ctx, clients, d, warm, op)
 	if err != nil && out.Load() && parent.Err() == nil && errors.Is(err, context.Canceled) {
