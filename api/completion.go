@@ -86,7 +86,10 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	info, err := s.svc.Heartbeat(r.Context(), chi.URLParam(r, "key"))
 	if err != nil {
 		if errors.Is(err, turn.ErrCompletionGone) {
-			s.writeProblemWith(w, r, err, map[string]any{"recorded_status": info.Status})
+			s.writeProblemWith(w, r, err, map[string]any{
+				"recorded_status": info.Status,
+				"detail":          "the key takes no more heartbeats: its call is " + string(info.Status),
+			})
 			return
 		}
 		s.writeError(w, r, err)

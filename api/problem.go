@@ -92,7 +92,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, status, code, detail)
 }
 
-// writeProblemWith sends err's problem with extension members.
+// writeProblemWith sends err's problem with extension members (which may
+// also replace its detail).
 func (s *server) writeProblemWith(w http.ResponseWriter, r *http.Request, err error, ext map[string]any) {
 	status, code, detail := problemFor(err)
 	s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", code)
