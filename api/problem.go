@@ -37,8 +37,6 @@ func problemFor(err error) (status int, code, detail string) {
 		return http.StatusConflict, "completion_conflict", "the key was already completed with a different payload"
 	case errors.Is(err, turn.ErrCompletionGone):
 		return http.StatusGone, "completion_gone", "the call timed out or was cancelled before this result arrived; the result is recorded in the ledger as completion_late"
-	case errors.Is(err, turn.ErrTurnBusy):
-		return http.StatusConflict, "turn_busy", "the turn is running on another replica; retry shortly"
 	case errors.Is(err, turn.ErrCompletionsDisabled):
 		return http.StatusNotFound, "not_found", "no such resource"
 	case errors.Is(err, turn.ErrTurnConflict):

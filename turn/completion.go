@@ -113,7 +113,7 @@ func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any)
 		"deadline":   pk.Deadline,
 		"on_timeout": pk.OnTimeout,
 		"on_cancel":  pk.OnCancel,
-		"key":        pk.KeyHashFingerprint(),
+		"key":        completion.Hash(pk.KeyHash).Fingerprint(),
 	}
 	if !pk.HeartbeatDeadline.IsZero() {
 		data["heartbeat_deadline"] = pk.HeartbeatDeadline
@@ -121,19 +121,17 @@ func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any)
 	return pk, data
 }
 
-// KeyHashFingerprint is a short, log-safe name of the park's key.
-func (p Park) KeyHashFingerprint() string { return completion.Hash(p.KeyHash).Fingerprint() }
-
+// payloadHash identifies a delivery regardless of its JSON formatting, to
+// tell an identical repeat from a different payload.
 func payloadHash(d Delivery) [32]byte {
-	b, _ := json.Marshal(struct {
+	v := struct {
 		Output json.RawMessage `json:"output,omitempty"`
 		Error  *CallError      `json:"error,omitempty"`
-	}{canonicalJSON(d.Output), d.Error})
-	if len(d.Output) == 0 {
-		b, _ = json.Marshal(struct {
-			Error *CallError `json:"error"`
-		}{d.Error})
+	}{Error: d.Error}
+	if len(d.Output) > 0 {
+		v.Output = canonicalJSON(d.Output)
 	}
+	b, _ := json.Marshal(v)
 	return sha256.Sum256(b)
 }
 
@@ -257,8 +255,7 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 	} else {
 		res.Status = CallOK
 		res.Error = nil
-		r := &run{svc: s, key: k, proj: projectorFor(s, sess)}
-		if out := r.project(&res, dispatch.OK(d.Output, true)); out != nil {
+		if out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(d.Output, true)); out != nil {
 			outs = append(outs, *out)
 		}
 	}
@@ -278,7 +275,6 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 		return fmt.Errorf("resolving completion: %w", err)
 	}
 	if settled {
-		s.notifySettled(k)
 		s.wakeWebhooks()
 	}
 	return nil
@@ -426,7 +422,6 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 	s.log.Info("completion timed out", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "on_timeout", c.OnTimeout)
 	s.cancelExternal(cancelled)
 	if settled {
-		s.notifySettled(k)
 		s.wakeWebhooks()
 	}
 	return nil
@@ -515,7 +510,6 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 		return Turn{}, fmt.Errorf("cancelling turn: %w", err)
 	}
 	s.cancelExternal(cancelled)
-	s.notifySettled(k)
 	if settled {
 		s.wakeWebhooks()
 	}

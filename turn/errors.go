@@ -9,8 +9,6 @@ import (
 var (
 	// ErrTurnConflict: the turn id is recorded with different calls.
 	ErrTurnConflict = errors.New("turn id already used with different calls")
-	// ErrTurnBusy: the turn is running on another replica.
-	ErrTurnBusy = errors.New("turn is running on another replica")
 	// ErrShuttingDown: the service no longer accepts turns.
 	ErrShuttingDown = errors.New("service shutting down")
 )

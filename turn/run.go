@@ -226,9 +226,6 @@ func (r *run) settle(status Status) {
 		// Calls parked before the wave was cancelled or failed wait no more.
 		s.cancelParked(ctx, r.key, status)
 	}
-	if status.Settled() || r.final.Status.Settled() {
-		s.notifySettled(r.key)
-	}
 }
 
 func (r *run) commit(ctx context.Context, c Commit) error {
@@ -360,7 +357,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	res.ReplayedFrom = st.replayedFrom
 	var out *Output
 	if a.Verdict == dispatch.Run && a.Outcome.Status != dispatch.StatusRefused {
-		out = r.project(&res, a.Outcome)
+		out = r.svc.project(r.key, r.proj, &res, a.Outcome)
 	}
 	r.mu.Lock()
 	switch {
@@ -479,18 +476,18 @@ func (r *run) resultOf(a dispatch.Accounted) Result {
 	return res
 }
 
-// project budgets the outcome's output into res and returns the full
-// output to keep when it was truncated.
-func (r *run) project(res *Result, o dispatch.Outcome) *Output {
+// project budgets the outcome's output into res with proj and returns the
+// full output of turn k to keep when it was truncated (a prefix of it when
+// it exceeded the keep cap).
+func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o dispatch.Outcome) *Output {
 	var (
-		pr       budget.Result
-		full     []byte
-		ctype    string
-		complete = true
+		pr    budget.Result
+		full  []byte
+		ctype string
 	)
 	switch d := o.Detail.(type) {
 	case *tool.Projected:
-		pr, full, complete, ctype = d.Result, d.Full, d.Complete, d.ContentType
+		pr, full, ctype = d.Result, d.Full, d.ContentType
 		if ctype == "" {
 			ctype = "text/plain; charset=utf-8"
 		}
@@ -502,15 +499,15 @@ func (r *run) project(res *Result, o dispatch.Outcome) *Output {
 		if o.JSON {
 			ctype = "application/json"
 			var err error
-			pr, err = r.proj.ProjectJSON(o.Output)
+			pr, err = proj.ProjectJSON(o.Output)
 			if err != nil {
 				// Not JSON after all: budget it as text.
-				pr = r.proj.Project(o.Output)
+				pr = proj.Project(o.Output)
 				ctype = "text/plain; charset=utf-8"
 			}
 		} else {
 			ctype = "text/plain; charset=utf-8"
-			pr = r.proj.Project(o.Output)
+			pr = proj.Project(o.Output)
 		}
 	}
 	if pr.JSON {
@@ -524,17 +521,15 @@ func (r *run) project(res *Result, o dispatch.Outcome) *Output {
 	if !pr.Truncated {
 		return nil
 	}
-	keep := r.svc.cfg.OutputKeepCap
-	if int64(len(full)) > keep {
-		full, complete = full[:keep], false
+	if keep := s.cfg.OutputKeepCap; int64(len(full)) > keep {
+		full = full[:keep]
 	}
-	_ = complete // a prefix is kept when the output exceeded the keep cap
-	now := r.svc.now()
+	now := s.now()
 	id := newID("out_")
 	res.OutputID = id
 	return &Output{
-		ID: id, SessionID: r.key.SessionID, TurnID: r.key.TurnID, CallID: res.CallID,
-		ContentType: ctype, Data: full, CreatedAt: now, ExpiresAt: now.Add(r.svc.cfg.OutputRetention),
+		ID: id, SessionID: k.SessionID, TurnID: k.TurnID, CallID: res.CallID,
+		ContentType: ctype, Data: full, CreatedAt: now, ExpiresAt: now.Add(s.cfg.OutputRetention),
 	}
 }
 

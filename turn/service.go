@@ -550,11 +550,6 @@ func (s *Service) WaitSettled(ctx context.Context, k TurnKey) (Turn, error) {
 	}
 }
 
-// notifySettled is kept for its call sites: the settling write already
-// woke the turn's watchers, here and on the other replicas (observed,
-// notify.go), when it returned.
-func (s *Service) notifySettled(TurnKey) {}
-
 // initCompletions sets up the keyring from the configured secret or the
 // one kept in the store.
 func (s *Service) initCompletions(ctx context.Context) error {
