@@ -47,22 +47,12 @@ SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`
 // turn.ErrTurnExists the recorded turn is read afterwards (the rare path),
 // and ReceiveResult.Session is left zero.
 func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
-	if err := codec.CheckReceive(&r); err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("receiving turn: %w", err)
-	}
-	op := fmt.Sprintf("receiving turn %s/%s", r.Turn.SessionID, r.Turn.ID)
-	calls, err := codec.Calls(r.Turn.Calls)
+	rc, err := codec.ReceiveColumns(&r)
 	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+		return turn.ReceiveResult{}, err
 	}
-	sess, err := sessionArgs(r.Session)
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	data, err := codec.RawJSON("line data", r.Line.Data)
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
+	op, calls, data := rc.Op, rc.Calls, rc.Data
+	sess := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 	args := []any{
 		t.SessionID, t.ID, string(t.Status), string(t.Mode), string(t.FailurePolicy), calls, t.Hash,

@@ -54,19 +54,16 @@ func (s *Store) GetSession(ctx context.Context, id string) (turn.Session, error)
 // sessionArgs encodes sess as the arguments id, tools, budget, callback_url,
 // metadata, created_at.
 func sessionArgs(sess turn.Session) ([]any, error) {
-	tools, err := codec.Tools(sess.Tools)
+	c, err := codec.SessionColumns(sess)
 	if err != nil {
 		return nil, err
 	}
-	budget, err := codec.Budget(sess.Budget)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := codec.RawJSON("metadata", sess.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	return []any{sess.ID, nullText(tools), string(budget), sess.CallbackURL, nullText(meta), micros(sess.CreatedAt)}, nil
+	return sessionColumnArgs(sess, c), nil
+}
+
+// sessionColumnArgs is sessionArgs with sess's columns already encoded.
+func sessionColumnArgs(sess turn.Session, c codec.SessionCols) []any {
+	return []any{sess.ID, nullText(c.Tools), string(c.Budget), sess.CallbackURL, nullText(c.Metadata), micros(sess.CreatedAt)}
 }
 
 // sessionRow scans the columns tools, budget, callback_url, metadata,

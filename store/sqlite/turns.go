@@ -35,22 +35,12 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`
 // turns out to exist, the transaction is rolled back, undoing it, and the
 // recorded turn is read. ReceiveResult.Session is then left zero.
 func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
-	if err := codec.CheckReceive(&r); err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("receiving turn: %w", err)
-	}
-	op := fmt.Sprintf("receiving turn %s/%s", r.Turn.SessionID, r.Turn.ID)
-	calls, err := codec.Calls(r.Turn.Calls)
+	rc, err := codec.ReceiveColumns(&r)
 	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+		return turn.ReceiveResult{}, err
 	}
-	sessArgs, err := sessionArgs(r.Session)
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
-	data, err := codec.RawJSON("line data", r.Line.Data)
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
+	op, calls, data := rc.Op, rc.Calls, rc.Data
+	sessArgs := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 
 	var res turn.ReceiveResult

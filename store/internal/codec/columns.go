@@ -1,0 +1,62 @@
+package codec
+
+import (
+	"fmt"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// SessionCols are a session's encoded JSON columns.
+type SessionCols struct {
+	Tools, Budget, Metadata []byte
+}
+
+// SessionColumns encodes sess's tools, budget and metadata columns (Tools,
+// Budget, RawJSON("metadata")), returning the first error unwrapped.
+func SessionColumns(sess turn.Session) (SessionCols, error) {
+	tools, err := Tools(sess.Tools)
+	if err != nil {
+		return SessionCols{}, err
+	}
+	budget, err := Budget(sess.Budget)
+	if err != nil {
+		return SessionCols{}, err
+	}
+	meta, err := RawJSON("metadata", sess.Metadata)
+	if err != nil {
+		return SessionCols{}, err
+	}
+	return SessionCols{Tools: tools, Budget: budget, Metadata: meta}, nil
+}
+
+// ReceiveCols are the encoded parts of a turn.Receive.
+type ReceiveCols struct {
+	// Op names the operation in error messages: "receiving turn s/t".
+	Op      string
+	Calls   []byte
+	Session SessionCols
+	Data    []byte // the line's data
+}
+
+// ReceiveColumns checks r (CheckReceive, filling in its empty ids) and
+// encodes its turn's calls, its session's columns and its line's data. The
+// errors are those of a store's ReceiveTurn.
+func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
+	if err := CheckReceive(r); err != nil {
+		return ReceiveCols{}, fmt.Errorf("receiving turn: %w", err)
+	}
+	op := fmt.Sprintf("receiving turn %s/%s", r.Turn.SessionID, r.Turn.ID)
+	calls, err := Calls(r.Turn.Calls)
+	if err != nil {
+		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
+	}
+	sess, err := SessionColumns(r.Session)
+	if err != nil {
+		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
+	}
+	data, err := RawJSON("line data", r.Line.Data)
+	if err != nil {
+		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return ReceiveCols{Op: op, Calls: calls, Session: sess, Data: data}, nil
+}
