@@ -198,11 +198,11 @@ func metricNames(expr string) ([]string, error) {
 			switch {
 			case promqlLabelLists[lower]:
 				if nextIsParen {
-					end := strings.IndexByte(s[next:], ')')
-					if end < 0 {
-						return nil, fmt.Errorf("offset %d: unterminated label list after %s", next, word)
+					end, err := skipLabelList(s, next)
+					if err != nil {
+						return nil, fmt.Errorf("%w after %s", err, word)
 					}
-					j = next + end + 1
+					j = end
 				} else if lower != "group_left" && lower != "group_right" {
 					return nil, fmt.Errorf("offset %d: %s without a label list", i, word)
 				}
@@ -312,6 +312,28 @@ func readMatchers(s string, i int) (end int, name string, err error) {
 	}
 }
 
+// skipLabelList returns the offset after the parenthesised list of label
+// names starting at i: names (bare or quoted) separated by commas.
+func skipLabelList(s string, i int) (int, error) {
+	for j := i + 1; j < len(s); {
+		switch c := s[j]; {
+		case c == ')':
+			return j + 1, nil
+		case c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || isIdentChar(c):
+			j++
+		case c == '"':
+			end, err := skipString(s, j)
+			if err != nil {
+				return 0, err
+			}
+			j = end
+		default:
+			return 0, fmt.Errorf("offset %d: %q in a label list", j, c)
+		}
+	}
+	return 0, fmt.Errorf("offset %d: unterminated label list", i)
+}
+
 // skipTemplateVar skips a Grafana variable: $name or ${name[:format]}.
 func skipTemplateVar(s string, i int) int {
 	j := i + 1
@@ -412,7 +434,8 @@ func TestMetricNamesRejects(t *testing.T) {
 		{"extra parenthesis", `sum(x))`, "unbalanced )"},
 		{"misspelt function", `histogram_quantle(0.9, x)`, "unknown function histogram_quantle"},
 		{"by without labels", `sum by x`, "by without a label list"},
-		{"unterminated label list", `sum by (le x`, "unterminated label list"},
+		{"unterminated label list", `sum by (le x`, "unterminated label list after by"},
+		{"expression in a label list", `sum by (le (rate(x[5m]))`, "'(' in a label list after by"},
 		{"name by pattern", `{__name__=~"turnd_.*"}`, "selects metrics by pattern"},
 		{"matcher without operator", `x{a "b"}`, "expected =, !=, =~ or !~"},
 		{"matcher without value", `x{a=b}`, "expected a string"},
