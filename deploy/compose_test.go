@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/completion"
-	"github.com/turnd/turnd/tool"
 )
 
 // composeService is one service of a compose file.
@@ -320,7 +319,7 @@ func checkCompose(dir string, env turndEnv) []string {
 					bad("%s: TURND_CONFIG: %v", n, err)
 					continue
 				}
-				reg, err := tool.Load(host, tool.Options{Env: func(k string) (string, bool) { v, ok := e[k]; return v, ok }})
+				reg, err := toolLoad(host, e)
 				if err != nil {
 					bad("%s: TURND_CONFIG: %v", n, err)
 				} else {
