@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -715,4 +716,16 @@ func TestComposeRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHAProxyConfig has HAProxy validate its config where it is installed
+// (Debian's haproxy package). The replicas' names resolve only inside the
+// compose network; HAProxy warns about them and starts them disabled.
+func TestHAProxyConfig(t *testing.T) {
+	t.Parallel()
+	p, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed: the load balancer's config is checked by the compose test only")
+	}
+	runTool(t, p, "-c", "-q", "-f", "compose/haproxy/haproxy.cfg")
 }
