@@ -124,8 +124,8 @@ func volumeSource(pod, c any, p string) (map[string]any, string, bool) {
 		mp := digString(vm, "mountPath")
 		if strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/") && len(mp) > len(bestPath) {
 			for _, v := range digList(pod, "volumes") {
-				if digString(v, "name") == digString(vm, "name") {
-					best, bestPath, rest = v.(map[string]any), mp, strings.TrimPrefix(p, strings.TrimSuffix(mp, "/")+"/")
+				if vol, ok := v.(map[string]any); ok && digString(vol, "name") == digString(vm, "name") {
+					best, bestPath, rest = vol, mp, strings.TrimPrefix(p, strings.TrimSuffix(mp, "/")+"/")
 				}
 			}
 		}

@@ -486,3 +486,29 @@ func TestUnknownMetrics(t *testing.T) {
 		t.Error("unknownMetrics passed on an expression it cannot read")
 	}
 }
+
+// FuzzMetricNames holds metricNames to an answer or an error on any input:
+// no panic, and no empty name.
+func FuzzMetricNames(f *testing.F) {
+	for _, s := range []string{
+		`histogram_quantile(0.99, sum by (le) (rate(x_bucket{a=~"b|c"}[5m])))`,
+		`{__name__="x", "y"="z"} offset -5m @ start()`,
+		`a / on (job) group_left (tool) b`,
+		"x # c\n + 1e-3",
+		`label_replace(up, "a", "$1", "b", "(.*)")`,
+		`rate(x{i=~"$i"}[$__rate_interval]) * ${f}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		names, err := metricNames(expr)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if n == "" {
+				t.Fatalf("metricNames(%q) returned an empty name", expr)
+			}
+		}
+	})
+}
