@@ -52,7 +52,7 @@ type BodyError struct {
 }
 
 func (e *BodyError) Error() string {
-	return fmt.Sprintf("the body is not a %s body: %s; expected %s", e.Format, e.Reason, e.Format.expected())
+	return fmt.Sprintf("the body is not in the %s format: %s; expected %s", e.Format, e.Reason, e.Format.expected())
 }
 
 func (f Format) expected() string {
