@@ -38,9 +38,19 @@ type renderQuery struct {
 	followUp     bool // since=placeholder
 }
 
+// wantsProvider reports whether a turn request names a provider format, or
+// one of the parameters that only apply with one.
+func wantsProvider(r *http.Request) bool {
+	q := r.URL.Query()
+	return q.Has("format") || q.Has("pending") || q.Has("since")
+}
+
 // providerQuery reads format, pending and (when since is allowed) since.
 func providerQuery(r *http.Request, sinceAllowed bool) (renderQuery, error) {
 	q := r.URL.Query()
+	if !q.Has("format") {
+		return renderQuery{}, errHTTP(http.StatusBadRequest, "invalid_query", "pending and since apply to a provider format only: add format (openai.chat, openai.responses or anthropic.messages)")
+	}
 	f, err := provider.ParseFormat(q.Get("format"))
 	if err != nil {
 		return renderQuery{}, err

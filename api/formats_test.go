@@ -603,6 +603,8 @@ func TestProviderBadInput(t *testing.T) {
 			{"no tool calls", "POST", "/v1/sessions/s/turns?format=openai.chat", `{"id":"chatcmpl-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello!"}}]}`, 422, "no_tool_calls", ""},
 			{"text only response", "POST", "/v1/sessions/s/turns?format=openai.responses", `{"id":"resp_x","output":[{"type":"message","role":"assistant","content":[]}]}`, 422, "no_tool_calls", ""},
 			{"bad pending", "POST", "/v1/sessions/s/turns?format=openai.chat&pending=yes", okChat, 400, "invalid_query", "pending"},
+			{"pending without format", "POST", "/v1/sessions/s/turns?pending=placeholder", `{"calls":[{"id":"a","name":"now"}]}`, 400, "invalid_query", "add format"},
+			{"since without format", "GET", "/v1/sessions/done/turns/t1?since=placeholder", "", 400, "invalid_query", "add format"},
 			{"bad since", "GET", "/v1/sessions/done/turns/t1?format=openai.chat&since=yesterday", "", 400, "invalid_query", "since"},
 			{"bad turn_id", "POST", "/v1/sessions/s/turns?format=openai.chat&turn_id=a%2Fb", okChat, 422, "invalid_request", "id"},
 			{"bad mode", "POST", "/v1/sessions/s/turns?format=openai.chat&mode=parallel", okChat, 422, "invalid_request", "mode"},

@@ -51,7 +51,7 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Has("format") {
+	if wantsProvider(r) {
 		s.postProviderTurn(w, r)
 		return
 	}
@@ -169,7 +169,7 @@ func (s *server) waitSettled(r *http.Request, k turn.TurnKey, wait time.Duration
 }
 
 func (s *server) getTurn(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Has("format") {
+	if wantsProvider(r) {
 		s.getProviderTurn(w, r)
 		return
 	}
