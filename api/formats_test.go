@@ -635,3 +635,24 @@ func TestProviderBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestProviderOutputIsProjected: a provider rendering carries the budgeted
+// projection of an oversized output, not the output.
+func TestProviderOutputIsProjected(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stores[0].open, stackOptions{})
+	if r := s.do("POST", "/v1/sessions", `{"id":"small","budget":{"limit":64}}`); r.status != 201 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	r := s.do("POST", "/v1/sessions/small/turns?format=openai.responses",
+		`[{"type":"function_call","call_id":"b","name":"big","arguments":"{}"}]`)
+	var items []responses.ResponseInputItemUnionParam
+	r.json(t, &items)
+	if r.status != 200 || len(items) != 1 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	out := items[0].OfFunctionCallOutput.Output.OfString.Value
+	if len(out) > 256 || !strings.Contains(out, "truncated") {
+		t.Fatalf("the rendering is not the projection (%d bytes): %q", len(out), out)
+	}
+}
