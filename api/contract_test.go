@@ -957,9 +957,18 @@ func TestContractCheckerCatchesMismatches(t *testing.T) {
 			status: 409, contentType: problemJSON, respBody: problem(409, "turn_busy"),
 		},
 		{
-			name: "waited turn answered 202", method: "GET", path: "/v1/sessions/s1/turns/t1",
-			status: 202, contentType: "application/json", respBody: turnJSON, header: map[string]string{"Preference-Applied": "wait=5"},
-			want: "status 202 is not documented",
+			name: "valid provider rendering", method: "GET", path: "/v1/sessions/s1/turns/t1?format=openai.chat",
+			status: 200, contentType: "application/json", respBody: `[{"role":"tool","tool_call_id":"c","content":"ok"}]`,
+		},
+		{
+			name: "provider rendering without content", method: "GET", path: "/v1/sessions/s1/turns/t1?format=openai.chat",
+			status: 200, contentType: "application/json", respBody: `[{"role":"tool","tool_call_id":"c"}]`,
+			want: "content",
+		},
+		{
+			name: "turn answered 201", method: "GET", path: "/v1/sessions/s1/turns/t1",
+			status: 201, contentType: "application/json", respBody: turnJSON, header: map[string]string{"Preference-Applied": "wait=5"},
+			want: "status 201 is not documented",
 		},
 		{
 			name: "valid completion info", method: "GET", path: "/v1/complete/" + testKey,

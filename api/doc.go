@@ -1,8 +1,9 @@
 // Package api is turnd's HTTP face: the chi router, its handlers, bearer
 // authentication, request limits, the JSON wire types and
-// application/problem+json errors.
+// application/problem+json errors. Its subpackage provider translates turns
+// from and to the model providers' wire formats (?format=F, formats.go).
 //
 // Domain types from turn are mapped to wire types here, and domain errors
 // to status codes in exactly one function (problemFor). api may import turn,
-// tool, dispatch and budget; it must not import a store implementation.
+// tool, dispatch, budget and api/provider; it must not import a store implementation.
 package api

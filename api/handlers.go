@@ -51,6 +51,10 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
+	if wantsProvider(r) {
+		s.postProviderTurn(w, r)
+		return
+	}
 	var req turnRequest
 	if err := decodeJSON(r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -69,6 +73,13 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 	for i, c := range req.Calls {
 		tr.Calls[i] = turn.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 	}
+	s.submitTurn(w, r, tr, s.writeTurn)
+}
+
+// submitTurn submits tr and answers with write once the turn has left
+// status running (or at once for respond-async, or after a Prefer wait);
+// write gets the turn as it then is, settled or not.
+func (s *server) submitTurn(w http.ResponseWriter, r *http.Request, tr turn.TurnRequest, write func(http.ResponseWriter, *http.Request, turn.Turn)) {
 	sessionID := chi.URLParam(r, "session_id")
 	sub, err := s.svc.Submit(r.Context(), sessionID, tr)
 	if err != nil {
@@ -84,7 +95,7 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
 		if sub.Turn.Status.Settled() {
 			// A replayed, settled turn: nothing runs, answer it whole.
-			s.writeTurn(w, sub.Turn)
+			write(w, r, sub.Turn)
 			return
 		}
 		writeJSON(w, http.StatusAccepted, toTurnWire(sub.Turn))
@@ -102,7 +113,7 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeTurn(w, t)
+	write(w, r, t)
 }
 
 // await holds the request until the turn leaves status running or max
@@ -119,7 +130,7 @@ func (s *server) await(r *http.Request, k turn.TurnKey, max time.Duration) (turn
 
 // writeTurn answers 200 for a settled turn and 202 for one still running
 // or waiting on pending calls.
-func (s *server) writeTurn(w http.ResponseWriter, t turn.Turn) {
+func (s *server) writeTurn(w http.ResponseWriter, _ *http.Request, t turn.Turn) {
 	status := http.StatusOK
 	if !t.Status.Settled() {
 		status = http.StatusAccepted
@@ -158,6 +169,10 @@ func (s *server) waitSettled(r *http.Request, k turn.TurnKey, wait time.Duration
 }
 
 func (s *server) getTurn(w http.ResponseWriter, r *http.Request) {
+	if wantsProvider(r) {
+		s.getProviderTurn(w, r)
+		return
+	}
 	k := turn.TurnKey{SessionID: chi.URLParam(r, "session_id"), TurnID: chi.URLParam(r, "turn_id")}
 	if wait, ok := s.waitPreference(w, preferences(r)); ok {
 		t, err := s.waitSettled(r, k, wait)
@@ -223,8 +238,16 @@ func (s *server) getOutput(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", o.CreatedAt, bytes.NewReader(o.Data))
 }
 
-func (s *server) getTools(w http.ResponseWriter, _ *http.Request) {
-	specs := s.svc.Tools().List()
+func (s *server) getTools(w http.ResponseWriter, r *http.Request) {
+	specs, err := s.sessionTools(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.URL.Query().Has("format") {
+		s.writeProviderTools(w, r, specs)
+		return
+	}
 	out := struct {
 		Tools []toolWire `json:"tools"`
 	}{Tools: make([]toolWire, 0, len(specs))}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/turnd/turnd/api/provider"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -25,9 +26,17 @@ type Problem struct {
 func problemFor(err error) (status int, code, detail string) {
 	var inv *turn.InvalidError
 	var he *httpError
+	var badBody *provider.BodyError
+	var badFormat *provider.UnknownFormatError
 	switch {
 	case errors.As(err, &he):
 		return he.status, he.code, he.detail
+	case errors.As(err, &badBody):
+		return http.StatusBadRequest, "format_mismatch", badBody.Error()
+	case errors.As(err, &badFormat):
+		return http.StatusBadRequest, "unknown_format", badFormat.Error()
+	case errors.Is(err, provider.ErrNoToolCalls):
+		return http.StatusUnprocessableEntity, "no_tool_calls", "the message carries no tool calls: there is nothing to run"
 	case errors.As(err, &inv):
 		if inv.TooLarge {
 			return http.StatusUnprocessableEntity, "too_many_calls", inv.Error()

@@ -295,6 +295,9 @@ func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 		st.replayedFrom = prev.ReplayedFrom
 		return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(prev)}
 	}
+	if msg, bad := unparsedArguments(call.Arguments); bad {
+		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", msg)}
+	}
 	spec, ok := r.reg.Lookup(call.Name)
 	if !ok {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("unknown_tool", fmt.Sprintf("no tool named %q is registered", call.Name))}
