@@ -134,6 +134,13 @@ func (s *server) observe(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
+			if v := recover(); v != nil {
+				// http.ErrAbortHandler, re-raised by the recoverer: the
+				// response was cut off on purpose; net/http handles it.
+				s.log.LogAttrs(r.Context(), slog.LevelDebug, "request aborted",
+					slog.String("method", r.Method), slog.String("route", routeOf(r)))
+				panic(v)
+			}
 			took := time.Since(start)
 			status := sw.status
 			if status == 0 {

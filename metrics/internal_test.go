@@ -172,3 +172,43 @@ func TestStatusCode(t *testing.T) {
 		}
 	}
 }
+
+// TestDispatchIsAlsoNative: the dispatch histogram carries native buckets
+// (for scrapers that negotiate protobuf) beside its classic ones; the
+// others are classic only.
+func TestDispatchIsAlsoNative(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.CallAccounted("echo", turn.CallOK, 3*time.Millisecond)
+	m.AttemptFinished("echo", "ok", time.Millisecond)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case DispatchDuration:
+			found++
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.Schema == nil || len(h.GetPositiveSpan()) == 0 {
+				t.Errorf("%s has no native buckets: %v", DispatchDuration, h)
+			}
+			if len(h.GetBucket()) != len(latencyBuckets) {
+				t.Errorf("%s has %d classic buckets, want %d", DispatchDuration, len(h.GetBucket()), len(latencyBuckets))
+			}
+		case AttemptDuration:
+			found++
+			if h := mf.GetMetric()[0].GetHistogram(); h.Schema != nil {
+				t.Errorf("%s is native too", AttemptDuration)
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("found %d of the two histograms", found)
+	}
+}
