@@ -101,6 +101,13 @@ tools:
       url: %s/defer?token=${TOOL_QUERY_SECRET}
       timeout: 30s
       headers: {Authorization: "Bearer ${TOOL_AUTH}", X-Api-Key: %s}
+  - name: down
+    effect: read
+    http:
+      url: http://127.0.0.1:1/nothing?token=${TOOL_QUERY_SECRET}
+      timeout: 2s
+      headers: {Authorization: "Bearer ${TOOL_AUTH}"}
+    retry: {max_attempts: 1}
 `, toolSrv.URL, toolKeyHeader)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -152,6 +159,12 @@ tools:
 	p.must(http.StatusOK, http.MethodPost, "/v1/complete/"+key, body, signed("msg_again")...)
 	p.must(http.StatusUnauthorized, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer "+wrongToken)
 	p.must(http.StatusOK, http.MethodGet, "/v1/sessions/s/turns/t", nil, auth...)
+	// A tool that cannot be reached: its error must not repeat its URL.
+	down := decode[turnJSON](t, p.must(http.StatusOK, http.MethodPost, "/v1/sessions/s/turns",
+		`{"id":"t2","calls":[{"id":"d","name":"down","arguments":{}}]}`, auth...))
+	if r := down.result(t, "d"); r.Status != "error" || r.Error == nil || strings.Contains(r.Error.Message, toolQuerySecret) {
+		t.Errorf("the unreachable tool's result: %+v", r)
+	}
 	p.must(http.StatusUnauthorized, http.MethodGet, "/metrics", nil)
 	p.must(http.StatusUnauthorized, http.MethodGet, "/metrics", nil, auth...)
 	scrape := p.must(http.StatusOK, http.MethodGet, "/metrics", nil, "Authorization", "Bearer "+metricsToken)
@@ -194,8 +207,8 @@ tools:
 			t.Errorf("request record with route %q", r)
 		}
 	}
-	if requests != 12 {
-		t.Errorf("%d request records, want 12 (one per request):\n%s", requests, logs)
+	if requests != 13 {
+		t.Errorf("%d request records, want 13 (one per request):\n%s", requests, logs)
 	}
 }
 
