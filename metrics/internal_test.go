@@ -212,3 +212,44 @@ func TestDispatchIsAlsoNative(t *testing.T) {
 		t.Errorf("found %d of the two histograms", found)
 	}
 }
+
+// TestRequestLabelsBounded: methods outside the standard set and codes
+// outside 100-999 share one label value each.
+func TestRequestLabelsBounded(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, method := range []string{"GET", "BREW", "PROPFIND", "X-1"} {
+		m.ObserveRequest(method, "unmatched", 405, time.Millisecond)
+	}
+	m.ObserveRequest("GET", "/healthz", 1000, time.Millisecond)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series []string
+	for _, mf := range mfs {
+		if mf.GetName() != HTTPRequestsTotal {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			var ls []string
+			for _, l := range s.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			series = append(series, strings.Join(ls, ","))
+		}
+	}
+	slices.Sort(series)
+	want := []string{
+		"code=405,method=GET,route=unmatched",
+		"code=405,method=other,route=unmatched",
+		"code=other,method=GET,route=/healthz",
+	}
+	if !slices.Equal(series, want) {
+		t.Errorf("series %v, want %v", series, want)
+	}
+}

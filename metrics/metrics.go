@@ -259,8 +259,20 @@ func (m *Metrics) WebhookAttempt(outcome turn.WebhookOutcome) {
 // route is the matched route pattern, never the raw path.
 func (m *Metrics) ObserveRequest(method, route string, code int, took time.Duration) {
 	c := statusCode(code)
+	method = knownMethod(method)
 	m.requests.WithLabelValues(method, route, c).Inc()
 	m.requestTime.WithLabelValues(method, route, c).Observe(took.Seconds())
+}
+
+// knownMethod bounds the method label: a client may send any token as a
+// method (answered 405), and each would be a new series.
+func knownMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodHead, http.MethodOptions:
+		return m
+	}
+	return "other"
 }
 
 // statusCode formats the usual codes without an allocation.
