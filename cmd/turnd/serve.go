@@ -147,14 +147,14 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 			return fmt.Errorf("TURND_COMPLETION_SIGNING_SECRET: %w", err)
 		}
 	}
-	// cancels carries cancel_url requests off the service's goroutines; they
-	// are best effort with retries inside CancelExternal.
 	// One registry for the process, passed down: nothing registers globally.
 	promReg := prometheus.NewRegistry()
 	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true})
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	// cancels carries cancel_url requests off the service's goroutines; they
+	// are best effort with retries inside CancelExternal.
 	cancelCtx, stopCancels := context.WithCancel(context.Background())
 	defer stopCancels()
 	// Replicas on one Postgres tell each other about turn changes; the
@@ -243,6 +243,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 
 	select {
 	case err := <-errc:
+		_ = srv.Close()
 		_ = svc.Shutdown(context.Background())
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
