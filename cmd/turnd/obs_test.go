@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -358,5 +359,22 @@ func TestMetricsListener(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the scrape lacks %s", want)
 		}
+	}
+}
+
+// TestMetricsAddressTaken: a metrics address that cannot be listened on
+// stops the start with an error naming it.
+func TestMetricsAddressTaken(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	code, _, stderr := runTurnd(t, childEnv(), "serve", "--addr", freeAddr(t), "--data", filepath.Join(dir, "turnd.db"),
+		"--metrics-addr", ln.Addr().String())
+	if code != 1 || !strings.Contains(stderr, "listening on the metrics address "+ln.Addr().String()) {
+		t.Errorf("exit code %d, stderr:\n%s", code, stderr)
 	}
 }
