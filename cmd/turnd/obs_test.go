@@ -247,7 +247,7 @@ func (p *proc) waitStatus(path string, want int) {
 func TestShutdownDrainsReadinessFirst(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	args := []string{"--config", exampleConfig, "--data", filepath.Join(dir, "turnd.db"), "--shutdown-delay", "4s", "--shutdown-grace", "20s"}
+	args := []string{"--config", exampleConfig, "--data", filepath.Join(dir, "turnd.db"), "--shutdown-delay", "5s", "--shutdown-grace", "20s"}
 	p := startTurnd(t, procOptions{name: "first", args: args})
 	p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
 		`{"id":"long","calls":[{"id":"z","name":"sleep","arguments":{"ms":1500}}]}`, "Prefer", "respond-async")
