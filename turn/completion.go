@@ -422,9 +422,9 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 		return err
 	}
 	s.log.Info("completion timed out", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "on_timeout", c.OnTimeout)
+	s.cancelExternal(cancelled)
 	s.observeResolved(CompletionExpired, 1)
 	s.observeResolved(CompletionAborted, len(cancelled))
-	s.cancelExternal(cancelled)
 	if settled {
 		s.observeSettled(b.SettleStatus, t.CreatedAt)
 		s.wakeWebhooks()
@@ -514,8 +514,8 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 		}
 		return Turn{}, fmt.Errorf("cancelling turn: %w", err)
 	}
-	s.observeResolved(CompletionAborted, len(cancelled))
 	s.cancelExternal(cancelled)
+	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
 		s.observeSettled(StatusCancelled, t.CreatedAt)
 		s.wakeWebhooks()
@@ -561,6 +561,6 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 		s.log.Error("cancelling parked calls failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 		return
 	}
-	s.observeResolved(CompletionAborted, len(cancelled))
 	s.cancelExternal(cancelled)
+	s.observeResolved(CompletionAborted, len(cancelled))
 }
