@@ -52,7 +52,7 @@ func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 	for {
 		lines, err := s.svc.Ledger(r.Context(), k.SessionID, after, 500)
 		if err != nil {
-			s.log.Warn("event stream: reading the ledger failed", "err", err)
+			s.log.WarnContext(r.Context(), "event stream: reading the ledger failed", "err", err)
 			return
 		}
 		for _, l := range lines {

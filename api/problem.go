@@ -81,7 +81,7 @@ func errHTTP(status int, code, detail string) error {
 // only. A request whose client is gone gets no body.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		s.log.Debug("client gone before the response", "path", r.URL.Path)
+		s.log.DebugContext(r.Context(), "client gone before the response", "route", routeOf(r))
 		return
 	}
 	status, code, detail := problemFor(err)
@@ -89,7 +89,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		level = slog.LevelError
 	}
-	s.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "code", code, "err", err)
+	s.log.Log(r.Context(), level, "request failed", "method", r.Method, "route", routeOf(r), "status", status, "code", code, "err", err)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfterSeconds))
 	}
@@ -103,7 +103,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // also replace its detail).
 func (s *server) writeProblemWith(w http.ResponseWriter, r *http.Request, err error, ext map[string]any) {
 	status, code, detail := problemFor(err)
-	s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", code)
+	s.log.DebugContext(r.Context(), "request refused", "method", r.Method, "route", routeOf(r), "status", status, "code", code)
 	body := map[string]any{"type": "urn:turnd:problem:" + code, "title": http.StatusText(status), "status": status, "detail": detail, "code": code}
 	for k, v := range ext {
 		body[k] = v

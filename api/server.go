@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -41,6 +42,19 @@ type Config struct {
 	// response while the turn runs; after it the answer is 202 with the
 	// turn still running. Default 10 minutes.
 	MaxWait time.Duration
+	// ObserveRequest, when set, is told of every answered request: method,
+	// matched route pattern (never the raw path), status and duration
+	// (metrics.Metrics.ObserveRequest).
+	ObserveRequest func(method, route string, status int, took time.Duration)
+	// Metrics, when set, is served on GET /metrics (the Prometheus scrape
+	// handler); without it /metrics answers 404. MetricsToken, when set,
+	// is the bearer token /metrics requires (see MetricsHandler).
+	Metrics      http.Handler
+	MetricsToken string
+	// Draining, when set and reporting true, makes /readyz answer 503
+	// while every other route still serves: the first step of a graceful
+	// shutdown, so that load balancers stop sending before the server stops.
+	Draining func() bool
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -64,16 +78,20 @@ func (c Config) WithDefaults() Config {
 }
 
 type server struct {
-	cfg    Config
-	svc    *turn.Service
-	log    *slog.Logger
-	tokens [][32]byte
+	cfg            Config
+	svc            *turn.Service
+	log            *slog.Logger
+	tokens         [][32]byte
+	metricsHandler http.Handler
 }
 
 // New returns turnd's HTTP handler.
 func New(cfg Config) http.Handler {
 	cfg = cfg.WithDefaults()
 	s := &server{cfg: cfg, svc: cfg.Service, log: cfg.Logger}
+	if cfg.Metrics != nil {
+		s.metricsHandler = MetricsHandler(cfg.Metrics, cfg.MetricsToken)
+	}
 	for _, t := range cfg.Tokens {
 		if t = strings.TrimSpace(t); t != "" {
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
@@ -84,7 +102,7 @@ func New(cfg Config) http.Handler {
 
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer)
+	r.Use(s.observe, s.recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
 	})
@@ -93,6 +111,7 @@ func (s *server) routes() http.Handler {
 	})
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/metrics", s.metrics)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(turnd.OpenAPI)
@@ -129,11 +148,8 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := r.Header.Get("Authorization")
-		const prefix = "Bearer "
 		ok := 0
-		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
-			got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+		if got, present := bearer(r); present {
 			for i := range s.tokens {
 				ok |= subtle.ConstantTimeCompare(got[:], s.tokens[i][:])
 			}
@@ -155,7 +171,7 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "route", routeOf(r), "panic", v, "stack", string(debug.Stack()))
 				writeProblem(w, http.StatusInternalServerError, "internal", "internal error")
 			}
 		}()
@@ -179,8 +195,14 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Ready(r.Context()); err != nil {
-		s.log.Warn("not ready", "err", err)
+	err := s.svc.Ready(r.Context())
+	if err == nil && s.cfg.Draining != nil && s.cfg.Draining() {
+		err = turn.ErrShuttingDown
+	}
+	if err != nil {
+		if !errors.Is(err, turn.ErrShuttingDown) {
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
+		}
 		w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfterSeconds))
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 		return

@@ -29,6 +29,8 @@ type slot struct {
 	run     *run
 	done    bool
 	outcome Outcome
+	// admittedAt is when dispatch took the call up for admission.
+	admittedAt time.Time
 }
 
 // run is the attempts of one call that one worker makes. The driving
@@ -86,6 +88,7 @@ func (r *run) cancelWith(cause error) {
 type dispatcher struct {
 	host       Host
 	hook       AttemptHook
+	watch      AttemptObserver
 	aheader    Aheader
 	concurrent bool
 	failFast   bool
@@ -138,6 +141,7 @@ func newDispatcher(w Wave, h Host) *dispatcher {
 		barrier:    -1,
 	}
 	d.hook, _ = h.(AttemptHook)
+	d.watch, _ = h.(AttemptObserver)
 	d.aheader, _ = h.(Aheader)
 	if d.limit == 0 {
 		d.limit = DefaultMaxConcurrency
@@ -218,6 +222,7 @@ func (d *dispatcher) admit(hostCtx, toolCtx context.Context) {
 	k := d.next
 	d.next++
 	s := &d.slots[k]
+	s.admittedAt = d.now()
 	call, meta, bad := resolve(s.call)
 	s.call, s.resolved = call, meta
 	if hostCtx.Err() != nil {
@@ -509,13 +514,14 @@ func (d *dispatcher) account(hostCtx context.Context) error {
 	for d.acct < len(d.slots) && d.slots[d.acct].done {
 		s := &d.slots[d.acct]
 		a := Accounted{
-			Index:    d.acct,
-			Call:     s.call,
-			Resolved: s.resolved,
-			Verdict:  s.verdict,
-			Admitted: s.admitted,
-			Effect:   s.effect,
-			Outcome:  s.outcome,
+			Index:      d.acct,
+			Call:       s.call,
+			Resolved:   s.resolved,
+			Verdict:    s.verdict,
+			Admitted:   s.admitted,
+			Effect:     s.effect,
+			Outcome:    s.outcome,
+			AdmittedAt: s.admittedAt,
 		}
 		if r := s.run; r != nil {
 			a.Outcome, a.Attempts, a.StartedAt, a.FinishedAt = r.outcome, r.attempts, r.started, r.finished

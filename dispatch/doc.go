@@ -28,8 +28,10 @@
 // Attempt; a panicking tool answers its call with CodeToolPanic; a
 // fail_fast wave stops at its first error or refusal; a cancelled context
 // cancels running tools and accounts the calls that never ran as cancelled;
-// and a Host that implements Aheader can start read tools before their
-// calls are admitted.
+// a Host that implements Aheader can start read tools before their calls
+// are admitted; and one that implements AttemptObserver is told of every
+// attempt, with its duration (for metrics). Each accounted call carries the
+// time dispatch took it up for admission (Accounted.AdmittedAt).
 //
 // The package is pure: it performs no I/O and does no logging. Everything it
 // observes leaves through the Host interfaces, so the turn service can put

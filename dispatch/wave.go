@@ -143,6 +143,9 @@ type Accounted struct {
 	Attempts int
 	// StartedAt and FinishedAt bound the tool's attempts; zero when none ran.
 	StartedAt, FinishedAt time.Time
+	// AdmittedAt is when dispatch took the call up for admission (by
+	// Wave.Now): the time from it to Account is the call's dispatch latency.
+	AdmittedAt time.Time
 }
 
 // Report sums up a wave. Status counts follow each call's final outcome; Ran
@@ -205,6 +208,19 @@ type Host interface {
 // (see Aheader) it is called before the call's Admit.
 type AttemptHook interface {
 	BeforeAttempt(ctx context.Context, call Call, effect Effect, attempt int) error
+}
+
+// AttemptObserver may also be implemented by a Host to watch attempts
+// without deciding anything (metrics). AttemptStarted is called on the
+// tool's goroutine just before an attempt invokes the tool, after
+// BeforeAttempt allowed it; AttemptFinished right after the tool returned
+// (or panicked), with the attempt's raw outcome and how long the tool took,
+// measured on the monotonic clock. Every AttemptStarted is followed by one
+// AttemptFinished with the same call and attempt, speculative runs included.
+// Both must be quick and must not block.
+type AttemptObserver interface {
+	AttemptStarted(call Call, attempt int)
+	AttemptFinished(call Call, attempt int, o Outcome, took time.Duration)
 }
 
 // Aheader may also be implemented by a Host to start read tools before their

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // What a worker does with a run. The path of an attempt that answers at once
@@ -38,7 +39,11 @@ func (d *dispatcher) attempts(ctx context.Context, r *run) {
 		if r.started.IsZero() {
 			r.started = d.now()
 		}
-		invoke(ctx, r, at)
+		if d.watch != nil {
+			d.observed(ctx, r, at)
+		} else {
+			invoke(ctx, r, at)
+		}
 		r.attempts = at.number
 		if !d.retry(ctx, r, at.number) {
 			return
@@ -52,6 +57,24 @@ func (d *dispatcher) attempts(ctx context.Context, r *run) {
 func invoke(ctx context.Context, r *run, at *Attempt) {
 	defer recoverTool(r)
 	r.outcome = r.tool.Invoke(ctx, r.call, at)
+}
+
+// observed runs one attempt of r's tool under the host's AttemptObserver.
+// The tool is timed with time.Now, not Wave.Now: the duration needs the
+// monotonic clock, which a host's clock need not carry. A tool ending its
+// goroutine (runtime.Goexit) still reports its attempt finished.
+func (d *dispatcher) observed(ctx context.Context, r *run, at *Attempt) {
+	d.watch.AttemptStarted(r.call, at.number)
+	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished {
+			d.watch.AttemptFinished(r.call, at.number, Fail(CodeToolPanic, "tool exited its goroutine without an outcome"), time.Since(start))
+		}
+	}()
+	invoke(ctx, r, at)
+	finished = true
+	d.watch.AttemptFinished(r.call, at.number, r.outcome, time.Since(start))
 }
 
 // recoverTool turns a panicking tool into an error outcome, so that a

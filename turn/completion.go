@@ -162,7 +162,8 @@ func (s *Service) lookupKey(ctx context.Context, raw string) (Completion, error)
 }
 
 // Complete delivers the one final result of a deferred call.
-func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (DeliveryResult, error) {
+func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res DeliveryResult, err error) {
+	defer func() { s.observeDelivery(res, err) }()
 	if (len(d.Output) == 0) == (d.Error == nil) {
 		return DeliveryResult{}, invalid("", "exactly one of output and error is required")
 	}
@@ -220,7 +221,7 @@ func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery) {
 	line := Line{SessionID: c.SessionID, TurnID: c.TurnID, CallID: c.CallID, Kind: LineCompletionLate, At: s.now(),
 		Data: mustJSON(map[string]any{"status": c.Status, "key": completion.Hash(c.KeyHash).Fingerprint(), "payload": deliveryPayload(d)})}
 	if err := s.completions.RecordLate(context.WithoutCancel(ctx), TurnKey{c.SessionID, c.TurnID}, line); err != nil {
-		s.log.Error("recording a late completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+		s.log.ErrorContext(ctx, "recording a late completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
 	}
 }
 
@@ -275,6 +276,7 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 		return fmt.Errorf("resolving completion: %w", err)
 	}
 	if settled {
+		s.observeSettled(StatusCompleted, t.CreatedAt)
 		s.wakeWebhooks()
 	}
 	return nil
@@ -306,7 +308,7 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
 	ctx = context.WithoutCancel(ctx)
 	cs, err := s.completions.TurnCompletions(ctx, k)
 	if err != nil {
-		s.log.Error("reading a turn's completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		s.log.ErrorContext(ctx, "reading a turn's completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 		return
 	}
 	for _, c := range cs {
@@ -315,7 +317,7 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
 		}
 		err := s.resolveDelivered(ctx, c, c.Payload, c.PayloadHash, CompletionEarly)
 		if err != nil && !errors.Is(err, ErrCompletionState) {
-			s.log.Error("applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+			s.log.ErrorContext(ctx, "applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
 		}
 	}
 }
@@ -421,7 +423,10 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 	}
 	s.log.Info("completion timed out", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "on_timeout", c.OnTimeout)
 	s.cancelExternal(cancelled)
+	s.observeResolved(CompletionExpired, 1)
+	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
+		s.observeSettled(b.SettleStatus, t.CreatedAt)
 		s.wakeWebhooks()
 	}
 	return nil
@@ -510,7 +515,9 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 		return Turn{}, fmt.Errorf("cancelling turn: %w", err)
 	}
 	s.cancelExternal(cancelled)
+	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
+		s.observeSettled(StatusCancelled, t.CreatedAt)
 		s.wakeWebhooks()
 	}
 	return s.GetTurn(ctx, k)
@@ -555,4 +562,5 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 		return
 	}
 	s.cancelExternal(cancelled)
+	s.observeResolved(CompletionAborted, len(cancelled))
 }

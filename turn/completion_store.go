@@ -130,6 +130,9 @@ type CompletionStore interface {
 	// DueCompletions returns up to limit pending completions whose deadline
 	// or heartbeat deadline is at or before now.
 	DueCompletions(ctx context.Context, now time.Time, limit int) ([]Completion, error)
+	// PendingCount returns how many completions are pending (calls parked
+	// on their key) in the whole store, whichever process parked them.
+	PendingCount(ctx context.Context) (int64, error)
 	// TurnCompletions returns the completions of a turn.
 	TurnCompletions(ctx context.Context, k TurnKey) ([]Completion, error)
 	// RecordLate appends a completion_late line for a payload delivered to

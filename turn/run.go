@@ -142,6 +142,7 @@ func (r *run) execute() {
 		Keys:           keyIssuer{r},
 		Now:            s.now,
 	}
+	s.cfg.Observer.WaveStarted(len(calls))
 	report, err := wave.Run(r.ctx, r)
 	status := StatusCompleted
 	switch {
@@ -212,6 +213,7 @@ func (r *run) settle(status Status) {
 	r.turn.Status = status
 	r.turn.SettledAt = settledAt
 	r.final = r.turn
+	s.observeSettled(status, r.turn.CreatedAt)
 	if c.Webhook != nil {
 		s.wakeWebhooks()
 	}
@@ -358,6 +360,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	}
 	res := r.resultOf(a)
 	res.ReplayedFrom = st.replayedFrom
+	defer r.observeAccounted(a, res.Status)
 	var out *Output
 	if a.Verdict == dispatch.Run && a.Outcome.Status != dispatch.StatusRefused {
 		out = r.svc.project(r.key, r.proj, &res, a.Outcome)
@@ -520,6 +523,7 @@ func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o disp
 	}
 	res.Truncated = pr.Truncated
 	res.OriginalBytes = pr.OriginalBytes
+	s.observeProjection(pr)
 	res.OriginalLines = pr.OriginalLines
 	if !pr.Truncated {
 		return nil

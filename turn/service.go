@@ -94,6 +94,9 @@ type Config struct {
 	WebhookConcurrency int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Observer receives the service's events for metrics. Default:
+	// NopObserver.
+	Observer Observer
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -153,6 +156,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	return c
 }

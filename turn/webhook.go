@@ -310,7 +310,9 @@ func (s *Service) deliverWebhook(w Webhook) {
 	if err := s.store.MarkWebhook(ctx, w.ID, m); err != nil {
 		// The claim's lease runs out and the webhook is sent again.
 		log.Error("recording a webhook attempt failed; it will be retried when its lease expires", "outcome", m.Outcome, "err", err)
+		return
 	}
+	s.cfg.Observer.WebhookAttempt(m.Outcome)
 }
 
 // post sends w once, signed when there is a signer.

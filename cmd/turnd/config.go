@@ -26,10 +26,21 @@ type config struct {
 	Tokens        []string
 	NoMigrate     bool
 	ShutdownGrace time.Duration
-	LeaseTTL      time.Duration
-	MaxBodyBytes  int64
-	MaxCalls      int
-	PublicURL     string
+	// ShutdownDelay is how long /readyz answers 503 after SIGTERM while
+	// everything else still serves, before the server stops taking
+	// requests: load balancers see the replica leave first
+	// (TURND_SHUTDOWN_DELAY).
+	ShutdownDelay time.Duration
+	// MetricsAddr, when set, serves /metrics on a listener of its own
+	// instead of the main one (TURND_METRICS_ADDR).
+	MetricsAddr string
+	// MetricsToken, when set, is the bearer token /metrics requires
+	// (TURND_METRICS_TOKEN or TURND_METRICS_TOKEN_FILE).
+	MetricsToken string
+	LeaseTTL     time.Duration
+	MaxBodyBytes int64
+	MaxCalls     int
+	PublicURL    string
 	// CompletionSecret derives completion keys (TURND_COMPLETION_SECRET);
 	// empty keeps one in the database.
 	CompletionSecret string
@@ -51,7 +62,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		return def
 	}
 	var c config
-	var grace, lease, maxBody, maxCalls string
+	var grace, delay, lease, maxBody, maxCalls string
 	// Parsed before the flags so that the environment's value is the flag's
 	// default; any strconv.ParseBool spelling (true, 1, TRUE, ...) counts.
 	noMigrate, err := strconv.ParseBool(get("TURND_NO_MIGRATE", "false"))
@@ -66,6 +77,8 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
 	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
+	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", "0s"), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; 5s behind a load balancer)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
 	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
 	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
@@ -82,6 +95,17 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	}
 	if c.ShutdownGrace, err = time.ParseDuration(grace); err != nil || c.ShutdownGrace < 0 {
 		return config{}, usageError{fmt.Sprintf("shutdown-grace: %q is not a duration like 30s", grace)}
+	}
+	if c.ShutdownDelay, err = time.ParseDuration(delay); err != nil || c.ShutdownDelay < 0 {
+		return config{}, usageError{fmt.Sprintf("shutdown-delay: %q is not a duration like 5s", delay)}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return config{}, usageError{fmt.Sprintf("metrics-addr: %q is not a host:port address", c.MetricsAddr)}
+		}
+		if c.MetricsAddr == c.Addr {
+			return config{}, usageError{fmt.Sprintf("metrics-addr: %q is the main address; leave it empty to serve /metrics there", c.MetricsAddr)}
+		}
 	}
 	if c.LeaseTTL, err = time.ParseDuration(lease); err != nil || c.LeaseTTL < time.Second {
 		return config{}, usageError{fmt.Sprintf("lease-ttl: %q is not a duration of at least 1s", lease)}
@@ -113,6 +137,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		{&c.CompletionSecret, "TURND_COMPLETION_SECRET"},
 		{&c.CompletionSigningSecret, "TURND_COMPLETION_SIGNING_SECRET"},
 		{&c.WebhookSecret, "TURND_WEBHOOK_SECRET"},
+		{&c.MetricsToken, "TURND_METRICS_TOKEN"},
 	} {
 		if *sec.dst = get(sec.name, ""); *sec.dst == "" {
 			if *sec.dst, err = fileVar(env, sec.name+"_FILE"); err != nil {

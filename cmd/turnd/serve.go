@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lmittmann/tint"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/metrics"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/store/sqlite"
 	"github.com/turnd/turnd/tool"
@@ -41,10 +44,11 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 			}
 		}
 	}
+	// Records logged with a request's context carry its request id.
 	if format == "text" {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+		return slog.New(api.LogHandler(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(api.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 func openStore(ctx context.Context, c config, log *slog.Logger) (store, error) {
@@ -143,6 +147,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 			return fmt.Errorf("TURND_COMPLETION_SIGNING_SECRET: %w", err)
 		}
 	}
+	// One registry for the process, passed down: nothing registers globally.
+	promReg := prometheus.NewRegistry()
+	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true})
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	// cancels carries cancel_url requests off the service's goroutines; they
 	// are best effort with retries inside CancelExternal.
 	cancelCtx, stopCancels := context.WithCancel(context.Background())
@@ -158,7 +168,8 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		notifier = n
 	}
 	svc, err := turn.New(turn.Config{
-		Store:            st,
+		Store:            m.Store(st),
+		Observer:         m,
 		Notifier:         notifier,
 		Tools:            func() *tool.Registry { return reg },
 		Logger:           log,
@@ -186,13 +197,21 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
-	handler := api.New(api.Config{
+	var draining atomic.Bool
+	acfg := api.Config{
 		Service:          svc,
 		Tokens:           c.Tokens,
 		Logger:           log,
 		MaxBodyBytes:     c.MaxBodyBytes,
 		CompletionSigner: completionSigner,
-	})
+		ObserveRequest:   m.ObserveRequest,
+		MetricsToken:     c.MetricsToken,
+		Draining:         draining.Load,
+	}
+	if c.MetricsAddr == "" {
+		acfg.Metrics = metrics.Handler(promReg)
+	}
+	handler := api.New(acfg)
 	srv := &http.Server{
 		Addr:              c.Addr,
 		Handler:           handler,
@@ -211,16 +230,38 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		return fmt.Errorf("listening on %s: %w", c.Addr, err)
 	}
 	log.Info("turnd serving", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var metricsSrv *http.Server
+	if c.MetricsAddr != "" {
+		if metricsSrv, err = serveMetrics(c, promReg, log, errc); err != nil {
+			_ = srv.Close()
+			_ = svc.Shutdown(context.Background())
+			return err
+		}
+	}
 
 	select {
 	case err := <-errc:
+		_ = srv.Close()
 		_ = svc.Shutdown(context.Background())
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", c.ShutdownGrace)
+	log.Info("shutting down", "grace", c.ShutdownGrace, "delay", c.ShutdownDelay)
+	// /readyz answers 503 from now on; for the delay everything else still
+	// serves, so that load balancers take the replica out before it stops
+	// taking requests. A second signal ends the process (see main).
+	draining.Store(true)
+	if c.ShutdownDelay > 0 {
+		t := time.NewTimer(c.ShutdownDelay)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			log.Warn("a listener failed while draining", "err", err)
+		}
+		t.Stop()
+	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
 	defer cancel()
 	// The service stops taking turns first and lets running waves finish
@@ -236,6 +277,42 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if err := <-svcDone; err != nil {
 		log.Warn("waves cancelled at the end of the grace period", "err", err)
 	}
+	// Metrics are scraped until the end, then the store closes (deferred).
+	if metricsSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = metricsSrv.Shutdown(ctx)
+		cancel()
+	}
 	log.Info("stopped")
 	return nil
+}
+
+// serveMetrics serves /metrics (guarded by the metrics token, if any) on
+// the metrics address; a failure of its Serve goes to errc.
+func serveMetrics(c config, g prometheus.Gatherer, log *slog.Logger, errc chan<- error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", api.MetricsHandler(metrics.Handler(g), c.MetricsToken))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", c.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on the metrics address %s: %w", c.MetricsAddr, err)
+	}
+	if c.MetricsToken == "" && !isLoopback(c.MetricsAddr) {
+		log.Info("metrics served without a token; set TURND_METRICS_TOKEN to require one", "metrics_addr", c.MetricsAddr)
+	}
+	log.Info("metrics serving", "metrics_addr", ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics listener: %w", err)
+		}
+	}()
+	return srv, nil
 }

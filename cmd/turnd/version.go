@@ -6,19 +6,34 @@ import (
 	"runtime/debug"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version and commit are set at build time:
+//
+//	go build -ldflags "-X main.version=v1.2.3 -X main.commit=$(git rev-parse HEAD)"
+//
+// commit is only needed where the build has no VCS information (a
+// container build without .git, or -buildvcs=false); otherwise the
+// revision Go stamps into the binary is used.
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func printVersion(w io.Writer) {
-	commit, modified := "unknown", false
+	info, _ := debug.ReadBuildInfo() // nil without build info
+	fmt.Fprint(w, versionText(version, commit, info))
+}
+
+// versionText is the three lines of `turnd version`: the version, the
+// commit (with -dirty when the tree had changes), the Go version.
+func versionText(v, ldCommit string, info *debug.BuildInfo) string {
+	rev, modified := "", false
 	goVersion := "unknown"
-	v := version // a local: printVersion may run concurrently (tests)
-	if info, ok := debug.ReadBuildInfo(); ok {
+	if info != nil {
 		goVersion = info.GoVersion
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				rev = s.Value
 			case "vcs.modified":
 				modified = s.Value == "true"
 			}
@@ -27,8 +42,13 @@ func printVersion(w io.Writer) {
 			v = info.Main.Version
 		}
 	}
-	if modified {
-		commit += "-dirty"
+	switch {
+	case rev != "" && modified:
+		rev += "-dirty"
+	case rev == "" && ldCommit != "":
+		rev = ldCommit
+	case rev == "":
+		rev = "unknown"
 	}
-	fmt.Fprintf(w, "turnd %s\ncommit %s\n%s\n", v, commit, goVersion)
+	return fmt.Sprintf("turnd %s\ncommit %s\n%s\n", v, rev, goVersion)
 }

@@ -51,6 +51,9 @@ WHERE status = 'pending' AND LEAST(deadline, heartbeat_deadline) <= $1
 ORDER BY LEAST(deadline, heartbeat_deadline), key_hash
 LIMIT $2`
 
+	// sqlPendingCount is served by the partial index completions_due.
+	sqlPendingCount = `SELECT count(*) FROM completions WHERE status = 'pending'`
+
 	sqlTurnCompletions = `SELECT ` + completionColumns + ` FROM completions
 WHERE session_id = $1 AND turn_id = $2
 ORDER BY call_idx, created_at, key_hash`
@@ -141,6 +144,16 @@ func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([
 		return nil, wrap("reading due completions", err)
 	}
 	return cs, nil
+}
+
+// PendingCount returns how many calls are parked on a completion key, in
+// the whole database: every replica's.
+func (s *Store) PendingCount(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sqlPendingCount).Scan(&n); err != nil {
+		return 0, wrap("counting pending completions", err)
+	}
+	return n, nil
 }
 
 // TurnCompletions returns the completions of a turn in call order (none for

@@ -859,3 +859,37 @@ func testCompletionRoundTrip(t *testing.T, s turn.Store) {
 		t.Errorf("final payload = %q (hash %x), want %q byte for byte", ga.Payload, ga.PayloadHash, final)
 	}
 }
+
+// testPendingCount: only completions parked and unresolved count; issued,
+// early and resolved ones do not.
+func testPendingCount(t *testing.T, s turn.Store) {
+	count := func(what string, want int64) {
+		t.Helper()
+		n, err := s.PendingCount(ctx(t))
+		must(t, "PendingCount "+what, err)
+		if n != want {
+			t.Errorf("PendingCount %s = %d, want %d", what, n, want)
+		}
+	}
+	count("of an empty store", 0)
+	mustReceive(t, s, receiveCalls("s1", "t0", "owner-a", 2))
+	issue(t, s, "s1", "t0", 0)
+	e := issue(t, s, "s1", "t0", 1)
+	payload := json.RawMessage(`{"output":"early"}`)
+	_, err := s.DeliverEarly(ctx(t), e.KeyHash, payload, sha256.Sum256(payload), base)
+	must(t, "DeliverEarly", err)
+	count("with an issued and an early key", 0)
+
+	cs := waitingTurn(t, s, "s1", "t1", 3)
+	waitingTurn(t, s, "s2", "t1", 2)
+	count("with five parked calls in two sessions", 5)
+
+	_, err = s.Resolve(ctx(t), batch("s1", "t1", base.Add(time.Minute), resolution(cs[0], `"a"`), resolution(cs[2], `"c"`)))
+	must(t, "Resolve", err)
+	count("after two were resolved", 3)
+	timedOut := resolution(cs[1], `null`)
+	timedOut.Status = turn.CompletionTimedOut
+	_, err = s.Resolve(ctx(t), batch("s1", "t1", base.Add(2*time.Minute), timedOut))
+	must(t, "Resolve timed out", err)
+	count("after the third timed out", 2)
+}

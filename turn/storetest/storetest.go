@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"ResolveWhileCommitting", testResolveWhileCommitting},
 		{"Heartbeat", testHeartbeat},
 		{"DueCompletions", testDueCompletions},
+		{"PendingCount", testPendingCount},
 		{"Secret", testSecret},
 		{"SecretConcurrent", testSecretConcurrent},
 		{"CompletionRoundTrip", testCompletionRoundTrip},
