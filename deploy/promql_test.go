@@ -5,32 +5,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/turnd/turnd/metrics"
 )
 
-// exportedMetrics are the metric families turnd exports (histograms by their
-// family name; their _bucket, _sum and _count series are accepted too). It is
+// exportedMetrics are the metric families turnd exports, from the metrics
+// package itself (histograms by their family name; their _bucket, _sum and
+// _count series are accepted too), Go and process collectors included. It is
 // the one list the metric-name checks compare against.
-var exportedMetrics = []string{
-	"turnd_dispatch_duration_seconds",
-	"turnd_tool_attempt_duration_seconds",
-	"turnd_calls_total",
-	"turnd_calls_in_flight",
-	"turnd_wave_size",
-	"turnd_turn_duration_seconds",
-	"turnd_turns_total",
-	"turnd_pending_calls",
-	"turnd_completions_total",
-	"turnd_budget_truncations_total",
-	"turnd_budget_dropped_bytes_total",
-	"turnd_store_duration_seconds",
-	"turnd_webhook_deliveries_total",
-	"turnd_http_requests_total",
-	"turnd_http_request_duration_seconds",
-}
-
-// collectorPrefixes are the families of the Go and process collectors turnd
-// registers; their exact set depends on the client library's version.
-var collectorPrefixes = []string{"go_", "process_"}
+var exportedMetrics = metrics.Names()
 
 // scrapeSeries are written by Prometheus itself for every target, not
 // exported by turnd, and may be queried all the same.
@@ -41,7 +24,7 @@ var scrapeSeries = []string{
 }
 
 // unknownMetrics returns the metric names expr selects that are neither in
-// exported (with histogram suffixes), nor collector families, nor series
+// exported (with histogram suffixes) nor series
 // Prometheus writes itself.
 func unknownMetrics(expr string, exported []string) ([]string, error) {
 	names, err := metricNames(expr)
@@ -63,11 +46,6 @@ func knownMetric(name string, exported []string) bool {
 	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 		if base, ok := strings.CutSuffix(name, suffix); ok && slices.Contains(exported, base) {
-			return true
-		}
-	}
-	for _, p := range collectorPrefixes {
-		if strings.HasPrefix(name, p) && len(name) > len(p) {
 			return true
 		}
 	}
@@ -459,7 +437,7 @@ func TestMetricNamesRejects(t *testing.T) {
 
 func TestUnknownMetrics(t *testing.T) {
 	t.Parallel()
-	exported := []string{"turnd_calls_total", "turnd_dispatch_duration_seconds"}
+	exported := []string{"turnd_calls_total", "turnd_dispatch_duration_seconds", "go_goroutines", "process_resident_memory_bytes"}
 	tests := []struct {
 		expr string
 		want []string
@@ -471,6 +449,7 @@ func TestUnknownMetrics(t *testing.T) {
 		{"turnd_call_total", []string{"turnd_call_total"}},
 		{"turnd_dispatch_duration_bucket", []string{"turnd_dispatch_duration_bucket"}},
 		{"go_ + process_", []string{"go_", "process_"}},
+		{"go_threads_total + process_rss", []string{"go_threads_total", "process_rss"}},
 		{"rate(turnd_webhooks_total[5m]) / turnd_calls_total", []string{"turnd_webhooks_total"}},
 	}
 	for _, tt := range tests {
