@@ -358,7 +358,7 @@ func TestDockerfileRejects(t *testing.T) {
 		{"no user", "USER 65532:65532", "", "sets no USER"},
 		{"cgo", "CGO_ENABLED=0 GOOS", "GOOS", "without CGO_ENABLED=0"},
 		{"ldflags target", "-X main.version=", "-X main.versoin=", "no package-level string variable versoin"},
-		{"undeclared arg", "ARG VERSION=dev\nRUN", "RUN", "${VERSION} is not an ARG"},
+		{"undeclared arg", "ARG VERSION=dev\nARG COMMIT=unknown\nRUN", "ARG COMMIT=unknown\nRUN", "${VERSION} is not an ARG"},
 		{"copy from nowhere", "COPY --from=build /out/turnd", "COPY --from=builder /out/turnd", "no earlier stage"},
 		{"shell entrypoint", `ENTRYPOINT ["/usr/local/bin/turnd"]`, "ENTRYPOINT /usr/local/bin/turnd", "not in exec form"},
 		{"entrypoint elsewhere", `ENTRYPOINT ["/usr/local/bin/turnd"]`, `ENTRYPOINT ["/turnd"]`, "ENTRYPOINT is"},
