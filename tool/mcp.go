@@ -279,6 +279,16 @@ func (s *mcpServer) run(ctx context.Context) {
 	failing := false
 	for n := 0; ; n++ {
 		err := s.connectAndList(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err == nil && failing:
+			s.log.Info("MCP server reachable again")
+		case err != nil && !failing:
+			// Once per outage at warning level; the retries at debug level.
+			s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
+		case err != nil:
+			s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
+		}
 		if n == 0 {
 			close(s.first)
 		}
@@ -286,9 +296,6 @@ func (s *mcpServer) run(ctx context.Context) {
 			return
 		}
 		if err == nil {
-			if failing {
-				s.log.Info("MCP server reachable again")
-			}
 			failing, wait = false, s.backoff
 			select {
 			case <-ctx.Done():
@@ -296,12 +303,6 @@ func (s *mcpServer) run(ctx context.Context) {
 			case <-s.refresh:
 			}
 			continue
-		}
-		// Once per outage at warning level; the retries at debug level.
-		if !failing {
-			s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
-		} else {
-			s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
 		}
 		failing = true
 		t := time.NewTimer(wait)
