@@ -59,7 +59,8 @@ type Live struct {
 // Open reads the tool config at path (see Parse for its shape) and connects
 // to its MCP servers, waiting for each one's first answer until ctx ends.
 // A config error is returned as by Load, with nothing left open; an MCP
-// server that cannot be reached is not an error. Close the Live when done.
+// server that cannot be reached is not an error. An empty path is an empty
+// config, which Reload keeps. Close the Live when done.
 func Open(ctx context.Context, path string, opts Options) (*Live, error) {
 	opts = opts.withDefaults()
 	l := &Live{path: path, log: opts.Logger, changed: make(chan struct{})}
@@ -69,11 +70,9 @@ func Open(ctx context.Context, path string, opts Options) (*Live, error) {
 	}
 	l.client = opts.HTTPClient
 	l.opts = opts
-	data, err := os.ReadFile(path)
+	data, err := l.read()
 	if err == nil {
 		err = l.apply(ctx, data)
-	} else {
-		err = fmt.Errorf("tool: reading config: %w", err)
 	}
 	if err != nil {
 		if l.ownsClient {
@@ -109,15 +108,27 @@ func (l *Live) Reload(ctx context.Context) error {
 	if closed {
 		return ErrClosed
 	}
-	data, err := os.ReadFile(l.path)
+	data, err := l.read()
 	if err != nil {
-		return fmt.Errorf("tool: reading config: %w", err)
+		return err
 	}
 	if err := l.apply(ctx, data); err != nil {
 		return err
 	}
 	l.client.CloseIdleConnections()
 	return nil
+}
+
+// read reads the config file; no path is an empty config.
+func (l *Live) read() ([]byte, error) {
+	if l.path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("tool: reading config: %w", err)
+	}
+	return data, nil
 }
 
 // apply parses a config and makes it current (l.reloadMu held, or during

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -82,17 +81,6 @@ func migrate(ctx context.Context, c config, stderr io.Writer) error {
 	return nil
 }
 
-func loadTools(c config, log *slog.Logger) (*tool.Registry, error) {
-	if c.ConfigPath == "" {
-		return tool.NewRegistry(), nil
-	}
-	reg, err := tool.Load(c.ConfigPath, tool.Options{Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("loading tool config: %w", err)
-	}
-	return reg, nil
-}
-
 func serve(ctx context.Context, c config, stderr io.Writer) error {
 	log := newLogger(c, stderr)
 	if len(c.Tokens) == 0 {
@@ -101,16 +89,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		}
 		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
 	}
-	reg, err := loadTools(c, log)
+	tools, err := openTools(ctx, c, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("loading tool config: %w", err)
 	}
-	defer reg.CloseIdleConnections()
-	names := make([]string, 0)
-	for _, t := range reg.List() {
-		names = append(names, t.Name)
-	}
-	log.Info("tools registered", "count", len(names), "tools", strings.Join(names, ","))
+	defer tools.Close()
+	defer reloadOnSIGHUP(tools, c.ConfigPath, log)()
 
 	st, err := openStore(ctx, c, log)
 	if err != nil {
@@ -160,7 +144,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	svc, err := turn.New(turn.Config{
 		Store:            st,
 		Notifier:         notifier,
-		Tools:            func() *tool.Registry { return reg },
+		Tools:            tools.Registry,
 		Logger:           log,
 		LeaseTTL:         c.LeaseTTL,
 		MaxCalls:         c.MaxCalls,
@@ -171,7 +155,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		CompleteURL:   func(key string) string { return c.PublicURL + "/v1/complete/" + key },
 		CancelHook: func(cp turn.Completion, key string) {
 			go func() {
-				err := reg.CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{
+				err := tools.Registry().CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{
 					Key: key, SessionID: cp.SessionID, TurnID: cp.TurnID, CallID: cp.CallID,
 				}, webhookSigner)
 				if err != nil {
