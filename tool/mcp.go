@@ -583,6 +583,11 @@ func (s *mcpServer) release() {
 // retire stops keeping the server connected; its session closes once no
 // call uses it.
 func (s *mcpServer) retire() {
+	// Retired first, so that a call arriving meanwhile connects for itself
+	// instead of waiting for the goroutine, which is stopping.
+	s.mu.Lock()
+	s.retired = true
+	s.mu.Unlock()
 	s.stop()
 	<-s.loopDone
 	s.release0(false)

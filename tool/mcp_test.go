@@ -633,3 +633,53 @@ func TestMCPNameConflict(t *testing.T) {
 		t.Errorf("%d warnings about taken names, want one per conflict:\n%s", n, logs.String())
 	}
 }
+
+// TestExampleMCPBlock: the commented mcp block of examples/turnd.yaml is a
+// valid entry once uncommented as it says.
+func TestExampleMCPBlock(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../examples/turnd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	inBlock := false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case line == "tools: []":
+			line = "tools:"
+		case strings.HasPrefix(line, "#  - mcp:"):
+			inBlock = true
+		}
+		if inBlock && strings.HasPrefix(line, "#") {
+			line = line[1:]
+		}
+		b.WriteString(line + "\n")
+	}
+	env := func(k string) (string, bool) { return "token", k == "DOCS_MCP_TOKEN" }
+	l, specs, err := parse("turnd.yaml", []byte(b.String()), Options{Env: env})
+	if err != nil {
+		t.Fatalf("the uncommented example does not load: %v\n%s", err, b.String())
+	}
+	if len(l.mcp) != 1 || len(specs) != 4 {
+		t.Fatalf("the example has %d mcp entries and %d tools, want 1 and 4:\n%s", len(l.mcp), len(specs), b.String())
+	}
+	if src := l.mcp[0]; src.prefix != "docs_" || src.trust || src.header.Get("Authorization") != "Bearer token" {
+		t.Errorf("the example's entry: %+v", src)
+	}
+}
+
+func TestOpenWithoutFile(t *testing.T) {
+	t.Parallel()
+	l, err := Open(context.Background(), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Reload(context.Background()); err != nil || len(l.Registry().List()) != 0 {
+		t.Errorf("an empty config: reload %v, tools %v", err, names(l.Registry()))
+	}
+	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "missing.yaml"), Options{}); err == nil || !strings.Contains(err.Error(), "reading config") {
+		t.Errorf("Open of a missing file: %v", err)
+	}
+}
