@@ -207,6 +207,10 @@ type mcpServer struct {
 	stop     context.CancelFunc
 	loopDone chan struct{}
 	connMu   sync.Mutex     // one connection attempt at a time
+	// calls is cancelled by shutdown: it ends the calls in flight, which
+	// closing the session would otherwise wait for.
+	calls      context.Context
+	closeCalls context.CancelFunc
 	watchers sync.WaitGroup // the goroutines waiting for a session's end
 
 	mu       sync.Mutex
@@ -242,6 +246,7 @@ func newMCPServer(l *Live, src *mcpSource) *mcpServer {
 	if s.backoff <= 0 {
 		s.backoff = mcpMinBackoff
 	}
+	s.calls, s.closeCalls = context.WithCancel(context.Background())
 	s.log = l.log.With("mcp_server", safe, "entry", src.label)
 	base := l.client.Transport
 	if base == nil {
@@ -598,6 +603,10 @@ func (s *mcpServer) retire() {
 func (s *mcpServer) shutdown() {
 	s.stop()
 	<-s.loopDone
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.closeCalls()
 	s.release0(true)
 	s.watchers.Wait()
 }
@@ -632,6 +641,7 @@ type mcpTool struct {
 func (t *mcpTool) Invoke(ctx context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
+	defer context.AfterFunc(t.srv.calls, cancel)()
 	sess, err := t.srv.acquire(actx)
 	if err != nil {
 		return t.failure(ctx, err, "the MCP server is unreachable")
@@ -654,6 +664,9 @@ func (t *mcpTool) Invoke(ctx context.Context, call dispatch.Call, _ *dispatch.At
 func (t *mcpTool) failure(ctx context.Context, err error, doing string) dispatch.Outcome {
 	if ctx.Err() != nil {
 		return dispatch.Cancelled("the call was cancelled while waiting for the MCP server: " + context.Cause(ctx).Error())
+	}
+	if t.srv.calls.Err() != nil {
+		return dispatch.FailRetryable(CodeToolUnavailable, "turnd closed its connection to the MCP server (it is shutting down)", 0)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return dispatch.FailRetryable(CodeToolUnavailable, fmt.Sprintf("the MCP server did not answer within %s", t.timeout), 0)

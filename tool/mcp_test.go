@@ -683,3 +683,116 @@ func TestOpenWithoutFile(t *testing.T) {
 		t.Errorf("Open of a missing file: %v", err)
 	}
 }
+
+// TestLiveCloseWithCallInFlight: Close does not wait for a call that the
+// server holds; the call ends with a retryable error.
+func TestLiveCloseWithCallInFlight(t *testing.T) {
+	t.Parallel()
+	rig := newMCPRig(t, "")
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(releaseAll)
+	rig.addTool(&mcp.Tool{Name: "stuck"}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		close(entered)
+		select {
+		case <-ctx.Done():
+		case <-release:
+		}
+		return textResult("late")(ctx, nil)
+	})
+	l, _ := openLive(t, mcpConfig(rig.url(), ""), nil)
+	done := make(chan dispatch.Outcome)
+	go func() { done <- invokeMCP(t, l.Registry(), "stuck", `{}`) }()
+	<-entered
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case out := <-done:
+		if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable {
+			t.Errorf("a call cut by Close: %+v %+v", out, out.Err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call in flight did not end when the Live closed")
+	}
+	// The server may now answer (turnd's DELETE of the session waits on
+	// the server, up to the SDK's bound, until its handler returns).
+	releaseAll()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for the server to answer a call")
+	}
+	if out := invokeMCP(t, l.Registry(), "stuck", `{}`); out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable {
+		t.Errorf("a call after Close: %+v %+v", out, out.Err)
+	}
+}
+
+func TestMCPOutcome(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		res     *mcp.CallToolResult
+		status  dispatch.Status
+		code    string
+		output  string
+		jsonOut bool
+	}{
+		{"empty content", &mcp.CallToolResult{}, dispatch.StatusOK, "", "", false},
+		{"structured wins", &mcp.CallToolResult{StructuredContent: []int{1, 2}, Content: []mcp.Content{&mcp.TextContent{Text: "x"}}}, dispatch.StatusOK, "", "[1,2]", true},
+		{"structured primitive", &mcp.CallToolResult{StructuredContent: 7}, dispatch.StatusOK, "", "7", true},
+		{"error without text", &mcp.CallToolResult{IsError: true}, dispatch.StatusError, CodeToolError, "", false},
+		{"error with structured only", &mcp.CallToolResult{IsError: true, StructuredContent: map[string]int{"code": 3}}, dispatch.StatusError, CodeToolError, "", false},
+		{"too large", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("y", 65)}}}, dispatch.StatusError, CodeOutputTooLarge, "", false},
+		{"at the cap", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("y", 64)}}}, dispatch.StatusOK, "", strings.Repeat("y", 64), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := mcpOutcome(tt.res, 64)
+			if out.Status != tt.status {
+				t.Fatalf("status %v, want %v (%+v)", out.Status, tt.status, out.Err)
+			}
+			if tt.code != "" {
+				if out.Err.Code != tt.code || out.Err.Message == "" || out.Err.Retryable {
+					t.Errorf("error %+v, want code %s with a message, not retryable", out.Err, tt.code)
+				}
+				return
+			}
+			if string(out.Output) != tt.output || out.JSON != tt.jsonOut {
+				t.Errorf("output %q (json %v), want %q (json %v)", out.Output, out.JSON, tt.output, tt.jsonOut)
+			}
+		})
+	}
+}
+
+// TestMCPConcurrentCalls: read tools run concurrently on one session.
+func TestMCPConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	rig := newMCPRig(t, "")
+	const n = 16
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	rig.addTool(&mcp.Tool{Name: "barrier", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			arrived.Done()
+			<-all // every call is in flight at once
+			return &mcp.CallToolResult{StructuredContent: json.RawMessage(req.Params.Arguments)}, nil
+		})
+	l, _ := openLive(t, mcpConfig(rig.url(), "      trust_annotations: true\n"), nil)
+	r := l.Registry()
+	outs := make([]dispatch.Outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { outs[i] = invokeMCP(t, r, "barrier", fmt.Sprintf(`{"i":%d}`, i)) })
+	}
+	wg.Wait()
+	for i, out := range outs {
+		if want := fmt.Sprintf(`{"i":%d}`, i); string(out.Output) != want {
+			t.Errorf("call %d: %+v %s, want %s", i, out, out.Output, want)
+		}
+	}
+}
