@@ -206,12 +206,12 @@ type mcpServer struct {
 	first    chan struct{} // closed when the first attempt has ended
 	stop     context.CancelFunc
 	loopDone chan struct{}
-	connMu   sync.Mutex     // one connection attempt at a time
+	connMu   sync.Mutex // one connection attempt at a time
 	// calls is cancelled by shutdown: it ends the calls in flight, which
 	// closing the session would otherwise wait for.
 	calls      context.Context
 	closeCalls context.CancelFunc
-	watchers sync.WaitGroup // the goroutines waiting for a session's end
+	watchers   sync.WaitGroup // the goroutines waiting for a session's end
 
 	mu       sync.Mutex
 	src      *mcpSource
