@@ -368,6 +368,9 @@ func (l *loader) build(raw rawFile) []*Spec {
 		return true
 	}
 	for i, rt := range raw.Tools {
+		if rt.MCP == nil && l.child(l.nodeAt("tools", i), "mcp") != nil {
+			rt.MCP = &rawMCP{} // "mcp:" with nothing under it
+		}
 		if rt.MCP != nil {
 			l.buildMCP(i, rt)
 			continue
@@ -949,6 +952,28 @@ func (l *loader) line(path ...any) int {
 		}
 	}
 	return best
+}
+
+// nodeAt returns the node at path (keys and sequence indexes) from the
+// document root, or nil.
+func (l *loader) nodeAt(path ...any) ast.Node {
+	n := l.body
+	for _, p := range path {
+		if n == nil {
+			return nil
+		}
+		switch k := p.(type) {
+		case string:
+			n = l.child(n, k)
+		case int:
+			seq, ok := unwrap(n).(*ast.SequenceNode)
+			if !ok || k >= len(seq.Values) {
+				return nil
+			}
+			n = seq.Values[k]
+		}
+	}
+	return n
 }
 
 // child returns the value under key in a mapping node.

@@ -561,6 +561,8 @@ func TestMCPConfigErrors(t *testing.T) {
 		want      []string
 	}{
 		{"url missing", "tools:\n  - mcp: {prefix: x_}\n", []string{"line 2: tools[0]: mcp.url is required"}},
+		{"empty mcp", "tools:\n  - mcp:\n", []string{"line 2: tools[0]: mcp.url is required"}},
+		{"mcp not a mapping", "tools:\n  - mcp: [a]\n", []string{"line 2", "sequence was used where mapping is expected"}},
 		{"url scheme", "tools:\n  - mcp:\n      url: ftp://host/mcp\n", []string{`line 3: tools[0]: mcp.url must be an absolute http or https URL (scheme is "ftp")`}},
 		{"url env unset", "tools:\n  - mcp:\n      url: http://${NOPE}/mcp\n", []string{"line 3: tools[0]: mcp.url: environment variable NOPE is not set"}},
 		{"name and effect", "tools:\n  - name: x\n    effect: read\n    mcp: {url: http://h/mcp}\n", []string{
