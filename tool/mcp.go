@@ -247,7 +247,7 @@ func newMCPServer(l *Live, src *mcpSource) *mcpServer {
 		s.backoff = mcpMinBackoff
 	}
 	s.calls, s.closeCalls = context.WithCancel(context.Background())
-	s.log = l.log.With("mcp_server", safe, "entry", src.label)
+	s.log = l.log.With("mcp_server", safe) // never the URL: it may hold a secret
 	base := l.client.Transport
 	if base == nil {
 		base = http.DefaultTransport
@@ -461,7 +461,6 @@ func (s *mcpServer) reconfigure(src *mcpSource) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.src = src
-	s.log = s.live.log.With("mcp_server", s.safeURL, "entry", src.label)
 	if s.tools != nil {
 		s.specs = s.buildSpecs()
 	}
