@@ -28,7 +28,7 @@ import (
 // on a loopback address that outlives the server (so a test can stop it
 // and start it again at the same URL).
 type mcpRig struct {
-	t      *testing.T
+	tb     testing.TB
 	addr   string
 	server *mcp.Server
 	token  string // required "Bearer <token>" when set
@@ -43,7 +43,7 @@ type mcpRig struct {
 
 func newMCPRig(t *testing.T, token string) *mcpRig {
 	t.Helper()
-	r := &mcpRig{t: t, token: token}
+	r := &mcpRig{tb: t, token: token}
 	r.server = mcp.NewServer(&mcp.Implementation{Name: "rig", Version: "1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
@@ -54,10 +54,10 @@ func newMCPRig(t *testing.T, token string) *mcpRig {
 
 // start serves the rig at addr.
 func (r *mcpRig) start(addr string) {
-	r.t.Helper()
+	r.tb.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		r.t.Fatal(err)
+		r.tb.Fatal(err)
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, nil)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -143,7 +143,7 @@ func (r *mcpRig) countInits() {
 }
 
 // writeConfig writes a tool config file.
-func writeConfig(t *testing.T, dir, content string) string {
+func writeConfig(t testing.TB, dir, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, "tools.yaml")
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
@@ -171,7 +171,7 @@ func (l *logBuffer) String() string {
 }
 
 // openLive opens a config with fast MCP reconnects, closed at the end.
-func openLive(t *testing.T, cfg string, env map[string]string) (*Live, *logBuffer) {
+func openLive(t testing.TB, cfg string, env map[string]string) (*Live, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	opts := Options{
@@ -396,7 +396,7 @@ func TestMCPServerDownAtStart(t *testing.T) {
 		t.Errorf("no warning about the unreachable server:\n%s", logs.String())
 	}
 
-	rig := &mcpRig{t: t}
+	rig := &mcpRig{tb: t}
 	rig.server = mcp.NewServer(&mcp.Implementation{Name: "late", Version: "1"}, nil)
 	rig.addTool(&mcp.Tool{Name: "late"}, textResult("here now"))
 	rig.start(addr)
