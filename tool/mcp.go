@@ -626,7 +626,15 @@ func (s *mcpServer) release0(closing bool) {
 
 // redact is err's text without the server's URL, which may hold a secret.
 func (s *mcpServer) redact(err error) string {
-	return strings.ReplaceAll(err.Error(), s.url, s.safeURL)
+	msg := strings.ReplaceAll(err.Error(), s.url, s.safeURL)
+	if u, uerr := url.Parse(s.url); uerr == nil && u.User != nil {
+		// net/http quotes a URL with its password masked, as "***".
+		if _, has := u.User.Password(); has {
+			masked := strings.Replace(s.url, u.User.String()+"@", url.User(u.User.Username()).String()+":***@", 1)
+			msg = strings.ReplaceAll(msg, masked, s.safeURL)
+		}
+	}
+	return msg
 }
 
 // mcpTool calls one tool of an MCP server.

@@ -411,7 +411,9 @@ func TestMCPServerGoesAway(t *testing.T) {
 	t.Parallel()
 	rig := newMCPRig(t, "")
 	rig.addTool(&mcp.Tool{Name: "work"}, textResult("done"))
-	l, _ := openLive(t, mcpConfig(rig.url(), "      timeout: 5s\n"), nil)
+	// The URL carries a secret (and a password): neither may show.
+	secretURL := strings.Replace(rig.url(), "://", "://user:pw-${PW}@", 1) + "?key=${KEY}"
+	l, logs := openLive(t, mcpConfig(secretURL, "      timeout: 5s\n"), map[string]string{"KEY": "sekrit", "PW": "hush"})
 	if out := invokeMCP(t, l.Registry(), "work", `{}`); string(out.Output) != "done" {
 		t.Fatalf("work: %+v", out)
 	}
@@ -421,9 +423,18 @@ func TestMCPServerGoesAway(t *testing.T) {
 	if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable {
 		t.Fatalf("a call while the server is down: %+v %+v", out, out.Err)
 	}
-	if strings.Contains(out.Err.Message, "/mcp") {
-		t.Errorf("the message shows the server's URL path: %s", out.Err.Message)
+	for _, secret := range []string{"/mcp", "sekrit", "hush", "user"} {
+		if strings.Contains(out.Err.Message, secret) {
+			t.Errorf("the message shows %q of the server's URL: %s", secret, out.Err.Message)
+		}
 	}
+	t.Cleanup(func() {
+		for _, secret := range []string{"sekrit", "hush"} {
+			if strings.Contains(logs.String(), secret) {
+				t.Errorf("the log shows %q of the server's URL:\n%s", secret, logs.String())
+			}
+		}
+	})
 	if !has("work")(l.Registry()) {
 		t.Errorf("the tool left the registry while its server is down")
 	}
@@ -797,4 +808,36 @@ func TestMCPConcurrentCalls(t *testing.T) {
 			t.Errorf("call %d: %+v %s, want %s", i, out, out.Output, want)
 		}
 	}
+}
+
+// TestMCPRedact: errors that quote the server's URL (net/http's do, with
+// the password masked) lose it before they reach the model or the log.
+func TestMCPRedact(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"http://" + closedAddr(t) + "/mcp/tenant-7?key=sekrit",
+		"http://user:hush@" + closedAddr(t) + "/mcp?key=sekrit",
+	} {
+		s := &mcpServer{url: raw, safeURL: "http://host"}
+		_, err := http.Get(raw)
+		if err == nil {
+			t.Fatalf("GET %s succeeded", raw)
+		}
+		got := s.redact(fmt.Errorf("connecting: %w", err))
+		if !strings.Contains(got, "http://host") || strings.Contains(got, "sekrit") || strings.Contains(got, "hush") || strings.Contains(got, "tenant-7") {
+			t.Errorf("redact(%v) = %q", err, got)
+		}
+	}
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
