@@ -18,24 +18,29 @@ import (
 const mcpWait = 10 * time.Second
 
 // openTools opens the tool config (none without --config) as a live
-// registry: SIGHUP reloads it, and MCP servers' tool lists keep it current.
-func openTools(ctx context.Context, c config, log *slog.Logger) (*tool.Live, error) {
-	octx, cancel := context.WithTimeout(ctx, mcpWait)
-	defer cancel()
-	live, err := tool.Open(octx, c.ConfigPath, tool.Options{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("tools registered", "count", len(live.Registry().List()), "tools", toolNames(live.Registry()))
-	return live, nil
-}
-
-// reloadOnSIGHUP reloads the tool config on every SIGHUP until the returned
-// stop is called. Turns already running keep the registry they started
-// with; a config that does not load is logged and the current tools stay.
-func reloadOnSIGHUP(live *tool.Live, path string, log *slog.Logger) (stop func()) {
+// registry, which MCP servers' tool lists keep current, and reloads it on
+// every SIGHUP until stopReload is called. Turns already running keep the
+// registry they started with; a config that does not load is logged and
+// the current tools stay. SIGHUP is caught from the start: one that comes
+// while the tools open is handled once they are, instead of ending the
+// process (its default).
+func openTools(ctx context.Context, c config, log *slog.Logger) (live *tool.Live, stopReload func(), err error) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGHUP)
+	octx, cancel := context.WithTimeout(ctx, mcpWait)
+	defer cancel()
+	live, err = tool.Open(octx, c.ConfigPath, tool.Options{Logger: log})
+	if err != nil {
+		signal.Stop(sig)
+		return nil, nil, err
+	}
+	log.Info("tools registered", "count", len(live.Registry().List()), "tools", toolNames(live.Registry()))
+	return live, reloadOn(sig, live, c.ConfigPath, log), nil
+}
+
+// reloadOn reloads the tool config on every signal on sig until the
+// returned stop is called.
+func reloadOn(sig chan os.Signal, live *tool.Live, path string, log *slog.Logger) (stop func()) {
 	done := make(chan struct{})
 	quit := make(chan struct{})
 	go func() {

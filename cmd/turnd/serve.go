@@ -89,12 +89,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		}
 		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
 	}
-	tools, err := openTools(ctx, c, log)
+	tools, stopReload, err := openTools(ctx, c, log)
 	if err != nil {
 		return fmt.Errorf("loading tool config: %w", err)
 	}
 	defer tools.Close()
-	defer reloadOnSIGHUP(tools, c.ConfigPath, log)()
+	defer stopReload()
 
 	st, err := openStore(ctx, c, log)
 	if err != nil {
