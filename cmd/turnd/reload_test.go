@@ -54,8 +54,9 @@ func newHoldServer(t *testing.T) *holdServer {
 }
 
 // newMCPServer serves an MCP server (the official SDK's) on loopback with
-// one read-only tool, lookup, which answers structured content.
-func newMCPServer(t *testing.T) string {
+// one read-only tool, lookup, which answers structured content. stop ends
+// it early (it also ends with the test).
+func newMCPServer(t *testing.T) (url string, stop func()) {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{
@@ -68,14 +69,18 @@ func newMCPServer(t *testing.T) string {
 		return &mcp.CallToolResult{StructuredContent: map[string]string{"word": args.Q, "meaning": "found"}}, nil
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		for ss := range s.Sessions() {
-			_ = ss.Close()
-		}
-	})
-	return srv.URL + "/mcp"
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			for ss := range s.Sessions() {
+				_ = ss.Close()
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return srv.URL + "/mcp", stop
 }
 
 // toolSet lists /v1/tools: name → effect.
@@ -125,7 +130,7 @@ func (p *proc) awaitTools(names ...string) map[string]string {
 func TestReloadOnSIGHUP(t *testing.T) {
 	t.Parallel()
 	hold := newHoldServer(t)
-	mcpURL := newMCPServer(t)
+	mcpURL, _ := newMCPServer(t)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "tools.yaml", "builtin: [echo]\ntools:\n  - name: hold\n    http: {url: \""+hold.URL+"\"}\n")
 	p := startTurnd(t, procOptions{args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db")}})
@@ -221,4 +226,26 @@ func TestStartsWithMCPServerDown(t *testing.T) {
 	p := startTurnd(t, procOptions{args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db")}})
 	p.awaitTools("echo")
 	waitLog(t, p, "MCP server unreachable")
+}
+
+// TestMCPUnavailableAfterRetries: a call to an MCP tool whose server went
+// away is retried by the entry's retry policy, then answers
+// tool_unavailable; the tool stays registered.
+func TestMCPUnavailableAfterRetries(t *testing.T) {
+	t.Parallel()
+	mcpURL, stop := newMCPServer(t)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "tools.yaml", "tools:\n  - mcp: {url: \""+mcpURL+"\"}\n    retry: {max_attempts: 3, initial_interval: 10ms, max_interval: 20ms}\n")
+	p := startTurnd(t, procOptions{args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db")}})
+	if set := p.awaitTools("lookup"); set["lookup"] != "write" {
+		t.Errorf("lookup has effect %q without trust_annotations, want write", set["lookup"])
+	}
+	stop()
+	data := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/s/turns",
+		`{"id":"t","calls":[{"id":"c","name":"lookup","arguments":{"q":"x"}}]}`)
+	r := decode[turnJSON](t, data).result(t, "c")
+	if r.Status != "error" || r.Error == nil || r.Error.Code != "tool_unavailable" || r.Attempts != 3 {
+		t.Errorf("a call to the MCP tool of a server that went away: %s", data)
+	}
+	p.awaitTools("lookup")
 }
