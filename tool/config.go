@@ -104,8 +104,14 @@ type Options struct {
 	// time.Now).
 	Now func() time.Time
 	// Logger receives the approval builtin's "approval requested" lines
-	// (default: discard).
+	// and a Live's MCP connection events (default: discard).
 	Logger *slog.Logger
+
+	// Test knobs of MCP connections: the SDK's reconnects of a broken
+	// stream before it ends the session (0: the SDK's default), and the
+	// first wait before reconnecting to a server (0: mcpMinBackoff).
+	mcpStreamRetries int
+	mcpBackoff       time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -127,7 +133,7 @@ func Load(path string, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool: reading config: %w", err)
 	}
-	return parse(path, data, opts)
+	return staticRegistry(path, data, opts)
 }
 
 // Parse builds a registry from a YAML tool config:
@@ -155,6 +161,13 @@ func Load(path string, opts Options) (*Registry, error) {
 //	      cancel_url: https://deployer.internal/cancel  # only with deferred
 //	  - name: shout                  # a builtin under another name
 //	    builtin: echo
+//	  - mcp:                         # every tool of an MCP server (only with Open)
+//	      url: https://mcp.internal/docs/mcp  # streamable HTTP
+//	      headers: {Authorization: "Bearer ${DOCS_MCP_TOKEN}"}
+//	      prefix: docs_              # prepended to the server's tool names
+//	      trust_annotations: false   # true: readOnlyHint → effect read
+//	      timeout: 30s               # per call attempt, connect and list (default 30s)
+//	    retry: {max_attempts: 3}     # an mcp entry defaults to the retry defaults
 //	builtin: [echo, sleep, now, approval]  # turnd's demo tools, off unless listed
 //
 // Decoding is strict: an unknown key is an error. Every problem found is
@@ -168,8 +181,31 @@ func Load(path string, opts Options) (*Registry, error) {
 // on_cancel: cancel_external_work needs a cancel_url to call; left to its
 // default it merely does nothing without one. A deferred builtin (approval)
 // takes pending: too, as its defaults.
+//
+// An mcp entry takes only mcp: and retry:, and yields as many tools as the
+// server lists (see Live). Unlike other entries it is retried by default
+// (the defaults shown under retry:), since "unreachable" is its common
+// failure; a tools/call carries _meta "io.turnd/idempotency-key" so that a
+// server can tell a retry, and retry: {max_attempts: 1} turns retries off.
+//
+// An mcp entry imports the tools of an MCP server; see Open, which such a
+// config needs: Load and Parse build a fixed registry, and refuse it.
 func Parse(data []byte, opts Options) (*Registry, error) {
-	return parse("", data, opts)
+	return staticRegistry("", data, opts)
+}
+
+// staticRegistry parses a config that must not change at run time.
+func staticRegistry(file string, data []byte, opts Options) (*Registry, error) {
+	l, specs, err := parse(file, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.mcp) > 0 {
+		src := l.mcp[0]
+		return nil, &ConfigError{File: file, Line: src.line, Tool: src.label,
+			Msg: "an mcp entry imports tools that change while turnd runs: open this config with tool.Open, not Load or Parse"}
+	}
+	return l.registry(specs), nil
 }
 
 // The YAML shapes. Pointers tell "absent" from a zero value.
@@ -186,6 +222,7 @@ type (
 		InputSchema any       `yaml:"input_schema"`
 		HTTP        *rawHTTP  `yaml:"http"`
 		Builtin     *string   `yaml:"builtin"`
+		MCP         *rawMCP   `yaml:"mcp"`
 		Retry       *rawRetry `yaml:"retry"`
 		Deferred    *bool     `yaml:"deferred"`
 		// Pending decodes strictly like the rest; its yaml tags are the
@@ -197,6 +234,13 @@ type (
 		CancelURL string            `yaml:"cancel_url"`
 		Timeout   *string           `yaml:"timeout"`
 		Headers   map[string]string `yaml:"headers"`
+	}
+	rawMCP struct {
+		URL              string            `yaml:"url"`
+		Headers          map[string]string `yaml:"headers"`
+		Prefix           *string           `yaml:"prefix"`
+		TrustAnnotations *bool             `yaml:"trust_annotations"`
+		Timeout          *string           `yaml:"timeout"`
 	}
 	rawRetry struct {
 		MaxAttempts     *int     `yaml:"max_attempts"`
@@ -216,6 +260,7 @@ type loader struct {
 	opts Options
 	body ast.Node // the document's root; nil for an empty config
 	errs []error
+	mcp  []*mcpSource // the mcp entries, in config order
 
 	ownedClient *http.Client // made for this registry when opts has none
 }
@@ -231,43 +276,45 @@ func (l *loader) client() *http.Client {
 	return l.ownedClient
 }
 
-func parse(file string, data []byte, opts Options) (*Registry, error) {
+// parse checks a config and builds its static tools; the loader keeps
+// the mcp entries and the HTTP client it made.
+func parse(file string, data []byte, opts Options) (*loader, []*Spec, error) {
 	l := &loader{file: file, opts: opts.withDefaults()}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, l.yamlError(err)
+		return nil, nil, l.yamlError(err)
 	}
 	for _, d := range f.Docs {
 		if d == nil || d.Body == nil {
 			continue
 		}
 		if l.body != nil {
-			return nil, &ConfigError{File: file, Line: line(d.Body), Msg: "more than one YAML document"}
+			return nil, nil, &ConfigError{File: file, Line: line(d.Body), Msg: "more than one YAML document"}
 		}
 		l.body = d.Body
 	}
 	if l.body == nil {
-		return l.registry(nil), nil
+		return l, nil, nil
 	}
 	// Tags mean nothing in this config, and they lead the YAML library
 	// into corners where it has panicked (found by FuzzParse).
 	tf := &tagFinder{}
 	ast.Walk(tf, l.body)
 	if tf.tag != nil {
-		return nil, &ConfigError{File: file, Line: line(tf.tag), Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
+		return nil, nil, &ConfigError{File: file, Line: line(tf.tag), Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
 	}
 	var raw rawFile
 	if err := decode(l.body, &raw); err != nil {
-		return nil, l.yamlError(err)
+		return nil, nil, l.yamlError(err)
 	}
 	specs := l.build(raw)
 	if len(l.errs) > 0 {
 		slices.SortStableFunc(l.errs, func(a, b error) int {
 			return a.(*ConfigError).Line - b.(*ConfigError).Line
 		})
-		return nil, errors.Join(l.errs...)
+		return nil, nil, errors.Join(l.errs...)
 	}
-	return l.registry(specs), nil
+	return l, specs, nil
 }
 
 // decode decodes strictly. A panic of the YAML library becomes an error:
@@ -321,6 +368,13 @@ func (l *loader) build(raw rawFile) []*Spec {
 		return true
 	}
 	for i, rt := range raw.Tools {
+		if rt.MCP == nil && l.child(l.nodeAt("tools", i), "mcp") != nil {
+			rt.MCP = &rawMCP{} // "mcp:" with nothing under it
+		}
+		if rt.MCP != nil {
+			l.buildMCP(i, rt)
+			continue
+		}
 		s := l.buildTool(i, rt)
 		if s == nil {
 			continue
@@ -372,7 +426,7 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 	case rt.HTTP != nil && rt.Builtin != nil:
 		fail(0, "has both http and builtin; a tool has exactly one implementation")
 	case rt.HTTP == nil && rt.Builtin == nil:
-		fail(0, "needs an implementation: an http block (or builtin: <name>)")
+		fail(0, "needs an implementation: an http block (or builtin: <name>, or an mcp block)")
 	}
 
 	s := &Spec{Name: rt.Name, Effect: dispatch.EffectWrite, Retry: noRetry}
@@ -503,7 +557,7 @@ func (l *loader) httpTool(rh rawHTTP, s *Spec, at func(...any) int) (*httpTool, 
 	add := func(ln int, format string, args ...any) {
 		ps = append(ps, problem{ln, fmt.Sprintf(format, args...)})
 	}
-	t := &httpTool{timeout: DefaultTimeout, client: l.client(), now: l.opts.Now, header: http.Header{},
+	t := &httpTool{timeout: DefaultTimeout, client: l.client(), now: l.opts.Now,
 		deferred: s.Deferred, pending: s.Pending}
 
 	if rh.URL == "" {
@@ -526,49 +580,66 @@ func (l *loader) httpTool(rh rawHTTP, s *Spec, at func(...any) int) (*httpTool, 
 	}
 
 	if rh.Timeout != nil {
-		d, err := time.ParseDuration(*rh.Timeout)
-		switch {
-		case err != nil:
-			add(at("http", "timeout"), "http.timeout %q is not a duration such as \"30s\"", *rh.Timeout)
-		case d <= 0:
-			add(at("http", "timeout"), "http.timeout must be positive")
-		default:
+		if d, msg := positiveDuration("http.timeout", *rh.Timeout); msg != "" {
+			add(at("http", "timeout"), "%s", msg)
+		} else {
 			t.timeout = d
 		}
 	}
+	t.header = l.headers("http", rh.Headers, reservedHeaders, at, add)
+	return t, ps
+}
 
-	names := make([]string, 0, len(rh.Headers))
-	for k := range rh.Headers {
+// positiveDuration parses the duration of a config field; on a problem it
+// returns the message instead.
+func positiveDuration(field, v string) (time.Duration, string) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Sprintf("%s %q is not a duration such as \"30s\"", field, v)
+	case d <= 0:
+		return 0, field + " must be positive"
+	}
+	return d, ""
+}
+
+// headers checks the headers block of block (http or mcp) and expands
+// ${VAR} in its values; reserved are the headers the protocol sets itself.
+func (l *loader) headers(block string, raw map[string]string, reserved []string,
+	at func(...any) int, add func(int, string, ...any)) http.Header {
+	h := http.Header{}
+	names := make([]string, 0, len(raw))
+	for k := range raw {
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		ln := at("http", "headers", k)
+		ln := at(block, "headers", k)
 		ck := http.CanonicalHeaderKey(k)
 		switch {
 		case !validHeaderName(k):
-			add(ln, "http.headers: %q is not a valid header name", k)
+			add(ln, "%s.headers: %q is not a valid header name", block, k)
 			continue
-		case slices.Contains(reservedHeaders, ck):
-			add(ln, "http.headers: %s is set by turnd", ck)
+		case slices.Contains(reserved, ck):
+			add(ln, "%s.headers: %s is set by turnd", block, ck)
 			continue
-		case len(t.header[ck]) > 0:
-			add(ln, "http.headers: %s is given twice", ck)
+		case len(h[ck]) > 0:
+			add(ln, "%s.headers: %s is given twice", block, ck)
 			continue
 		}
-		v, err := expandEnv(rh.Headers[k], l.opts.Env)
+		v, err := expandEnv(raw[k], l.opts.Env)
 		if err != nil {
-			add(ln, "http.headers.%s: %v", k, err)
+			add(ln, "%s.headers.%s: %v", block, k, err)
 			continue
 		}
 		if !validHeaderValue(v) {
 			// Not the value: it is likely a secret.
-			add(ln, "http.headers.%s: the value contains control characters", k)
+			add(ln, "%s.headers.%s: the value contains control characters", block, k)
 			continue
 		}
-		t.header[ck] = []string{v}
+		h[ck] = []string{v}
 	}
-	return t, ps
+	return h
 }
 
 // absoluteURL expands ${VAR} in the URL of a config field and checks that
@@ -881,6 +952,28 @@ func (l *loader) line(path ...any) int {
 		}
 	}
 	return best
+}
+
+// nodeAt returns the node at path (keys and sequence indexes) from the
+// document root, or nil.
+func (l *loader) nodeAt(path ...any) ast.Node {
+	n := l.body
+	for _, p := range path {
+		if n == nil {
+			return nil
+		}
+		switch k := p.(type) {
+		case string:
+			n = l.child(n, k)
+		case int:
+			seq, ok := unwrap(n).(*ast.SequenceNode)
+			if !ok || k >= len(seq.Values) {
+				return nil
+			}
+			n = seq.Values[k]
+		}
+	}
+	return n
 }
 
 // child returns the value under key in a mapping node.

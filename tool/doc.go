@@ -3,7 +3,9 @@
 // argument schema and retry policy, and the dispatch.Tool that runs each.
 //
 // Load and Parse read the config (see Parse for its shape) into an
-// immutable Registry; a reload builds a new one. Spec.Validate checks a
+// immutable Registry; a reload builds a new one. Open reads it into a Live,
+// which holds the current Registry and replaces it on Reload and when an
+// MCP server's tools change. Spec.Validate checks a
 // call's arguments against the tool's JSON Schema (draft 2020-12 unless the
 // schema says otherwise) with messages written for the model.
 //
@@ -68,7 +70,31 @@
 // URL, key included, so that a person (or curl) can deliver the answer. It
 // is the one place turnd shows a completion key on purpose.
 //
+// # MCP servers
+//
+// An mcp entry imports the tools of a Model Context Protocol server over
+// streamable HTTP (the official Go SDK, protocol 2025-11-25); a config with
+// one is opened with Open, whose Live keeps the registry current as the
+// server's tool list changes and as the config is reloaded. Each tool's
+// name is the entry's prefix plus the server's name for it, and must match
+// ^[a-zA-Z0-9_-]{1,64}$: a tool whose name does not (MCP allows dots, for
+// one), whose name another tool already has, or whose input schema turnd
+// cannot compile is left out of the registry with a warning in the log.
+// Its effect is read only when the server annotates it readOnlyHint: true
+// and the entry sets trust_annotations: true (the MCP specification says
+// that annotations from an untrusted server must not be relied on);
+// otherwise write. A result maps to an outcome as follows:
+//
+//   - isError: true → error tool_error, the text content as its message.
+//   - structuredContent → JSON output.
+//   - text content only → text output, the blocks joined by newlines.
+//   - other content (images, audio, resources) → the content array as JSON.
+//   - a JSON-RPC error that says the request was wrong (invalid params,
+//     unknown method, invalid request) → tool_rejected, not retried.
+//   - any other JSON-RPC error, a timeout, a lost session or an unreachable
+//     server → tool_unavailable, retried by the entry's retry policy.
+//
 // tool may import dispatch, budget, completion, the standard library, and
-// its YAML and JSON Schema libraries; it must not import turn, api or any
-// store.
+// its YAML, JSON Schema and MCP libraries; it must not import turn, api or
+// any store.
 package tool

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,17 +85,6 @@ func migrate(ctx context.Context, c config, stderr io.Writer) error {
 	return nil
 }
 
-func loadTools(c config, log *slog.Logger) (*tool.Registry, error) {
-	if c.ConfigPath == "" {
-		return tool.NewRegistry(), nil
-	}
-	reg, err := tool.Load(c.ConfigPath, tool.Options{Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("loading tool config: %w", err)
-	}
-	return reg, nil
-}
-
 func serve(ctx context.Context, c config, stderr io.Writer) error {
 	log := newLogger(c, stderr)
 	if len(c.Tokens) == 0 {
@@ -105,16 +93,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		}
 		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
 	}
-	reg, err := loadTools(c, log)
+	tools, stopReload, err := openTools(ctx, c, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("loading tool config: %w", err)
 	}
-	defer reg.CloseIdleConnections()
-	names := make([]string, 0)
-	for _, t := range reg.List() {
-		names = append(names, t.Name)
-	}
-	log.Info("tools registered", "count", len(names), "tools", strings.Join(names, ","))
+	defer tools.Close()
+	defer stopReload()
 
 	st, err := openStore(ctx, c, log)
 	if err != nil {
@@ -171,7 +155,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		Store:            m.Store(st),
 		Observer:         m,
 		Notifier:         notifier,
-		Tools:            func() *tool.Registry { return reg },
+		Tools:            tools.Registry,
 		Logger:           log,
 		LeaseTTL:         c.LeaseTTL,
 		MaxCalls:         c.MaxCalls,
@@ -182,7 +166,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		CompleteURL:   func(key string) string { return c.PublicURL + "/v1/complete/" + key },
 		CancelHook: func(cp turn.Completion, key string) {
 			go func() {
-				err := reg.CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{
+				err := tools.Registry().CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{
 					Key: key, SessionID: cp.SessionID, TurnID: cp.TurnID, CallID: cp.CallID,
 				}, webhookSigner)
 				if err != nil {

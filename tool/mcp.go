@@ -1,0 +1,752 @@
+package tool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/turnd/turnd/dispatch"
+)
+
+// mcpProtocolVersion is the MCP protocol version turnd asks for. It is the
+// last one with sessions (initialize, Mcp-Session-Id and a standing SSE
+// stream): when such a server goes away or forgets the session, the SDK
+// ends the session, which is how turnd learns to reconnect and list the
+// tools again. Under 2026-07-28 the notification stream of the SDK's
+// client ends silently when the server restarts, and turnd would miss
+// every later notifications/tools/list_changed. A server that only speaks
+// newer versions still negotiates down through initialize.
+const mcpProtocolVersion = "2025-11-25"
+
+const (
+	// mcpMinBackoff and mcpMaxBackoff bound the wait between attempts to
+	// reach an MCP server that is down; it doubles from the first to the
+	// second.
+	mcpMinBackoff = time.Second
+	mcpMaxBackoff = time.Minute
+
+	// MaxMCPTools caps the tools imported from one MCP server; the rest are
+	// left out, with a warning.
+	MaxMCPTools = 1000
+
+	// metaIdempotencyKey carries {session_id}/{turn_id}/{call_id} in the
+	// _meta of every tools/call, the same for every attempt of a call, so
+	// that a server can recognise a retry.
+	metaIdempotencyKey = "io.turnd/idempotency-key"
+)
+
+// mcpReservedHeaders are set by the MCP transport itself.
+var mcpReservedHeaders = []string{"Content-Type", "Content-Length", "Accept", "Mcp-Session-Id",
+	"Mcp-Protocol-Version", "Last-Event-Id", "Host", "Connection", "Transfer-Encoding"}
+
+// mcpPrefixPattern leaves room for at least one character of the server's
+// own tool name within namePattern's 64.
+var mcpPrefixPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,63}$`)
+
+// mcpSource is one checked mcp entry of the config.
+type mcpSource struct {
+	label   string // "tools[i]", for config errors and logs
+	line    int
+	url     string      // ${VAR} expanded: may hold a secret
+	header  http.Header // ${VAR} expanded: secrets
+	prefix  string
+	trust   bool
+	timeout time.Duration
+	retry   dispatch.RetryPolicy
+}
+
+// key identifies the connection the entry needs: a reload keeps the
+// connection of an entry whose key did not change.
+func (s *mcpSource) key() string {
+	var b strings.Builder
+	b.WriteString(s.url)
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range s.header {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		b.WriteString("\n" + k + ": " + strings.Join(s.header[k], ","))
+	}
+	return b.String()
+}
+
+// mcpFieldReasons explains why a tools[] field cannot go with mcp.
+var mcpFieldReasons = []struct {
+	name, reason string
+}{
+	{"name", "the MCP server names its tools (mcp.prefix is prepended to each)"},
+	{"description", "the MCP server describes its tools"},
+	{"effect", "an imported tool is read only when the server's readOnlyHint says so and mcp.trust_annotations is true, otherwise write"},
+	{"idempotent", "an imported tool is idempotent only when mcp.trust_annotations is true and the server's readOnlyHint or idempotentHint says so"},
+	{"input_schema", "the MCP server gives each tool's input schema"},
+	{"http", "an entry has exactly one implementation"},
+	{"builtin", "an entry has exactly one implementation"},
+	{"deferred", "MCP tools answer within the call"},
+	{"pending", "MCP tools answer within the call"},
+}
+
+// buildMCP checks a tools[i] entry with an mcp block and records it.
+func (l *loader) buildMCP(i int, rt rawTool) {
+	label := fmt.Sprintf("tools[%d]", i)
+	nerrs := len(l.errs)
+	at := func(path ...any) int { return l.line(append([]any{"tools", i}, path...)...) }
+	add := func(ln int, format string, args ...any) {
+		if ln == 0 {
+			ln = at()
+		}
+		l.errs = append(l.errs, &ConfigError{File: l.file, Line: ln, Tool: label, Msg: fmt.Sprintf(format, args...)})
+	}
+	set := map[string]bool{
+		"name": rt.Name != "", "description": rt.Description != nil, "effect": rt.Effect != nil,
+		"idempotent": rt.Idempotent != nil, "input_schema": rt.InputSchema != nil, "http": rt.HTTP != nil,
+		"builtin": rt.Builtin != nil, "deferred": rt.Deferred != nil, "pending": rt.Pending != nil,
+	}
+	for _, f := range mcpFieldReasons {
+		if set[f.name] {
+			add(at(f.name), "%s cannot be set in an mcp entry: %s", f.name, f.reason)
+		}
+	}
+
+	rm := *rt.MCP
+	src := &mcpSource{label: label, line: at("mcp"), timeout: DefaultTimeout, retry: defaultRetry}
+	if rm.URL == "" {
+		add(at("mcp"), "mcp.url is required")
+	} else if u, msg := absoluteURL("mcp.url", rm.URL, l.opts.Env); msg != "" {
+		add(at("mcp", "url"), "%s", msg)
+	} else {
+		src.url = u
+	}
+	src.header = l.headers("mcp", rm.Headers, mcpReservedHeaders, at, add)
+	if rm.Prefix != nil {
+		if !mcpPrefixPattern.MatchString(*rm.Prefix) {
+			add(at("mcp", "prefix"), "mcp.prefix %q must match %s (a tool name is at most 64 characters of [a-zA-Z0-9_-], prefix included)", *rm.Prefix, mcpPrefixPattern)
+		} else {
+			src.prefix = *rm.Prefix
+		}
+	}
+	if rm.TrustAnnotations != nil {
+		src.trust = *rm.TrustAnnotations
+	}
+	if rm.Timeout != nil {
+		if d, msg := positiveDuration("mcp.timeout", *rm.Timeout); msg != "" {
+			add(at("mcp", "timeout"), "%s", msg)
+		} else {
+			src.timeout = d
+		}
+	}
+	if rt.Retry != nil {
+		p, field, err := retryPolicy(*rt.Retry)
+		if err != nil {
+			add(at("retry", field), "retry.%s: %v", field, err)
+		}
+		src.retry = p
+	}
+	if len(l.errs) == nerrs {
+		l.mcp = append(l.mcp, src)
+	}
+}
+
+// headerTransport adds an MCP server's configured headers to every request
+// the SDK sends it.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context()) // a RoundTripper must not change its request
+	for k, v := range t.header {
+		r.Header[k] = v
+	}
+	if r.Header.Get("User-Agent") == "" {
+		r.Header.Set("User-Agent", "turnd")
+	}
+	return t.base.RoundTrip(r)
+}
+
+// mcpServer is the connection to one MCP server and the tools it lists.
+//
+// While the server is live (in the Live's current config) a goroutine of
+// its own (run) keeps it connected: it connects and lists the tools, lists
+// them again on notifications/tools/list_changed, and after the session
+// ends (the server went away or forgot it) reconnects with a backoff from
+// mcpMinBackoff to mcpMaxBackoff. The tools last listed stay registered
+// while the server is unreachable; their calls fail with a retryable
+// tool_unavailable. A reload that drops the entry retires the server: the
+// goroutine stops, and the session closes once no call uses it. Calls that
+// still come (from turns that started before the reload) connect again for
+// themselves, and close the session when the last of them ends.
+type mcpServer struct {
+	live       *Live
+	log        *slog.Logger
+	key        string
+	url        string // may hold a secret
+	safeURL    string // scheme and host only: fit for logs and for the model
+	client     *mcp.Client
+	httpClient *http.Client
+	retries    int           // the transport's stream reconnects
+	backoff    time.Duration // the first wait after a failed attempt
+
+	refresh  chan struct{} // cap 1: list again, or reconnect now
+	first    chan struct{} // closed when the first attempt has ended
+	stop     context.CancelFunc
+	loopDone chan struct{}
+	connMu   sync.Mutex // one connection attempt at a time
+	// calls is cancelled by shutdown: it ends the calls in flight, which
+	// closing the session would otherwise wait for.
+	calls      context.Context
+	closeCalls context.CancelFunc
+	watchers   sync.WaitGroup // the goroutines waiting for a session's end
+
+	mu       sync.Mutex
+	src      *mcpSource
+	sess     *mcp.ClientSession
+	tools    []*mcp.Tool // as last listed; kept while disconnected
+	listed   []byte      // tools as JSON, to tell a change
+	specs    []*Spec
+	attempt  chan struct{} // closed when the running (or next) attempt ends
+	lastErr  error         // of the last attempt
+	retired  bool
+	closed   bool
+	inflight int
+}
+
+func newMCPServer(l *Live, src *mcpSource) *mcpServer {
+	safe := "(mcp server)"
+	if u, err := url.Parse(src.url); err == nil {
+		safe = u.Scheme + "://" + u.Host
+	}
+	s := &mcpServer{
+		live:    l,
+		key:     src.key(),
+		url:     src.url,
+		safeURL: safe,
+		retries: l.opts.mcpStreamRetries,
+		backoff: l.opts.mcpBackoff,
+		refresh: make(chan struct{}, 1),
+		first:   make(chan struct{}),
+		attempt: make(chan struct{}),
+		src:     src,
+	}
+	if s.backoff <= 0 {
+		s.backoff = mcpMinBackoff
+	}
+	s.calls, s.closeCalls = context.WithCancel(context.Background())
+	s.log = l.log.With("mcp_server", safe) // never the URL: it may hold a secret
+	base := l.client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	// No overall timeout: the session's notification stream stays open.
+	s.httpClient = &http.Client{Transport: &headerTransport{base: base, header: src.header}, CheckRedirect: l.client.CheckRedirect}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "turnd", Version: "1"}, &mcp.ClientOptions{
+		Capabilities:           &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.kick() },
+	})
+	return s
+}
+
+// start runs the goroutine that keeps the server connected.
+func (s *mcpServer) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.loopDone = make(chan struct{})
+	go s.run(ctx)
+}
+
+// kick asks the goroutine to list the tools again (reconnecting first if
+// the session is gone), now rather than after its backoff.
+func (s *mcpServer) kick() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *mcpServer) run(ctx context.Context) {
+	defer close(s.loopDone)
+	wait := s.backoff
+	failing := false
+	for n := 0; ; n++ {
+		err := s.connectAndList(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err == nil && failing:
+			s.log.Info("MCP server reachable again")
+		case err != nil && !failing:
+			// Once per outage at warning level; the retries at debug level.
+			s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
+		case err != nil:
+			s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
+		}
+		if n == 0 {
+			close(s.first)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			failing, wait = false, s.backoff
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.refresh:
+			}
+			continue
+		}
+		failing = true
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-s.refresh:
+			t.Stop()
+		}
+		wait = min(2*wait, max(mcpMaxBackoff, s.backoff))
+	}
+}
+
+// connectAndList connects if there is no session and lists the tools; a
+// change is published to the Live.
+func (s *mcpServer) connectAndList(ctx context.Context) error {
+	sess, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	timeout := s.src.timeout
+	s.mu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tools, err := s.list(lctx, sess)
+	if err != nil {
+		if ctx.Err() == nil {
+			// The session may be broken; a fresh one is the way out.
+			s.drop(sess)
+		}
+		return fmt.Errorf("listing the tools: %s", s.redact(err))
+	}
+	if s.setTools(tools) {
+		s.live.rebuild()
+	}
+	return nil
+}
+
+// connect returns the session, opening one if there is none.
+func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.mu.Lock()
+	sess, timeout, closed := s.sess, s.src.timeout, s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, errors.New("turnd is closing its MCP sessions")
+	}
+	if sess != nil {
+		return sess, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sess, err := s.client.Connect(cctx, &mcp.StreamableClientTransport{
+		Endpoint: s.url, HTTPClient: s.httpClient, MaxRetries: s.retries,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	if err != nil {
+		err = fmt.Errorf("connecting: %s", s.redact(err))
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	close(s.attempt)
+	s.attempt = make(chan struct{})
+	if err != nil {
+		return nil, err
+	}
+	if s.closed {
+		// Closed while connecting: this session has no use. Close waits
+		// for nothing here: no call has it.
+		s.mu.Unlock()
+		_ = sess.Close()
+		s.mu.Lock()
+		return nil, errors.New("turnd is closing its MCP sessions")
+	}
+	s.sess = sess
+	s.watchers.Add(1)
+	go func() {
+		defer s.watchers.Done()
+		_ = sess.Wait()
+		s.mu.Lock()
+		gone := s.sess == sess
+		if gone {
+			s.sess = nil
+		}
+		s.mu.Unlock()
+		if gone {
+			s.log.Warn("MCP session ended; reconnecting")
+			s.kick()
+		}
+	}()
+	return sess, nil
+}
+
+// drop closes sess if it is still the server's session.
+func (s *mcpServer) drop(sess *mcp.ClientSession) {
+	s.mu.Lock()
+	if s.sess == sess {
+		s.sess = nil
+	}
+	s.mu.Unlock()
+	_ = sess.Close()
+}
+
+// list reads every page of tools/list.
+func (s *mcpServer) list(ctx context.Context, sess *mcp.ClientSession) ([]*mcp.Tool, error) {
+	if ir := sess.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Tools == nil {
+		return nil, nil // a server without tools
+	}
+	var tools []*mcp.Tool
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		if len(tools) == MaxMCPTools {
+			s.log.Warn("MCP server lists more tools than turnd imports; the rest are left out", "max", MaxMCPTools)
+			break
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// setTools records a listing and reports whether it changed anything.
+func (s *mcpServer) setTools(tools []*mcp.Tool) bool {
+	js, err := json.Marshal(tools)
+	if err != nil {
+		js = nil // compares unequal to any listing: rebuild
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tools != nil && js != nil && bytes.Equal(js, s.listed) {
+		return false
+	}
+	if tools == nil {
+		tools = []*mcp.Tool{}
+	}
+	s.tools, s.listed = tools, js
+	s.specs = s.buildSpecs()
+	s.log.Info("MCP tools listed", "count", len(s.specs))
+	return true
+}
+
+// reconfigure takes a reloaded entry with the same key (url and headers):
+// prefix, trust, timeout and retry may have changed.
+func (s *mcpServer) reconfigure(src *mcpSource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.src = src
+	if s.tools != nil {
+		s.specs = s.buildSpecs()
+	}
+}
+
+// currentSpecs are the specs of the tools last listed.
+func (s *mcpServer) currentSpecs() []*Spec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.specs
+}
+
+// buildSpecs makes the specs of s.tools under s.src (s.mu held). A tool
+// whose name (prefix included) is not a turnd tool name, or whose input
+// schema turnd cannot compile, is left out with a warning: turnd does not
+// rename tools, since the model would call names the server does not know.
+func (s *mcpServer) buildSpecs() []*Spec {
+	src := s.src
+	specs := make([]*Spec, 0, len(s.tools))
+	seen := map[string]bool{}
+	for _, t := range s.tools {
+		if t == nil {
+			continue
+		}
+		name := src.prefix + t.Name
+		skip := func(why string, args ...any) {
+			s.log.Warn("MCP tool left out: "+fmt.Sprintf(why, args...), "mcp_tool", t.Name)
+		}
+		switch {
+		case !namePattern.MatchString(name):
+			skip("its turnd name %q does not match %s", name, namePattern)
+			continue
+		case name == dispatch.MetaTool:
+			skip("its turnd name %q is reserved", name)
+			continue
+		case seen[name]:
+			skip("the server lists %q twice", t.Name)
+			continue
+		}
+		seen[name] = true
+		sp := &Spec{Name: name, Description: t.Description, Effect: dispatch.EffectWrite, Retry: src.retry,
+			Impl: &mcpTool{srv: s, remote: t.Name, timeout: src.timeout}}
+		if sp.Description == "" {
+			sp.Description = t.Title
+		}
+		if a := t.Annotations; src.trust && a != nil {
+			if a.ReadOnlyHint {
+				sp.Effect = dispatch.EffectRead
+			}
+			sp.Idempotent = a.ReadOnlyHint || a.IdempotentHint
+		}
+		if t.InputSchema != nil {
+			js, err := json.Marshal(t.InputSchema)
+			if err == nil {
+				err = sp.CompileSchema(js)
+			}
+			if err != nil {
+				skip("turnd cannot use its input schema: %v", err)
+				continue
+			}
+		}
+		specs = append(specs, sp)
+	}
+	return specs
+}
+
+// acquire returns the session for a call, which must release it. A live
+// server's goroutine is asked to reconnect now and the call waits for that
+// attempt; a retired server connects for the call itself.
+func (s *mcpServer) acquire(ctx context.Context) (*mcp.ClientSession, error) {
+	for {
+		s.mu.Lock()
+		if s.sess != nil {
+			s.inflight++
+			sess := s.sess
+			s.mu.Unlock()
+			return sess, nil
+		}
+		retired, closed, attempt := s.retired, s.closed, s.attempt
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return nil, errors.New("turnd is closing its MCP sessions")
+		case retired:
+			if _, err := s.connect(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		s.kick()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-attempt:
+		}
+		s.mu.Lock()
+		err := s.lastErr
+		up := s.sess != nil
+		s.mu.Unlock()
+		if !up {
+			if err == nil {
+				err = errors.New("the session ended")
+			}
+			return nil, err
+		}
+	}
+}
+
+// release ends a call's use of the session; the last call of a retired
+// server closes it.
+func (s *mcpServer) release() {
+	s.mu.Lock()
+	s.inflight--
+	var idle *mcp.ClientSession
+	if s.retired && s.inflight == 0 {
+		idle, s.sess = s.sess, nil
+	}
+	s.mu.Unlock()
+	if idle != nil {
+		_ = idle.Close()
+	}
+}
+
+// retire stops keeping the server connected; its session closes once no
+// call uses it.
+func (s *mcpServer) retire() {
+	// Retired first, so that a call arriving meanwhile connects for itself
+	// instead of waiting for the goroutine, which is stopping.
+	s.mu.Lock()
+	s.retired = true
+	s.mu.Unlock()
+	s.stop()
+	<-s.loopDone
+	s.release0(false)
+}
+
+// shutdown closes the server for good, calls in flight or not, and waits
+// for its goroutines.
+func (s *mcpServer) shutdown() {
+	s.stop()
+	<-s.loopDone
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.closeCalls()
+	s.release0(true)
+	s.watchers.Wait()
+}
+
+func (s *mcpServer) release0(closing bool) {
+	s.mu.Lock()
+	s.retired = true
+	s.closed = s.closed || closing
+	var idle *mcp.ClientSession
+	if s.inflight == 0 || closing {
+		idle, s.sess = s.sess, nil
+	}
+	s.mu.Unlock()
+	if idle != nil {
+		_ = idle.Close()
+	}
+}
+
+// redact is err's text without the server's URL, which may hold a secret.
+func (s *mcpServer) redact(err error) string {
+	msg := strings.ReplaceAll(err.Error(), s.url, s.safeURL)
+	if u, uerr := url.Parse(s.url); uerr == nil && u.User != nil {
+		// net/http quotes a URL with its password masked, as "***".
+		if _, has := u.User.Password(); has {
+			masked := strings.Replace(s.url, u.User.String()+"@", url.User(u.User.Username()).String()+":***@", 1)
+			msg = strings.ReplaceAll(msg, masked, s.safeURL)
+		}
+	}
+	return msg
+}
+
+// mcpTool calls one tool of an MCP server.
+type mcpTool struct {
+	srv     *mcpServer
+	remote  string // the server's name for it, without the prefix
+	timeout time.Duration
+}
+
+// Invoke runs one attempt: a tools/call bounded by the entry's timeout.
+func (t *mcpTool) Invoke(ctx context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	defer context.AfterFunc(t.srv.calls, cancel)()
+	sess, err := t.srv.acquire(actx)
+	if err != nil {
+		return t.failure(ctx, err, "the MCP server is unreachable")
+	}
+	defer t.srv.release()
+	params := &mcp.CallToolParams{Name: t.remote, Arguments: normalizeArguments(call.Arguments)}
+	if cc, ok := CallContextFrom(ctx); ok {
+		params.Meta = mcp.Meta{metaIdempotencyKey: cc.SessionID + "/" + cc.TurnID + "/" + call.ID}
+	}
+	res, err := sess.CallTool(actx, params)
+	if err != nil {
+		return t.failure(ctx, err, "the MCP call failed")
+	}
+	return mcpOutcome(res, keepCap(ctx))
+}
+
+// failure classifies an error of a tools/call (or of reaching the server):
+// the server refusing the request itself is tool_rejected; anything else
+// is a retryable tool_unavailable.
+func (t *mcpTool) failure(ctx context.Context, err error, doing string) dispatch.Outcome {
+	if ctx.Err() != nil {
+		return dispatch.Cancelled("the call was cancelled while waiting for the MCP server: " + context.Cause(ctx).Error())
+	}
+	if t.srv.calls.Err() != nil {
+		return dispatch.FailRetryable(CodeToolUnavailable, "turnd closed its connection to the MCP server (it is shutting down)", 0)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return dispatch.FailRetryable(CodeToolUnavailable, fmt.Sprintf("the MCP server did not answer within %s", t.timeout), 0)
+	}
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		switch we.Code {
+		case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidRequest:
+			return dispatch.Fail(CodeToolRejected, "the MCP server rejected the call: "+snippet([]byte(we.Message), 500))
+		}
+		return dispatch.FailRetryable(CodeToolUnavailable, "the MCP server answered with an error: "+snippet([]byte(we.Message), 500), 0)
+	}
+	// The connection may be gone: have the server's goroutine check now.
+	t.srv.kick()
+	return dispatch.FailRetryable(CodeToolUnavailable, doing+": "+t.srv.redact(err), 0)
+}
+
+// mcpOutcome maps a tools/call result: isError → an error the model reads
+// (tool_error); structuredContent → JSON output; text-only content → text
+// output (the blocks joined by newlines); other content (images, audio,
+// resources) → the content array as JSON.
+func mcpOutcome(res *mcp.CallToolResult, limit int64) dispatch.Outcome {
+	text, allText := mcpText(res.Content)
+	if res.IsError {
+		msg := text
+		if msg == "" && res.StructuredContent != nil {
+			if js, err := json.Marshal(res.StructuredContent); err == nil {
+				msg = string(js)
+			}
+		}
+		if msg == "" {
+			msg = "the MCP tool reported an error without a message"
+		}
+		if len(msg) > errorBodyLimit {
+			msg = strings.ToValidUTF8(msg[:errorBodyLimit], "") + "…"
+		}
+		return dispatch.Fail(CodeToolError, msg)
+	}
+	var out []byte
+	isJSON := true
+	switch {
+	case res.StructuredContent != nil:
+		js, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return dispatch.Fail(CodeInvalidToolResponse, "the MCP server's structuredContent is not JSON: "+err.Error())
+		}
+		out = js
+	case allText:
+		out, isJSON = []byte(text), false
+	default:
+		js, err := json.Marshal(res.Content)
+		if err != nil {
+			return dispatch.Fail(CodeInvalidToolResponse, "the MCP server's content cannot be written as JSON: "+err.Error())
+		}
+		out = js
+	}
+	if int64(len(out)) > limit {
+		return dispatch.Fail(CodeOutputTooLarge, fmt.Sprintf("the MCP tool's output exceeds %d bytes", limit))
+	}
+	return dispatch.OK(out, isJSON)
+}
+
+// mcpText joins the text blocks of content; allText reports whether there
+// were no others.
+func mcpText(content []mcp.Content) (text string, allText bool) {
+	var parts []string
+	allText = true
+	for _, c := range content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		} else {
+			allText = false
+		}
+	}
+	return strings.Join(parts, "\n"), allText
+}
