@@ -68,6 +68,7 @@ Flags:
 	fs.StringVar(&deferredDelay, "deferred-delay", "fixed:10ms", "delay before a deferred call's result is delivered (same syntax as --latency)")
 	fs.Int64Var(&w.OutputBytes, "output-bytes", 0, "bytes of output per call; over the session budget (16384 by default) it is truncated")
 	fs.StringVar(&w.Tools, "tools", "", "http (the bench serves the tools itself; the default without --url) or builtin (turnd's echo and sleep; the default with --url)")
+	fs.DurationVar(&w.Wait, "wait", 2*time.Minute, "how long turnd may hold a turn's answer for it to settle (Prefer: wait); a turn unsettled then is an error")
 	fs.Uint64Var(&w.Seed, "seed", 0, "seed of the call kinds and latencies drawn (0: random)")
 	fs.StringVar(&c.Store, "store", bench.StoreAuto, "store of the turnd the bench starts: auto, postgres or sqlite")
 	fs.StringVar(&c.ToolAddr, "tool-addr", "", "address of the bench's HTTP tools (default a free loopback port)")

@@ -71,6 +71,7 @@ type WorkloadInfo struct {
 	DeferredDelay    string  `json:"deferred_delay"`
 	OutputBytes      int64   `json:"output_bytes"`
 	Tools            string  `json:"tools"`
+	WaitSeconds      int     `json:"wait_s"`
 	Seed             uint64  `json:"seed,omitempty"`
 }
 
@@ -79,7 +80,7 @@ func workloadInfo(w Workload) WorkloadInfo {
 		Mode: "closed", Rate: w.Rate, Concurrency: w.Concurrency, DurationSeconds: w.Duration.Seconds(),
 		Turns: w.Turns, Calls: w.Calls, ReadFraction: w.ReadFraction, DeferredFraction: w.DeferredFraction,
 		Latency: w.Latency.String(), DeferredDelay: w.DeferredDelay.String(), OutputBytes: w.OutputBytes,
-		Tools: w.Tools, Seed: w.Seed,
+		Tools: w.Tools, WaitSeconds: w.waitSeconds(), Seed: w.Seed,
 	}
 	if !w.closedLoop() {
 		wi.Mode = "open"

@@ -60,11 +60,6 @@ type Load struct {
 	Truncated int64
 }
 
-// waitSeconds is the Prefer: wait the bench asks for: turnd holds the
-// answer until the turn settles, waiting for deferred calls included
-// (capped by its maximum wait, 10 minutes by default).
-const waitSeconds = 600
-
 // Run posts w's turns to t and measures them. progress, when not nil, is
 // called every interval from a goroutine of Run's and once at the end. Run
 // stops early when ctx is done, returning what it measured and ctx's
@@ -120,7 +115,7 @@ func newRunner(t Target, w Workload) *runner {
 	}
 	r := &runner{
 		w: w, base: base, token: t.Token, transport: tr,
-		client: &http.Client{Transport: tr, Timeout: (waitSeconds + 60) * time.Second},
+		client: &http.Client{Transport: tr, Timeout: time.Duration(w.waitSeconds()+60) * time.Second},
 		prefix: base + "/v1/sessions/bench-" + randomID(4) + "-",
 		errs:   map[string]int{},
 		seed1:  w.Seed, seed2: w.Seed ^ 0x9e3779b97f4a7c15,
@@ -401,7 +396,9 @@ func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (
 		return 0, "transport", err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "wait="+strconv.Itoa(waitSeconds))
+	// turnd holds the answer until the turn settles, waiting for deferred
+	// calls included, or the wait runs out.
+	req.Header.Set("Prefer", "wait="+strconv.Itoa(r.w.waitSeconds()))
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
@@ -421,7 +418,7 @@ func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusAccepted:
-		return 0, "unsettled", fmt.Sprintf("the turn was not settled after a wait of %ds: %.300s", waitSeconds, got)
+		return 0, "unsettled", fmt.Sprintf("the turn was not settled after a wait of %ds: %.300s", r.w.waitSeconds(), got)
 	default:
 		var p struct {
 			Code string `json:"code"`

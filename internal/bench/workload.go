@@ -23,6 +23,9 @@ const (
 const (
 	// MaxCalls is turnd's default limit of calls per turn.
 	MaxCalls = 128
+	// MaxWait is the longest Prefer: wait the bench asks for (turnd's
+	// default maximum wait).
+	MaxWait = 10 * time.Minute
 	// MaxOutputBytes bounds --output-bytes.
 	MaxOutputBytes = maxOutputBytes
 )
@@ -61,12 +64,25 @@ type Workload struct {
 	OutputBytes int64
 	// Tools is ToolHTTP or ToolBuiltin.
 	Tools string
+	// Wait is how long turnd holds each answer for the turn to settle
+	// (Prefer: wait, whole seconds, capped by turnd's maximum wait of 10
+	// minutes by default); a turn still running or waiting then counts as
+	// an "unsettled" error. 0 means MaxWait.
+	Wait time.Duration
 	// Seed seeds the draws of call kinds and latencies (0: random).
 	Seed uint64
 }
 
 // closedLoop reports whether w runs closed loop.
 func (w Workload) closedLoop() bool { return w.Rate == 0 }
+
+// waitSeconds is the Prefer: wait the bench asks for.
+func (w Workload) waitSeconds() int {
+	if w.Wait == 0 {
+		return int(MaxWait / time.Second)
+	}
+	return int(w.Wait / time.Second)
+}
 
 // maxInFlight is the bound on turns in flight.
 func (w Workload) maxInFlight() int {
@@ -119,6 +135,9 @@ func (w Workload) Validate() error {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
 			bad("%s %v: must be between 0 and 1", f.name, f.v)
 		}
+	}
+	if w.Wait < 0 || w.Wait > MaxWait || (w.Wait > 0 && w.Wait < time.Second) {
+		bad("wait %v: must be 1s to %v", w.Wait, MaxWait)
 	}
 	if w.OutputBytes < 0 || w.OutputBytes > MaxOutputBytes {
 		bad("output bytes %d: must be 0 to %d", w.OutputBytes, MaxOutputBytes)
