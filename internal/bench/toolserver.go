@@ -59,6 +59,13 @@ type ToolServer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // deferred deliveries in flight
 
+	// onDelivery, when not nil, is called after each delivery with its
+	// error (tests wait on it).
+	onDelivery func(error)
+
+	closeOnce sync.Once
+	closeErr  error
+
 	calls       atomic.Int64
 	delivered   atomic.Int64
 	deliverErrs atomic.Int64
@@ -68,7 +75,9 @@ type ToolServer struct {
 
 // StartToolServer serves the bench tools on addr (a loopback host:port;
 // port 0 picks a free one).
-func StartToolServer(addr string) (*ToolServer, error) {
+func StartToolServer(addr string) (*ToolServer, error) { return startToolServer(addr, nil) }
+
+func startToolServer(addr string, onDelivery func(error)) (*ToolServer, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -78,7 +87,7 @@ func StartToolServer(addr string) (*ToolServer, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &ToolServer{
-		ln: ln, done: make(chan error, 1), ctx: ctx, cancel: cancel,
+		ln: ln, done: make(chan error, 1), ctx: ctx, cancel: cancel, onDelivery: onDelivery,
 		client: &http.Client{
 			Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 			Timeout:   time.Minute,
@@ -108,17 +117,21 @@ func (ts *ToolServer) Stats() (calls, delivered, failed int64, first error) {
 
 // Close stops the server: deliveries still waiting are abandoned, those
 // in flight end, and Close returns when every goroutine it started has.
+// Closing again returns the first Close's error.
 func (ts *ToolServer) Close() error {
-	ts.cancel()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := ts.srv.Shutdown(sctx)
-	ts.wg.Wait()
-	if serr := <-ts.done; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	ts.client.CloseIdleConnections()
-	return err
+	ts.closeOnce.Do(func() {
+		ts.cancel()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := ts.srv.Shutdown(sctx)
+		ts.wg.Wait()
+		if serr := <-ts.done; !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		ts.client.CloseIdleConnections()
+		ts.closeErr = err
+	})
+	return ts.closeErr
 }
 
 // toolRequest is what turnd POSTs to an HTTP tool (see package tool).
@@ -202,11 +215,14 @@ func (ts *ToolServer) deliver(url string, delay time.Duration, body []byte) {
 		return
 	}
 	err := ts.post(url, body)
+	if ts.onDelivery != nil {
+		defer ts.onDelivery(err)
+	}
 	if err == nil {
 		ts.delivered.Add(1)
 		return
 	}
-	if ts.ctx.Err() != nil {
+	if errors.Is(err, context.Canceled) && ts.ctx.Err() != nil {
 		return // closing: not the delivery's fault
 	}
 	ts.deliverErrs.Add(1)
@@ -245,7 +261,7 @@ func toolError(w http.ResponseWriter, code, msg string) {
 // textOutput is n bytes of text in lines of 64 characters, newline
 // included.
 func textOutput(n int64) []byte {
-	const line = "bench output line, padded to sixty-four characters ..........\n"
+	const line = "bench output line, padded to sixty-four characters ............\n"
 	b := bytes.Repeat([]byte(line), int(n/int64(len(line)))+1)
 	return b[:n]
 }
