@@ -17,6 +17,7 @@ import (
 type benchConfig struct {
 	bench.Config
 	PrintToolConfig bool
+	MarkdownHeader  bool
 }
 
 // parseBench reads `turnd bench`'s flags (and DATABASE_URL, TURND_BENCH_TOKEN).
@@ -76,6 +77,9 @@ Flags:
 	fs.IntVar(&c.BaselineClients, "baseline-clients", 0, "baseline concurrency (default: --concurrency, or min(--max-in-flight, 32) with --rate)")
 	fs.StringVar(&c.BaselineDatabaseURL, "baseline-database-url", "", "with --url: the PostgreSQL that turnd uses, for the baseline")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as one JSON object")
+	fs.BoolVar(&c.Markdown, "markdown", false, "print the report as one row of a Markdown table (see BENCHMARKS.md)")
+	fs.BoolVar(&c.MarkdownHeader, "markdown-header", false, "print the header of that table, and exit")
+	fs.StringVar(&c.Label, "label", "", "a name for the workload, in the report")
 	fs.StringVar(&progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, else lines), bar, lines or none")
 	fs.BoolVar(&c.PrintToolConfig, "print-tool-config", false, "print the tool config a turnd needs for --tools http with --tool-addr, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +93,9 @@ Flags:
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.MarkdownHeader {
+		return c, nil
+	}
 	if c.PrintToolConfig {
 		if c.ToolAddr == "" {
 			return benchConfig{}, usageError{"print-tool-config: give --tool-addr, the host:port the bench will serve its tools on"}
@@ -168,6 +175,10 @@ Flags:
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
 	c, err := parseBench(args, stderr, env, isTerminal(stderr))
 	if err != nil {
+		return err
+	}
+	if c.MarkdownHeader {
+		_, err := io.WriteString(stdout, bench.MarkdownHeader)
 		return err
 	}
 	if c.PrintToolConfig {

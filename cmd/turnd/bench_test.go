@@ -149,6 +149,7 @@ func TestParseBenchBadInput(t *testing.T) {
 		{"negative max in flight", []string{"--rate", "5", "--max-in-flight", "-1"}, nil, "max in flight"},
 		{"print the tool config without an address", []string{"--print-tool-config"}, nil, "tool-addr"},
 		{"unknown flag", []string{"--turbo"}, nil, "turbo"},
+		{"json and markdown", []string{"--json", "--markdown"}, nil, "exclusive"},
 		{"stray argument", []string{"now"}, nil, "unexpected arguments"},
 		{"not a number", []string{"--calls", "four"}, nil, "calls"},
 	}
@@ -175,6 +176,13 @@ func TestRunBenchHelpAndToolConfig(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "--deferred-fraction") || !strings.Contains(stderr.String(), "Usage: turnd bench") {
 		t.Errorf("help:\n%s", stderr.String())
+	}
+	stdout.Reset()
+	if err := run(context.Background(), []string{"bench", "--markdown-header"}, &stdout, &stderr, envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(stdout.String(), "| workload | store | turns/s |") || strings.Count(stdout.String(), "\n") != 2 {
+		t.Errorf("markdown header:\n%s", stdout.String())
 	}
 	stdout.Reset()
 	if err := run(context.Background(), []string{"bench", "--print-tool-config", "--tool-addr", "127.0.0.1:9100"}, &stdout, &stderr, envOf(nil)); err != nil {

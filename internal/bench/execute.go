@@ -52,8 +52,11 @@ type Config struct {
 	// workload's (closed loop) or MaxInFlight capped at 32 (open loop).
 	BaselineClients int
 
-	// JSON prints the Report as one JSON object instead of text.
-	JSON bool
+	// JSON prints the Report as one JSON object instead of text;
+	// Markdown as one row of a Markdown table (MarkdownHeader).
+	JSON, Markdown bool
+	// Label names the workload in the report.
+	Label string
 	// Progress is "bar" (redrawn on a terminal), "lines" (a line every
 	// ProgressEvery) or "none".
 	Progress      string
@@ -88,6 +91,9 @@ func (c Config) Validate() error {
 			bad("store %q: must be auto, postgres or sqlite", c.Store)
 		}
 	}
+	if c.JSON && c.Markdown {
+		bad("json and markdown are exclusive")
+	}
 	if c.Baseline < 0 {
 		bad("baseline %v: must be a positive duration, or 0 to skip it", c.Baseline)
 	}
@@ -121,7 +127,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		return Report{}, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
-	rep := Report{StartedAt: time.Now().UTC().Truncate(time.Second), Machine: thisMachine(), Workload: workloadInfo(c.Workload)}
+	rep := Report{Label: c.Label, StartedAt: time.Now().UTC().Truncate(time.Second), Machine: thisMachine(), Workload: workloadInfo(c.Workload)}
 	dir, err := os.MkdirTemp("", "turnd-bench-")
 	if err != nil {
 		return rep, err
@@ -255,6 +261,9 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		rep.Server.RSSSource = src
 	}
 
+	if runBaseline && runErr != nil {
+		rep.BaselineNote = "the run was interrupted before the second half of the baseline"
+	}
 	if runBaseline && runErr == nil {
 		logf("baseline: second half")
 		after, err := baseline(c.Baseline - c.Baseline/2)
@@ -282,13 +291,16 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 			rep.FirstError = "tool: " + first.Error()
 		}
 	}
-	if c.JSON {
+	switch {
+	case c.Markdown:
+		rep.WriteMarkdownRow(stdout)
+	case c.JSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return rep, err
 		}
-	} else {
+	default:
 		rep.WriteText(stdout)
 	}
 	if runErr != nil {

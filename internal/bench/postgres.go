@@ -111,9 +111,9 @@ func StartPostgres(ctx context.Context, bin, parent string) (*Postgres, error) {
 func (p *Postgres) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, name), args...)
 	cmd.Dir = p.dir
-	if p.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
-	}
+	// A process group of its own, as for turnd (StartServer); as root, the
+	// postgres user.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.cred}
 	return cmd
 }
 

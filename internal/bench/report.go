@@ -13,6 +13,8 @@ import (
 
 // Report is what a bench run measured; `turnd bench --json` prints it.
 type Report struct {
+	// Label names the workload (--label), for tables of several runs.
+	Label     string         `json:"label,omitempty"`
 	StartedAt time.Time      `json:"started_at"`
 	Machine   MachineInfo    `json:"machine"`
 	Target    TargetInfo     `json:"target"`
@@ -209,6 +211,34 @@ func (r Report) WriteText(w io.Writer) {
 	if r.Ratio != nil {
 		p("  ratio      %.3f (turns/s ÷ INSERT tx/s)", *r.Ratio)
 	}
+}
+
+// MarkdownHeader is the header of the table whose rows WriteMarkdownRow
+// writes.
+const MarkdownHeader = `| workload | store | turns/s | p50 ms | p90 ms | p99 ms | max ms | failed | INSERT tx/s | ratio | RSS MiB (idle → after) |
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
+`
+
+// WriteMarkdownRow writes r as one row of a Markdown table (MarkdownHeader).
+func (r Report) WriteMarkdownRow(w io.Writer) {
+	label := r.Label
+	if label == "" {
+		label = fmt.Sprintf("%s loop, %d calls", r.Workload.Mode, r.Workload.Calls)
+	}
+	baseline, ratio := "—", "—"
+	if r.Baseline != nil {
+		baseline = fmt.Sprintf("%.0f", r.Baseline.PerSec)
+	}
+	if r.Ratio != nil {
+		ratio = fmt.Sprintf("%.3f", *r.Ratio)
+	}
+	rss := "—"
+	if r.Server.RSSSource != "" {
+		rss = fmt.Sprintf("%.0f → %.0f", float64(r.Server.IdleRSSBytes)/(1<<20), float64(r.Server.RSSBytes)/(1<<20))
+	}
+	l := r.Latency
+	fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %s | %s | %s |\n",
+		strings.ReplaceAll(label, "|", "/"), r.Target.Store, r.Turns.PerSec, l.P50, l.P90, l.P99, l.Max, r.Turns.Failed, baseline, ratio, rss)
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -72,6 +72,35 @@ func TestReportText(t *testing.T) {
 	}
 }
 
+func TestReportMarkdownRow(t *testing.T) {
+	t.Parallel()
+	ratio := 0.0617
+	r := Report{
+		Label:    "a | b",
+		Target:   TargetInfo{Store: "postgres"},
+		Turns:    TurnStats{PerSec: 585.31, Failed: 2},
+		Latency:  LatencyMS{P50: 50.68, P90: 75.2, P99: 125.3, Max: 250.1},
+		Server:   ServerInfo{RSSSource: "proc", IdleRSSBytes: 20 << 20, RSSBytes: 28 << 20},
+		Baseline: &BaselineInfo{PerSec: 9522.2},
+		Ratio:    &ratio,
+	}
+	var out bytes.Buffer
+	r.WriteMarkdownRow(&out)
+	want := "| a / b | postgres | 585.3 | 50.7 | 75.2 | 125.3 | 250.1 | 2 | 9522 | 0.062 | 20 → 28 |\n"
+	if out.String() != want {
+		t.Errorf("row\n%s want\n%s", out.String(), want)
+	}
+	// As many columns as the header.
+	if cols := strings.Count(strings.SplitN(MarkdownHeader, "\n", 2)[0], "|"); strings.Count(want, "|") != cols {
+		t.Errorf("the row has %d separators, the header %d", strings.Count(want, "|"), cols)
+	}
+	out.Reset()
+	Report{}.WriteMarkdownRow(&out)
+	if !strings.Contains(out.String(), "| — | — | — |") {
+		t.Errorf("a report without baseline or RSS: %s", out.String())
+	}
+}
+
 func TestErrorKinds(t *testing.T) {
 	t.Parallel()
 	l := Load{Errors: map[string]int{"b": 2, "a": 2, "c": 5}}

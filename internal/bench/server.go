@@ -81,6 +81,9 @@ func StartServer(ctx context.Context, c ServerConfig) (*Server, error) {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.Dir = c.Dir
+	// A group of its own: a Ctrl-C at the terminal reaches the bench only,
+	// which reports what it measured and then stops turnd itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s serve: %w", c.Binary, err)
 	}
