@@ -341,6 +341,14 @@ func TestBenchPostgres(t *testing.T) {
 	if rep.Target.StoreDetail != "DATABASE_URL" {
 		t.Errorf("store detail %q", rep.Target.StoreDetail)
 	}
+
+	// A running turnd on that database, its baseline named by the flag.
+	p := startTurnd(t, procOptions{args: []string{"--config", writeFile(t, t.TempDir(), "tools.yaml", "builtin: [echo]\n")},
+		env: []string{"DATABASE_URL=" + url}})
+	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "30", "--concurrency", "3", "--baseline", "1s")
+	if rep.Turns.OK != 30 || rep.Baseline == nil || rep.Baseline.Kind != bench.BaselinePostgres || rep.Baseline.Clients != 3 || rep.Ratio == nil {
+		t.Errorf("turns %+v, baseline %+v, ratio %v, note %q", rep.Turns, rep.Baseline, rep.Ratio, rep.BaselineNote)
+	}
 }
 
 // TestBenchThrowawayPostgres lets the bench make its own PostgreSQL, as
@@ -358,4 +366,75 @@ func TestBenchThrowawayPostgres(t *testing.T) {
 	if !strings.HasPrefix(rep.Target.StoreDetail, "throwaway PostgreSQL") {
 		t.Errorf("store detail %q", rep.Target.StoreDetail)
 	}
+}
+
+// TestBenchRunningTurnd drives a turnd the bench did not start: with its
+// builtins, then with the bench's HTTP tools at a fixed address that the
+// turnd's config names.
+func TestBenchRunningTurnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	toolAddr := freeAddr(t)
+	var cfg bytes.Buffer
+	if err := run(context.Background(), []string{"bench", "--print-tool-config", "--tool-addr", toolAddr}, &cfg, &bytes.Buffer{}, envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := startTurnd(t, procOptions{args: []string{"--config", writeFile(t, dir, "tools.yaml", cfg.String()), "--data", dir + "/t.db"},
+		env: []string{"TURND_API_TOKENS=bench-secret"}})
+	checkRemote := func(t *testing.T, rep bench.Report, turns, calls int) {
+		t.Helper()
+		tu := rep.Turns
+		if tu.Started != turns || tu.OK != turns || tu.Calls != int64(turns*calls) || len(rep.Errors) != 0 {
+			t.Errorf("turns %+v, errors %v %q", tu, rep.Errors, rep.FirstError)
+		}
+		if rep.Target.Started || rep.Target.Store != "unknown" || rep.Target.URL != p.base {
+			t.Errorf("target %+v", rep.Target)
+		}
+		if rep.Baseline != nil || rep.Ratio != nil || !strings.Contains(rep.BaselineNote, "--baseline-database-url") {
+			t.Errorf("a baseline without a database: %+v %v %q", rep.Baseline, rep.Ratio, rep.BaselineNote)
+		}
+		// RSS from /metrics when this turnd serves it, else unknown.
+		if s := rep.Server; !(s.RSSSource == "" && s.RSSBytes == 0) && !(s.RSSSource == "metrics" && s.RSSBytes > 0) {
+			t.Errorf("server %+v", s)
+		}
+	}
+	t.Run("builtin", func(t *testing.T) {
+		t.Parallel()
+		rep := runBenchBinary(t, childEnv("TURND_BENCH_TOKEN=bench-secret"), "--url", p.base, "--turns", "20", "--concurrency", "2", "--output-bytes", "100")
+		checkRemote(t, rep, 20, 4)
+		if rep.Workload.Tools != bench.ToolBuiltin || rep.Tool != nil {
+			t.Errorf("workload %+v, tool %+v", rep.Workload, rep.Tool)
+		}
+	})
+	t.Run("http tools", func(t *testing.T) {
+		t.Parallel()
+		rep := runBenchBinary(t, childEnv(), "--url", p.base, "--token", "bench-secret", "--tools", "http", "--tool-addr", toolAddr,
+			"--turns", "20", "--concurrency", "2", "--calls", "2", "--deferred-fraction", "0.5", "--seed", "1")
+		checkRemote(t, rep, 20, 2)
+		if rep.Tool == nil || rep.Tool.Delivered != rep.Turns.Deferred || rep.Turns.Deferred == 0 {
+			t.Errorf("turns %+v, tool %+v", rep.Turns, rep.Tool)
+		}
+	})
+	t.Run("a wrong token", func(t *testing.T) {
+		t.Parallel()
+		code, _, stderr := runTurnd(t, childEnv(), "bench", "--url", p.base, "--token", "wrong", "--turns", "5")
+		if code != 1 || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "token") {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr)
+		}
+	})
+	t.Run("tools it lacks", func(t *testing.T) {
+		t.Parallel()
+		bare := startTurnd(t, procOptions{name: "bare", args: []string{"--data", t.TempDir() + "/t.db"}})
+		for _, tt := range []struct {
+			tools, want string
+		}{
+			{"builtin", "has no tool echo: list them in its tool config"},
+			{"http", "has no tool bench_read, bench_write, bench_deferred: add these tools to its config (see `turnd bench --print-tool-config"},
+		} {
+			code, _, stderr := runTurnd(t, childEnv(), "bench", "--url", bare.base, "--tools", tt.tools, "--turns", "5")
+			if code != 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("--tools %s: exit %d, stderr:\n%s", tt.tools, code, stderr)
+			}
+		}
+	})
 }
