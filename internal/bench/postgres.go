@@ -91,16 +91,27 @@ func StartPostgres(ctx context.Context, bin, parent string) (*Postgres, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("postgres: initdb: %v\n%s", err, out)
 	}
-	addr, err := freeLoopbackAddr()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	port := addr[strings.LastIndexByte(addr, ':')+1:]
-	opts := "-c listen_addresses=127.0.0.1 -p " + port + " -k " + dir + " -c max_connections=300 -c shared_buffers=128MB"
-	start := p.command(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start", "-o", opts)
-	if out, err := start.CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	// The port was free a moment ago; another process may take it before
+	// the server binds it, so a failed start is tried again on another.
+	var port string
+	for attempt := 1; ; attempt++ {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		port = addr[strings.LastIndexByte(addr, ':')+1:]
+		opts := "-c listen_addresses=127.0.0.1 -p " + port + " -k " + dir + " -c max_connections=300 -c shared_buffers=128MB"
+		logPath := filepath.Join(dir, "server.log")
+		start := p.command(ctx, "pg_ctl", "-D", data, "-l", logPath, "-w", "-t", "60", "start", "-o", opts)
+		out, err := start.CombinedOutput()
+		if err == nil {
+			break
+		}
+		log, _ := os.ReadFile(logPath)
+		if attempt < 3 && strings.Contains(string(log), "Address already in use") {
+			continue
+		}
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("postgres: pg_ctl start: %v\n%s\n%s", err, out, log)
 	}
