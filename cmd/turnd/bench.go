@@ -33,8 +33,9 @@ errors and the server's RSS, beside the rate of single-row INSERT
 transactions the same database sustains at the same concurrency.
 
 Without --url it starts a turnd of its own on a loopback port, on
-DATABASE_URL if set, else on a throwaway PostgreSQL (when the server
-binaries are installed), else on the embedded SQLite store in a temp dir.
+DATABASE_URL if set (migrated, and left with the bench's sessions), else on
+a throwaway PostgreSQL (when the server binaries are installed), else on the
+embedded SQLite store in a temp dir. See BENCHMARKS.md.
 
 Examples:
   turnd bench                                         # 32 clients, 4 instant reads per turn, 10s

@@ -139,6 +139,7 @@ func TestParseBenchBadInput(t *testing.T) {
 		{"unknown store", []string{"--store", "mysql"}, nil, "store"},
 		{"sqlite with DATABASE_URL", []string{"--store", "sqlite"}, map[string]string{"DATABASE_URL": "postgres://x/y"}, "DATABASE_URL"},
 		{"store with a url", []string{"--url", "http://127.0.0.1:1", "--store", "sqlite"}, nil, "without --url"},
+		{"http tools of a running turnd without their address", []string{"--url", "http://127.0.0.1:1", "--tools", "http"}, nil, "--tool-addr"},
 		{"url without a scheme", []string{"--url", "127.0.0.1:8080"}, nil, "http(s) URL"},
 		{"baseline database without a url", []string{"--baseline-database-url", "postgres://x/y"}, nil, "only with --url"},
 		{"negative baseline", []string{"--baseline", "-1s"}, nil, "baseline"},
@@ -429,9 +430,9 @@ func TestBenchRunningTurnd(t *testing.T) {
 			tools, want string
 		}{
 			{"builtin", "has no tool echo: list them in its tool config"},
-			{"http", "has no tool bench_read, bench_write, bench_deferred: add these tools to its config (see `turnd bench --print-tool-config"},
+			{"http", "has no tool bench_read, bench_write, bench_deferred: add these tools to its config (see `turnd bench --print-tool-config --tool-addr 127.0.0.1:"},
 		} {
-			code, _, stderr := runTurnd(t, childEnv(), "bench", "--url", bare.base, "--tools", tt.tools, "--turns", "5")
+			code, _, stderr := runTurnd(t, childEnv(), "bench", "--url", bare.base, "--tools", tt.tools, "--tool-addr", freeAddr(t), "--turns", "5")
 			if code != 1 || !strings.Contains(stderr, tt.want) {
 				t.Errorf("--tools %s: exit %d, stderr:\n%s", tt.tools, code, stderr)
 			}

@@ -74,6 +74,9 @@ func (c Config) Validate() error {
 		if c.Store != StoreAuto && c.Store != "" {
 			bad("store %q: only for a turnd the bench starts (without --url)", c.Store)
 		}
+		if c.Workload.Tools == ToolHTTP && c.ToolAddr == "" {
+			bad("tools http with --url: give --tool-addr, the address that turnd's tool config names (turnd bench --print-tool-config), or use --tools builtin")
+		}
 	} else {
 		if c.BaselineDatabaseURL != "" {
 			bad("baseline-database-url: only with --url; a turnd the bench starts has its baseline on its own store")

@@ -92,7 +92,8 @@ func workloadInfo(w Workload) WorkloadInfo {
 }
 
 // TurnStats counts the turns of the window. Started = OK + Failed, and
-// Failed is the sum of Report.Errors.
+// Failed is the sum of Report.Errors. Started counts the turns due in the
+// window: posted, or (open loop) dropped as client_overload.
 type TurnStats struct {
 	Started        int     `json:"started"`
 	OK             int     `json:"ok"`

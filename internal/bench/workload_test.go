@@ -71,7 +71,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("a good config: %v", err)
 	}
 	remote := good
-	remote.URL, remote.ServerBinary, remote.BaselineDatabaseURL = "http://127.0.0.1:8080", "", "postgres://x/y"
+	remote.URL, remote.ServerBinary, remote.BaselineDatabaseURL, remote.ToolAddr = "http://127.0.0.1:8080", "", "postgres://x/y", "127.0.0.1:9100"
 	if err := remote.Validate(); err != nil {
 		t.Fatalf("a good remote config: %v", err)
 	}
@@ -88,6 +88,8 @@ func TestConfigValidate(t *testing.T) {
 		{"url without a scheme", func(c *Config) { c.URL = "localhost:8080" }, "http(s)"},
 		{"store with a url", func(c *Config) { c.URL, c.Store = "http://127.0.0.1:1", StorePostgres }, "without --url"},
 		{"negative baseline", func(c *Config) { c.Baseline = -time.Second }, "baseline"},
+		{"http tools of a running turnd without their address", func(c *Config) { c.URL = "http://127.0.0.1:1" }, "--tool-addr"},
+		{"json and markdown", func(c *Config) { c.JSON, c.Markdown = true, true }, "exclusive"},
 		{"baseline clients", func(c *Config) { c.BaselineClients = 5000 }, "baseline-clients"},
 		{"progress", func(c *Config) { c.Progress = "spinner" }, "progress"},
 	}
