@@ -50,6 +50,7 @@ Usage:
   turnd serve   [flags]   run the HTTP server (migrates the schema first)
   turnd migrate [flags]   apply pending schema migrations and exit
   turnd version           print version information
+  turnd bench   [flags]   measure a turnd under load (see BENCHMARKS.md)
 
 Run 'turnd serve -h' for the flags. Every flag also reads an environment
 variable (shown in its help); secrets take a _FILE variant.`
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 			return err
 		}
 		return migrate(ctx, cfg, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
 		printVersion(stdout)
 		return nil

@@ -236,7 +236,7 @@ func Park(ctx context.Context, baseURL string, p Parking) ([]ParkedTurn, Result,
 		})
 	}
 	wg.Wait()
-	r := summarize(lat, errCount, time.Since(t0))
+	r := Summarize(lat, errCount, time.Since(t0))
 	if firstErr != nil {
 		return nil, r, fmt.Errorf("park: %w", firstErr)
 	}
@@ -559,7 +559,7 @@ func CompletionLatency(ctx context.Context, waitURL, deliverURL string, turns []
 		answered.Wait()
 		elapsed += time.Since(start)
 	}
-	r := summarize(lat, errCount, elapsed)
+	r := Summarize(lat, errCount, elapsed)
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}

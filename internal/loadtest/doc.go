@@ -15,8 +15,9 @@
 //	. scripts/pg.sh; pg_start; trap pg_stop EXIT
 //	go test -run '^$' -bench . -benchtime 1x ./internal/loadtest/
 //
-// loadtest is a measuring tool for benchmarks (and a possible `turnd bench`
-// subcommand). It may import turn (for the Store it wraps), pgx and net/http;
+// loadtest is a measuring tool for benchmarks and for `turnd bench`
+// (internal/bench, which runs its Loop, InsertBaseline, Summarize and RSS
+// outside a test binary). It may import turn (for the Store it wraps), pgx and net/http;
 // it must not import api, the stores or cmd, and nothing in turnd's serving
 // path may import it.
 package loadtest

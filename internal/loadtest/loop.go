@@ -101,7 +101,7 @@ func Loop(ctx context.Context, clients int, d time.Duration, warm, op func(ctx c
 	if warmErr != nil {
 		return Result{}, warmErr
 	}
-	r := summarize(lat, errCount, elapsed)
+	r := Summarize(lat, errCount, elapsed)
 	if err := parent.Err(); err != nil {
 		return r, err
 	}

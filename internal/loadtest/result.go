@@ -20,9 +20,9 @@ type Result struct {
 	Elapsed time.Duration
 	// PerSec is Ops / Elapsed.
 	PerSec float64
-	// P50, P99 and Max are exact percentiles (nearest rank) of the
-	// latencies of the successful operations.
-	P50, P99, Max time.Duration
+	// P50, P90, P99 and Max are exact percentiles (nearest rank) of the
+	// latencies of the successful operations; Mean is their average.
+	P50, P90, P99, Max, Mean time.Duration
 
 	// latencies are the sorted latencies of the successful operations,
 	// kept so that results of several runs can be combined exactly.
@@ -36,18 +36,25 @@ func (r Result) String() string {
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond), r.Errors)
 }
 
-// summarize builds a Result from unsorted latencies; it sorts lat in place
-// and keeps it.
-func summarize(lat []time.Duration, errors int, elapsed time.Duration) Result {
+// Summarize builds a Result from the unsorted latencies of the successful
+// operations, the count of failed ones and the window's length; it sorts
+// lat in place and keeps it.
+func Summarize(lat []time.Duration, errors int, elapsed time.Duration) Result {
 	slices.Sort(lat)
 	r := Result{Ops: len(lat), Errors: errors, Elapsed: elapsed, latencies: lat}
 	if elapsed > 0 {
 		r.PerSec = float64(len(lat)) / elapsed.Seconds()
 	}
-	r.P50 = percentile(lat, 0.50)
-	r.P99 = percentile(lat, 0.99)
+	r.P50 = Percentile(lat, 0.50)
+	r.P90 = Percentile(lat, 0.90)
+	r.P99 = Percentile(lat, 0.99)
 	if len(lat) > 0 {
 		r.Max = lat[len(lat)-1]
+		var sum time.Duration
+		for _, d := range lat {
+			sum += d
+		}
+		r.Mean = sum / time.Duration(len(lat))
 	}
 	return r
 }
@@ -66,12 +73,12 @@ func Combine(rs ...Result) Result {
 		errors += r.Errors
 		elapsed += r.Elapsed
 	}
-	return summarize(lat, errors, elapsed)
+	return Summarize(lat, errors, elapsed)
 }
 
-// percentile returns the nearest-rank p-quantile of sorted (0 < p ≤ 1): the
+// Percentile returns the nearest-rank p-quantile of sorted (0 < p ≤ 1): the
 // smallest latency that at least p of the recorded latencies do not exceed.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}

@@ -36,8 +36,8 @@ func TestPercentile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := percentile(tt.sorted, tt.p); got != tt.want {
-				t.Errorf("percentile(%v) = %v, want %v", tt.p, got, tt.want)
+			if got := Percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("Percentile(%v) = %v, want %v", tt.p, got, tt.want)
 			}
 		})
 	}
@@ -45,11 +45,14 @@ func TestPercentile(t *testing.T) {
 
 func TestSummarizeAndCombine(t *testing.T) {
 	t.Parallel()
-	a := summarize([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond}, 1, time.Second)
+	a := Summarize([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond}, 1, time.Second)
 	if a.Ops != 3 || a.Errors != 1 || a.PerSec != 3 || a.P50 != 2*time.Millisecond || a.Max != 3*time.Millisecond {
 		t.Errorf("summarize: %+v", a)
 	}
-	b := summarize([]time.Duration{10 * time.Millisecond}, 0, time.Second)
+	if a.P90 != 3*time.Millisecond || a.Mean != 2*time.Millisecond {
+		t.Errorf("summarize: p90 %v mean %v, want 3ms and 2ms", a.P90, a.Mean)
+	}
+	b := Summarize([]time.Duration{10 * time.Millisecond}, 0, time.Second)
 	c := Combine(a, b)
 	if c.Ops != 4 || c.Errors != 1 || c.Elapsed != 2*time.Second || c.PerSec != 2 {
 		t.Errorf("Combine: %+v", c)

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/turnd/turnd/internal/bench"
+)
+
+// benchConfig is `turnd bench`'s flags: the bench.Config, or a request to
+// print the tool config.
+type benchConfig struct {
+	bench.Config
+	PrintToolConfig bool
+	MarkdownHeader  bool
+}
+
+// parseBench reads `turnd bench`'s flags (and DATABASE_URL, TURND_BENCH_TOKEN).
+// isTTY says whether stderr is a terminal, for --progress auto.
+func parseBench(args []string, stderr io.Writer, env func(string) (string, bool), isTTY bool) (benchConfig, error) {
+	fs := flag.NewFlagSet("turnd bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: turnd bench [flags]
+
+Drives a turnd with a workload and reports throughput, latency percentiles,
+errors and the server's RSS, beside the rate of single-row INSERT
+transactions the same database sustains at the same concurrency.
+
+Without --url it starts a turnd of its own on a loopback port, on
+DATABASE_URL if set (migrated, and left with the bench's sessions), else on
+a throwaway PostgreSQL (when the server binaries are installed), else on the
+embedded SQLite store in a temp dir. See BENCHMARKS.md.
+
+Examples:
+  turnd bench                                         # 32 clients, 4 instant reads per turn, 10s
+  turnd bench --rate 200 --duration 30s --latency uniform:1ms-20ms --read-fraction 0.5
+  turnd bench --turns 2000 --output-bytes 65536       # outputs over the 16 KiB budget
+  turnd bench --deferred-fraction 0.25 --deferred-delay exp:50ms
+  turnd bench --url http://127.0.0.1:8080 --token $TOKEN --tools builtin \
+              --baseline-database-url $DATABASE_URL
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		c                              benchConfig
+		latency, deferredDelay, tokenE string
+		progress                       string
+	)
+	w := &c.Workload
+	fs.StringVar(&c.URL, "url", "", "a running turnd's base URL; empty starts one")
+	tokenE, _ = env("TURND_BENCH_TOKEN")
+	fs.StringVar(&c.Token, "token", tokenE, "bearer token for --url (TURND_BENCH_TOKEN)")
+	fs.Float64Var(&w.Rate, "rate", 0, "turns per second, open loop (exclusive with --concurrency)")
+	fs.IntVar(&w.Concurrency, "concurrency", 32, "clients, closed loop: each posts its next turn when the last is answered")
+	fs.IntVar(&w.MaxInFlight, "max-in-flight", 1024, "with --rate: the most turns in flight; a turn due beyond it is dropped (error client_overload)")
+	fs.DurationVar(&w.Duration, "duration", 10*time.Second, "length of the measured window (exclusive with --turns)")
+	fs.IntVar(&w.Turns, "turns", 0, "post this many turns instead of running for --duration")
+	fs.IntVar(&w.Calls, "calls", 4, "calls per turn")
+	fs.Float64Var(&w.ReadFraction, "read-fraction", 1, "share of the (non-deferred) calls that are reads, run concurrently; the rest are writes, run in order")
+	fs.Float64Var(&w.DeferredFraction, "deferred-fraction", 0, "share of the calls that park on a completion key; the bench's tool completes them after --deferred-delay")
+	fs.StringVar(&latency, "latency", "none", "tool latency of reads and writes: fixed:5ms, uniform:1ms-20ms, exp:10ms or none")
+	fs.StringVar(&deferredDelay, "deferred-delay", "fixed:10ms", "delay before a deferred call's result is delivered (same syntax as --latency)")
+	fs.Int64Var(&w.OutputBytes, "output-bytes", 0, "bytes of output per call; over the session budget (16384 by default) it is truncated")
+	fs.StringVar(&w.Tools, "tools", "", "http (the bench serves the tools itself; the default without --url) or builtin (turnd's echo and sleep; the default with --url)")
+	fs.DurationVar(&w.Wait, "wait", 2*time.Minute, "how long turnd may hold a turn's answer for it to settle (Prefer: wait); a turn unsettled then is an error")
+	fs.Uint64Var(&w.Seed, "seed", 0, "seed of the call kinds and latencies drawn (0: random)")
+	fs.StringVar(&c.Store, "store", bench.StoreAuto, "store of the turnd the bench starts: auto, postgres or sqlite")
+	fs.StringVar(&c.ToolAddr, "tool-addr", "", "address of the bench's HTTP tools (default a free loopback port)")
+	fs.DurationVar(&c.Baseline, "baseline", 4*time.Second, "length of the INSERT baseline, half before the load and half after; 0 skips it")
+	fs.IntVar(&c.BaselineClients, "baseline-clients", 0, "baseline concurrency (default: --concurrency, or min(--max-in-flight, 32) with --rate)")
+	fs.StringVar(&c.BaselineDatabaseURL, "baseline-database-url", "", "with --url: the PostgreSQL that turnd uses, for the baseline")
+	fs.BoolVar(&c.JSON, "json", false, "print the report as one JSON object")
+	fs.BoolVar(&c.Markdown, "markdown", false, "print the report as one row of a Markdown table (see BENCHMARKS.md)")
+	fs.BoolVar(&c.MarkdownHeader, "markdown-header", false, "print the header of that table, and exit")
+	fs.StringVar(&c.Label, "label", "", "a name for the workload, in the report")
+	fs.StringVar(&progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, else lines), bar, lines or none")
+	fs.BoolVar(&c.PrintToolConfig, "print-tool-config", false, "print the tool config a turnd needs for --tools http with --tool-addr, and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return benchConfig{}, flag.ErrHelp
+		}
+		return benchConfig{}, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return benchConfig{}, usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.MarkdownHeader {
+		return c, nil
+	}
+	if c.PrintToolConfig {
+		if c.ToolAddr == "" {
+			return benchConfig{}, usageError{"print-tool-config: give --tool-addr, the host:port the bench will serve its tools on"}
+		}
+		return c, nil
+	}
+	if set["rate"] {
+		if set["concurrency"] {
+			return benchConfig{}, usageError{"--rate and --concurrency are exclusive: --rate posts turns open loop at a fixed rate, --concurrency from that many clients in a closed loop"}
+		}
+		w.Concurrency = 0
+		if w.Rate <= 0 {
+			return benchConfig{}, usageError{fmt.Sprintf("rate: %v is not a positive number of turns per second", w.Rate)}
+		}
+	}
+	if set["turns"] {
+		if set["duration"] {
+			return benchConfig{}, usageError{"--duration and --turns are exclusive"}
+		}
+		if w.Turns <= 0 {
+			return benchConfig{}, usageError{fmt.Sprintf("turns: %d is not a positive number", w.Turns)}
+		}
+		w.Duration = 0
+	} else if w.Duration <= 0 {
+		return benchConfig{}, usageError{fmt.Sprintf("duration: %v is not a positive duration", w.Duration)}
+	}
+	if !set["max-in-flight"] && w.Rate == 0 {
+		w.MaxInFlight = 0
+	}
+	var err error
+	if w.Latency, err = bench.ParseDist(latency); err != nil {
+		return benchConfig{}, usageError{err.Error()}
+	}
+	if w.DeferredDelay, err = bench.ParseDist(deferredDelay); err != nil {
+		return benchConfig{}, usageError{"deferred-delay: " + err.Error()}
+	}
+	if w.Tools == "" {
+		w.Tools = bench.ToolHTTP
+		if c.URL != "" {
+			w.Tools = bench.ToolBuiltin
+		}
+	}
+	if c.URL == "" {
+		if v, ok := env("DATABASE_URL"); ok && v != "" {
+			c.DatabaseURL = v
+		} else if c.DatabaseURL, err = fileVar(env, "DATABASE_URL_FILE"); err != nil {
+			return benchConfig{}, err
+		}
+	}
+	switch progress {
+	case "auto":
+		progress = "lines"
+		if isTTY {
+			progress = "bar"
+		}
+	case "bar", "lines", "none":
+	default:
+		return benchConfig{}, usageError{fmt.Sprintf("progress: %q is not auto, bar, lines or none", progress)}
+	}
+	c.Progress = progress
+	c.ProgressEvery = 5 * time.Second
+	if progress == "bar" {
+		c.ProgressEvery = 200 * time.Millisecond
+	}
+	if c.URL == "" {
+		if c.ServerBinary, err = os.Executable(); err != nil {
+			return benchConfig{}, fmt.Errorf("finding the turnd binary to start: %w", err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return benchConfig{}, usageError{err.Error()}
+	}
+	return c, nil
+}
+
+// runBench is `turnd bench`.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
+	c, err := parseBench(args, stderr, env, isTerminal(stderr))
+	if err != nil {
+		return err
+	}
+	if c.MarkdownHeader {
+		_, err := io.WriteString(stdout, bench.MarkdownHeader)
+		return err
+	}
+	if c.PrintToolConfig {
+		_, err := stdout.Write(bench.ToolConfig("http://" + c.ToolAddr))
+		return err
+	}
+	_, err = bench.Execute(ctx, c.Config, stdout, stderr)
+	return err
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

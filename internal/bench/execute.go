@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/turnd/turnd/internal/loadtest"
+)
+
+// Which store a turnd the bench starts uses.
+const (
+	StoreAuto     = "auto"     // DATABASE_URL, else a throwaway PostgreSQL, else SQLite
+	StorePostgres = "postgres" // DATABASE_URL, else a throwaway PostgreSQL; an error without either
+	StoreSQLite   = "sqlite"   // the embedded store in a temp dir
+)
+
+// Config is a whole `turnd bench` run.
+type Config struct {
+	Workload Workload
+
+	// URL and Token name a running turnd; without URL the bench starts
+	// one (ServerBinary) on Store.
+	URL, Token string
+	// ServerBinary is the turnd executable to start.
+	ServerBinary string
+	// Store is StoreAuto, StorePostgres or StoreSQLite.
+	Store string
+	// DatabaseURL is the PostgreSQL of a started turnd (DATABASE_URL);
+	// empty makes a throwaway one when the server binaries are there.
+	DatabaseURL string
+	// BaselineDatabaseURL is the PostgreSQL of the baseline for a turnd
+	// at URL (the bench cannot see its database).
+	BaselineDatabaseURL string
+	// ToolAddr is where the bench serves its HTTP tools (default a free
+	// loopback port; fix it for a turnd at URL, whose tool config must
+	// point at it).
+	ToolAddr string
+
+	// Baseline is how long the INSERT baseline runs, half before the load
+	// and half after; 0 skips it.
+	Baseline time.Duration
+	// BaselineClients is the baseline's concurrency; 0 takes the
+	// workload's (closed loop) or MaxInFlight capped at 32 (open loop).
+	BaselineClients int
+
+	// JSON prints the Report as one JSON object instead of text;
+	// Markdown as one row of a Markdown table (MarkdownHeader).
+	JSON, Markdown bool
+	// Label names the workload in the report.
+	Label string
+	// Progress is "bar" (redrawn on a terminal), "lines" (a line every
+	// ProgressEvery) or "none".
+	Progress      string
+	ProgressEvery time.Duration
+}
+
+// Validate reports every problem with c, joined.
+func (c Config) Validate() error {
+	errs := []error{c.Workload.Validate()}
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.URL != "" {
+		if _, err := parseBase(c.URL); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Store != StoreAuto && c.Store != "" {
+			bad("store %q: only for a turnd the bench starts (without --url)", c.Store)
+		}
+		if c.Workload.Tools == ToolHTTP && c.ToolAddr == "" {
+			bad("tools http with --url: give --tool-addr, the address that turnd's tool config names (turnd bench --print-tool-config), or use --tools builtin")
+		}
+	} else {
+		if c.BaselineDatabaseURL != "" {
+			bad("baseline-database-url: only with --url; a turnd the bench starts has its baseline on its own store")
+		}
+		if c.ServerBinary == "" {
+			bad("no turnd binary to start (and no --url)")
+		}
+		switch c.Store {
+		case "", StoreAuto, StorePostgres:
+		case StoreSQLite:
+			if c.DatabaseURL != "" {
+				bad("store sqlite: DATABASE_URL is set; unset it or choose --store postgres")
+			}
+		default:
+			bad("store %q: must be auto, postgres or sqlite", c.Store)
+		}
+	}
+	if c.JSON && c.Markdown {
+		bad("json and markdown are exclusive")
+	}
+	if c.Baseline < 0 {
+		bad("baseline %v: must be a positive duration, or 0 to skip it", c.Baseline)
+	}
+	if c.BaselineClients < 0 || c.BaselineClients > 1000 {
+		bad("baseline-clients %d: must be 0 (the workload's concurrency) to 1000", c.BaselineClients)
+	}
+	switch c.Progress {
+	case "", "bar", "lines", "none":
+	default:
+		bad("progress %q: must be bar, lines or none", c.Progress)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) baselineClients() int {
+	switch {
+	case c.BaselineClients > 0:
+		return c.BaselineClients
+	case c.Workload.closedLoop():
+		return c.Workload.Concurrency
+	default:
+		return min(c.Workload.maxInFlight(), 32)
+	}
+}
+
+// Execute runs c: it sets up what c needs (a store, a turnd, the tool
+// server), runs the baseline and the load, writes the report to stdout
+// and status and progress lines to stderr, and tears down what it set up.
+func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, error) {
+	if err := c.Validate(); err != nil {
+		return Report{}, err
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
+	rep := Report{Label: c.Label, StartedAt: time.Now().UTC().Truncate(time.Second), Machine: thisMachine(), Workload: workloadInfo(c.Workload)}
+	dir, err := os.MkdirTemp("", "turnd-bench-")
+	if err != nil {
+		return rep, err
+	}
+	var cleanups []func()
+	defer func() {
+		for _, f := range slices.Backward(cleanups) {
+			f()
+		}
+		os.RemoveAll(dir)
+	}()
+
+	var tools *ToolServer
+	if c.Workload.Tools == ToolHTTP {
+		if tools, err = StartToolServer(c.ToolAddr); err != nil {
+			return rep, err
+		}
+		cleanups = append(cleanups, func() { _ = tools.Close() })
+	}
+
+	// The target and the baseline's database.
+	var (
+		server     *Server
+		baselineDB string
+		sqliteDir  string
+	)
+	target := Target{URL: c.URL, Token: c.Token}
+	if c.URL == "" {
+		rep.Target.Started = true
+		dbURL := c.DatabaseURL
+		switch {
+		case c.Store == StoreSQLite:
+			rep.Target.Store, rep.Target.StoreDetail = "sqlite", "embedded SQLite in a temp dir (--store sqlite)"
+		case dbURL != "":
+			rep.Target.Store, rep.Target.StoreDetail = "postgres", "DATABASE_URL"
+		default:
+			bin, ok := PostgresBinDir()
+			if !ok {
+				if c.Store == StorePostgres {
+					return rep, errors.New("store postgres: DATABASE_URL is not set and no PostgreSQL server binaries (initdb, pg_ctl) were found")
+				}
+				rep.Target.Store, rep.Target.StoreDetail = "sqlite", "embedded SQLite in a temp dir (no DATABASE_URL, no PostgreSQL server binaries)"
+				break
+			}
+			logf("starting a throwaway PostgreSQL (%s)", bin)
+			pg, err := StartPostgres(ctx, bin, dir)
+			if err != nil {
+				return rep, err
+			}
+			cleanups = append(cleanups, func() {
+				if err := pg.Stop(); err != nil {
+					logf("%v", err)
+				}
+			})
+			dbURL = pg.URL
+			rep.Target.Store, rep.Target.StoreDetail = "postgres", "throwaway PostgreSQL "+pg.Version+" cluster (synchronous_commit on)"
+		}
+		if rep.Target.Store == "postgres" {
+			baselineDB = dbURL
+		} else {
+			dbURL, sqliteDir = "", dir
+		}
+		toolURL := "http://127.0.0.1:9" // unreachable: builtin tools only
+		if tools != nil {
+			toolURL = tools.URL()
+		}
+		logf("starting turnd (%s, store: %s)", c.ServerBinary, rep.Target.StoreDetail)
+		server, err = StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: dir, DatabaseURL: dbURL, ToolConfig: ToolConfig(toolURL)})
+		if err != nil {
+			return rep, err
+		}
+		cleanups = append(cleanups, func() {
+			if err := server.Stop(); err != nil {
+				logf("stopping turnd: %v\n%s", err, server.LogTail(20))
+			}
+		})
+		target.URL = server.URL
+	} else {
+		rep.Target.Store, rep.Target.StoreDetail = "unknown", "a running turnd"
+		baselineDB = c.BaselineDatabaseURL
+		if err := checkTools(ctx, target, c.Workload, tools); err != nil {
+			return rep, err
+		}
+	}
+	rep.Target.URL = target.URL
+
+	baseline := func(d time.Duration) (loadtest.Result, error) {
+		if baselineDB != "" {
+			return PostgresBaseline(ctx, baselineDB, c.baselineClients(), d)
+		}
+		return SQLiteBaseline(ctx, sqliteDir, c.baselineClients(), d)
+	}
+	runBaseline := c.Baseline > 0 && (baselineDB != "" || sqliteDir != "")
+	switch {
+	case c.Baseline == 0:
+		rep.BaselineNote = "skipped (--baseline 0)"
+	case !runBaseline:
+		rep.BaselineNote = "turnd's database is not known to the bench: give --baseline-database-url (the PostgreSQL turnd uses) to measure the INSERT baseline"
+	}
+	var before loadtest.Result
+	if runBaseline {
+		logf("baseline: single-row INSERT transactions from %d clients for %v (first half)", c.baselineClients(), c.Baseline/2)
+		if before, err = baseline(c.Baseline / 2); err != nil {
+			return rep, err
+		}
+	}
+
+	// Idle RSS: turnd has started and done nothing yet.
+	rss := func() (cur, peak int64, src string) {
+		if server != nil {
+			if cur, peak, err := server.ProcRSS(); err == nil {
+				return cur, peak, "proc"
+			}
+		}
+		if v, ok := MetricsRSS(ctx, target.URL, target.Token); ok {
+			return v, 0, "metrics"
+		}
+		return 0, 0, ""
+	}
+	rep.Server.IdleRSSBytes, _, rep.Server.RSSSource = rss()
+
+	logf("load: %s", describe(c.Workload))
+	load, runErr := Run(ctx, target, c.Workload, progressPrinter(c, stderr), c.ProgressEvery)
+	if runErr != nil && load.Result.Elapsed == 0 {
+		return rep, runErr
+	}
+	var src string
+	rep.Server.RSSBytes, rep.Server.PeakRSSBytes, src = rss()
+	if src != rep.Server.RSSSource {
+		rep.Server.IdleRSSBytes = 0
+		rep.Server.RSSSource = src
+	}
+
+	if runBaseline && runErr != nil {
+		rep.BaselineNote = "the run was interrupted before the second half of the baseline"
+	}
+	if runBaseline && runErr == nil {
+		logf("baseline: second half")
+		after, err := baseline(c.Baseline - c.Baseline/2)
+		if err != nil {
+			return rep, err
+		}
+		b := loadtest.Combine(before, after)
+		kind := BaselinePostgres
+		if baselineDB == "" {
+			kind = BaselineSQLite
+		}
+		rep.Baseline = &BaselineInfo{
+			Kind: kind, Clients: c.baselineClients(), Transactions: b.Ops, Errors: b.Errors,
+			ElapsedSeconds: b.Elapsed.Seconds(), PerSec: b.PerSec, Latency: latencyMS(b),
+		}
+		if kind == BaselineSQLite {
+			rep.BaselineNote = "SQLite: INSERT transactions on a file beside turnd's, through one write connection as the embedded store writes"
+		}
+	}
+
+	rep.fill(load, tools)
+	if tools != nil {
+		_, _, _, first := tools.Stats()
+		if first != nil && rep.FirstError == "" {
+			rep.FirstError = "tool: " + first.Error()
+		}
+	}
+	switch {
+	case c.Markdown:
+		rep.WriteMarkdownRow(stdout)
+	case c.JSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return rep, err
+		}
+	default:
+		rep.WriteText(stdout)
+	}
+	if runErr != nil {
+		return rep, runErr
+	}
+	return rep, nil
+}
+
+// fill puts the numbers of load and of the tool server (nil when the
+// workload used the builtins) into r.
+func (r *Report) fill(load Load, tools *ToolServer) {
+	res := load.Result
+	r.Turns = TurnStats{
+		Started: res.Ops + res.Errors, OK: res.Ops, Failed: res.Errors,
+		ElapsedSeconds: res.Elapsed.Seconds(), PerSec: res.PerSec,
+		Calls: load.Calls, Reads: load.Reads, Writes: load.Writes, Deferred: load.Deferred,
+		Truncated: load.Truncated,
+	}
+	if res.Elapsed > 0 {
+		r.Turns.CallsPerSec = float64(res.Ops*r.Workload.Calls) / res.Elapsed.Seconds()
+	}
+	r.Latency = latencyMS(res)
+	r.Errors = load.Errors
+	if r.Errors == nil {
+		r.Errors = map[string]int{}
+	}
+	r.FirstError = load.FirstError
+	if tools != nil {
+		calls, delivered, failed, _ := tools.Stats()
+		r.Tool = &ToolStats{Calls: calls, Delivered: delivered, DeliveryErrors: failed}
+	}
+	if r.Baseline != nil && r.Baseline.PerSec > 0 {
+		ratio := math.Round(r.Turns.PerSec/r.Baseline.PerSec*1e4) / 1e4
+		r.Ratio = &ratio
+	}
+}
+
+// describe says what w does, in one line.
+func describe(w Workload) string {
+	var b strings.Builder
+	if w.closedLoop() {
+		fmt.Fprintf(&b, "%d clients", w.Concurrency)
+	} else {
+		fmt.Fprintf(&b, "%g turns/s", w.Rate)
+	}
+	if w.Turns > 0 {
+		fmt.Fprintf(&b, ", %d turns", w.Turns)
+	} else {
+		fmt.Fprintf(&b, " for %v", w.Duration)
+	}
+	fmt.Fprintf(&b, ", %d calls/turn", w.Calls)
+	return b.String()
+}
+
+// checkTools makes sure a turnd the bench did not start has the tools the
+// workload calls.
+func checkTools(ctx context.Context, t Target, w Workload, tools *ToolServer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(t.URL, "/")+"/v1/tools", nil)
+	if err != nil {
+		return err
+	}
+	if t.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.Token)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("reaching turnd at %s: %w", t.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s/v1/tools answered %d (a wrong --token?): %s", t.URL, resp.StatusCode, b)
+	}
+	var list struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return fmt.Errorf("GET %s/v1/tools: %w", t.URL, err)
+	}
+	have := map[string]bool{}
+	for _, tl := range list.Tools {
+		have[tl.Name] = true
+	}
+	need := []string{"echo"}
+	if !w.Latency.IsZero() {
+		need = []string{"sleep"}
+	}
+	hint := "list them in its tool config: builtin: [echo, sleep]"
+	if w.Tools == ToolHTTP {
+		need = []string{ToolRead, ToolWrite, ToolDeferred}
+		hint = fmt.Sprintf("add these tools to its config (see `turnd bench --print-tool-config --tool-addr %s`), or use --tools builtin", strings.TrimPrefix(tools.URL(), "http://"))
+	}
+	var missing []string
+	for _, n := range need {
+		if !have[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("turnd at %s has no tool %s: %s", t.URL, strings.Join(missing, ", "), hint)
+	}
+	return nil
+}

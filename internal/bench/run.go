@@ -1,0 +1,483 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/turnd/turnd/internal/loadtest"
+)
+
+// Target is the turnd a run drives.
+type Target struct {
+	// URL is turnd's base URL, such as http://127.0.0.1:8080.
+	URL string
+	// Token is a bearer token for the API; empty sends none.
+	Token string
+}
+
+// Snapshot is the state of a run, handed to the progress callback.
+type Snapshot struct {
+	Elapsed  time.Duration
+	OK       int64 // turns answered completed, every call ok
+	Failed   int64 // turns that failed (any error kind)
+	InFlight int64
+	// Fraction is how much of the run is done, 0…1.
+	Fraction float64
+}
+
+// Load is the outcome of a run.
+type Load struct {
+	// Result holds the completed turns (Ops), the failed ones (Errors),
+	// the window (Elapsed) and the latencies of the completed turns.
+	Result loadtest.Result
+	// Errors counts the failed turns by kind: "transport", "timeout",
+	// "client_overload", "unsettled" (still running or waiting when the
+	// wait ran out), "http_<status>[:<code>]", "turn_<status>",
+	// "call_<status>[:<code>]", "bad_answer". They add up to
+	// Result.Errors.
+	Errors map[string]int
+	// FirstError describes the first failure.
+	FirstError string
+	// Calls counts the calls of the turns posted, by kind.
+	Calls, Reads, Writes, Deferred int64
+	// Truncated counts the results of completed turns whose output the
+	// budget truncated.
+	Truncated int64
+}
+
+// Run posts w's turns to t and measures them. progress, when not nil, is
+// called every interval from a goroutine of Run's and once at the end. Run
+// stops early when ctx is done, returning what it measured and ctx's
+// error.
+func Run(ctx context.Context, t Target, w Workload, progress func(Snapshot), interval time.Duration) (Load, error) {
+	if err := w.Validate(); err != nil {
+		return Load{}, err
+	}
+	if _, err := parseBase(t.URL); err != nil {
+		return Load{}, err
+	}
+	r := newRunner(t, w)
+	defer r.transport.CloseIdleConnections()
+	return r.run(ctx, progress, interval)
+}
+
+func parseBase(u string) (string, error) {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return "", fmt.Errorf("url %q: want an http(s) URL such as http://127.0.0.1:8080", u)
+	}
+	return strings.TrimRight(u, "/"), nil
+}
+
+type runner struct {
+	w         Workload
+	base      string
+	token     string
+	transport *http.Transport
+	client    *http.Client
+	prefix    string // the run's session id prefix
+
+	seed1, seed2 uint64
+
+	ok, failed, inFlight atomic.Int64
+	reads, writes, defs  atomic.Int64
+	truncated            atomic.Int64
+
+	mu       sync.Mutex
+	lat      []time.Duration
+	errs     map[string]int
+	firstErr string
+}
+
+func newRunner(t Target, w Workload) *runner {
+	base, _ := parseBase(t.URL)
+	n := w.maxInFlight()
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        n + 16,
+		MaxIdleConnsPerHost: n + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	r := &runner{
+		w: w, base: base, token: t.Token, transport: tr,
+		client: &http.Client{Transport: tr, Timeout: time.Duration(w.waitSeconds()+60) * time.Second},
+		prefix: base + "/v1/sessions/bench-" + randomID(4) + "-",
+		errs:   map[string]int{},
+		seed1:  w.Seed, seed2: w.Seed ^ 0x9e3779b97f4a7c15,
+	}
+	if w.Seed == 0 {
+		r.seed1, r.seed2 = mrand.Uint64(), mrand.Uint64()
+	}
+	return r
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (r *runner) run(ctx context.Context, progress func(Snapshot), interval time.Duration) (Load, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Warm up: the first turn of a session creates it and opens a
+	// connection; each session the window will use gets one first.
+	warm := r.w.Concurrency
+	if !r.w.closedLoop() {
+		warm = min(r.w.maxInFlight(), 16, max(1, int(r.w.Rate)))
+	}
+	sessions := make(chan int, r.w.maxInFlight())
+	var wg sync.WaitGroup
+	warmErrs := make([]error, warm)
+	for s := range warm {
+		wg.Go(func() { warmErrs[s] = r.warm(ctx, s) })
+	}
+	wg.Wait()
+	if err := errors.Join(warmErrs...); err != nil {
+		return Load{}, fmt.Errorf("warming up (one turn per session before the window): %w", err)
+	}
+	for s := range warm {
+		sessions <- s
+	}
+	nextSession := warm
+
+	t0 := time.Now()
+	var stopProgress func()
+	if progress != nil {
+		stopProgress = r.reportProgress(t0, progress, interval)
+	}
+	if r.w.closedLoop() {
+		var next atomic.Int64
+		for c := range r.w.Concurrency {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					i := int(next.Add(1) - 1)
+					if r.over(i, t0) {
+						return
+					}
+					r.turn(ctx, c, i, time.Now())
+				}
+			})
+		}
+	} else {
+		period := float64(time.Second) / r.w.Rate
+		timer := time.NewTimer(0)
+	schedule:
+		for i := 0; ; i++ {
+			due := t0.Add(time.Duration(float64(i) * period))
+			if r.over(i, t0) || (r.w.Duration > 0 && !due.Before(t0.Add(r.w.Duration))) {
+				break
+			}
+			if d := time.Until(due); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					break schedule
+				}
+			}
+			var s int
+			select {
+			case s = <-sessions:
+			default:
+				if nextSession >= r.w.maxInFlight() {
+					r.fail("client_overload", fmt.Sprintf("turn %d was due while %d turns were in flight (--max-in-flight)", i, nextSession))
+					continue
+				}
+				s = nextSession
+				nextSession++
+			}
+			wg.Go(func() {
+				r.turn(ctx, s, i, due)
+				sessions <- s
+			})
+		}
+		timer.Stop()
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	if stopProgress != nil {
+		stopProgress()
+	}
+	return r.load(elapsed), ctx.Err()
+}
+
+// over reports whether turn i is past the end of the window.
+func (r *runner) over(i int, t0 time.Time) bool {
+	if r.w.Turns > 0 {
+		return i >= r.w.Turns
+	}
+	return time.Since(t0) >= r.w.Duration
+}
+
+func (r *runner) load(elapsed time.Duration) Load {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := Load{
+		Result:     loadtest.Summarize(r.lat, int(r.failed.Load()), elapsed),
+		Errors:     r.errs,
+		FirstError: r.firstErr,
+		Reads:      r.reads.Load(), Writes: r.writes.Load(), Deferred: r.defs.Load(),
+		Truncated: r.truncated.Load(),
+	}
+	l.Calls = l.Reads + l.Writes + l.Deferred
+	return l
+}
+
+func (r *runner) reportProgress(t0 time.Time, progress func(Snapshot), interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	snap := func() Snapshot {
+		s := Snapshot{Elapsed: time.Since(t0), OK: r.ok.Load(), Failed: r.failed.Load(), InFlight: r.inFlight.Load()}
+		if r.w.Turns > 0 {
+			s.Fraction = float64(s.OK+s.Failed) / float64(r.w.Turns)
+		} else {
+			s.Fraction = s.Elapsed.Seconds() / r.w.Duration.Seconds()
+		}
+		// 1 is for the end: turns still in flight when the window closed
+		// are not done yet.
+		s.Fraction = min(max(s.Fraction, 0), 0.999)
+		return s
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				progress(snap())
+			case <-done:
+				s := snap()
+				s.Fraction = 1
+				progress(s)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func (r *runner) fail(kind, msg string) {
+	r.failed.Add(1)
+	r.mu.Lock()
+	r.errs[kind]++
+	if r.firstErr == "" {
+		r.firstErr = kind + ": " + msg
+	}
+	r.mu.Unlock()
+}
+
+// warm posts one turn of a single instant call to session s.
+func (r *runner) warm(ctx context.Context, s int) error {
+	name, args := ToolRead, `{"latency_us":0,"bytes":0}`
+	if r.w.Tools == ToolBuiltin {
+		name, args = "echo", `{"warm":true}`
+	}
+	body := `{"id":"warm","calls":[{"id":"warm.0","name":"` + name + `","arguments":` + args + `}]}`
+	_, kind, msg := r.post(ctx, r.sessionURL(s), []byte(body), 1)
+	if kind != "" {
+		return fmt.Errorf("session %d: %s: %s", s, kind, msg)
+	}
+	return nil
+}
+
+func (r *runner) sessionURL(s int) string { return r.prefix + strconv.Itoa(s) + "/turns" }
+
+// turn builds, posts and accounts turn i on session s; its latency counts
+// from start.
+func (r *runner) turn(ctx context.Context, s, i int, start time.Time) {
+	r.inFlight.Add(1)
+	defer r.inFlight.Add(-1)
+	body := r.body(i)
+	truncated, kind, msg := r.post(ctx, r.sessionURL(s), body, r.w.Calls)
+	if kind == "" {
+		d := time.Since(start)
+		r.ok.Add(1)
+		r.truncated.Add(int64(truncated))
+		r.mu.Lock()
+		r.lat = append(r.lat, d)
+		r.mu.Unlock()
+		return
+	}
+	if ctx.Err() != nil {
+		r.fail("cancelled", "the run was stopped")
+		return
+	}
+	r.fail(kind, msg)
+}
+
+// body is turn i's request: its calls' kinds and latencies are drawn from
+// a generator seeded with i, so that a run is reproducible by its seed.
+func (r *runner) body(i int) []byte {
+	rng := mrand.New(mrand.NewPCG(r.seed1+uint64(i), r.seed2))
+	w := r.w
+	b := make([]byte, 0, 64+96*w.Calls)
+	id := strconv.AppendInt([]byte("t"), int64(i), 10)
+	b = append(b, `{"id":"`...)
+	b = append(b, id...)
+	b = append(b, `","calls":[`...)
+	for k := range w.Calls {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":"`...)
+		b = append(b, id...)
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(k), 10)
+		b = append(b, `","name":"`...)
+		if w.Tools == ToolBuiltin {
+			r.reads.Add(1)
+			b = r.builtinCall(b, rng)
+			continue
+		}
+		name, lat := ToolWrite, w.Latency
+		switch {
+		case w.DeferredFraction > 0 && rng.Float64() < w.DeferredFraction:
+			name, lat = ToolDeferred, w.DeferredDelay
+			r.defs.Add(1)
+		case rng.Float64() < w.ReadFraction:
+			name = ToolRead
+			r.reads.Add(1)
+		default:
+			r.writes.Add(1)
+		}
+		b = append(b, name...)
+		b = append(b, `","arguments":{"latency_us":`...)
+		b = strconv.AppendInt(b, lat.Sample(rng).Microseconds(), 10)
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, w.OutputBytes, 10)
+		b = append(b, "}}"...)
+	}
+	return append(b, "]}"...)
+}
+
+// builtinCall appends the rest of a call to echo (instant; with a pad
+// argument of about OutputBytes, which echo returns) or, with a latency,
+// to sleep (whole milliseconds, rounded).
+func (r *runner) builtinCall(b []byte, rng *mrand.Rand) []byte {
+	w := r.w
+	if !w.Latency.IsZero() {
+		b = append(b, `sleep","arguments":{"ms":`...)
+		b = strconv.AppendInt(b, w.Latency.Sample(rng).Round(time.Millisecond).Milliseconds(), 10)
+		return append(b, "}}"...)
+	}
+	b = append(b, `echo","arguments":{"pad":"`...)
+	// echo answers {"pad":"…"}: 10 bytes around the pad.
+	b = append(b, bytes.Repeat([]byte("x"), int(max(w.OutputBytes-10, 0)))...)
+	return append(b, `"}}`...)
+}
+
+// post posts a turn and checks its answer: 200, completed, one ok result
+// per call. It returns the number of truncated results, or the kind of
+// failure and a message.
+func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (truncated int, kind, msg string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "transport", err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// turnd holds the answer until the turn settles, waiting for deferred
+	// calls included, or the wait runs out.
+	req.Header.Set("Prefer", "wait="+strconv.Itoa(r.w.waitSeconds()))
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return 0, "timeout", err.Error()
+		}
+		return 0, "transport", err.Error()
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return 0, "transport", "reading the answer: " + err.Error()
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusAccepted:
+		return 0, "unsettled", fmt.Sprintf("the turn was not settled after a wait of %ds: %.300s", r.w.waitSeconds(), got)
+	default:
+		var p struct {
+			Code string `json:"code"`
+		}
+		kind := "http_" + strconv.Itoa(resp.StatusCode)
+		if json.Unmarshal(got, &p) == nil && p.Code != "" {
+			kind += ":" + p.Code
+		}
+		return 0, kind, fmt.Sprintf("%.300s", got)
+	}
+	var t struct {
+		Status  string `json:"status"`
+		Results []struct {
+			CallID    string `json:"call_id"`
+			Status    string `json:"status"`
+			Truncated bool   `json:"truncated"`
+			Error     *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(got, &t); err != nil {
+		return 0, "bad_answer", "the answer is not a turn: " + err.Error()
+	}
+	if t.Status != "completed" {
+		return 0, "turn_" + t.Status, fmt.Sprintf("%.300s", got)
+	}
+	if len(t.Results) != calls {
+		return 0, "bad_answer", fmt.Sprintf("%d results for %d calls", len(t.Results), calls)
+	}
+	for _, res := range t.Results {
+		if res.Status != "ok" {
+			kind := "call_" + res.Status
+			m := "call " + res.CallID + " answered " + res.Status
+			if res.Error != nil {
+				kind += ":" + res.Error.Code
+				m += ": " + res.Error.Message
+			}
+			return 0, kind, m
+		}
+		if res.Truncated {
+			truncated++
+		}
+	}
+	return truncated, "", ""
+}
+
+// ErrorKinds returns the kinds of errors counted, most frequent first.
+func (l Load) ErrorKinds() []string {
+	kinds := make([]string, 0, len(l.Errors))
+	for k := range l.Errors {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if l.Errors[kinds[i]] != l.Errors[kinds[j]] {
+			return l.Errors[kinds[i]] > l.Errors[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	return kinds
+}

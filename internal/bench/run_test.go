@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+type turnBody struct {
+	ID    string `json:"id"`
+	Calls []struct {
+		ID        string         `json:"id"`
+		Name      string         `json:"name"`
+		Arguments map[string]any `json:"arguments"`
+	} `json:"calls"`
+}
+
+func TestTurnBodies(t *testing.T) {
+	t.Parallel()
+	lat, _ := ParseDist("uniform:1ms-2ms")
+	delay, _ := ParseDist("fixed:7ms")
+	w := Workload{Concurrency: 1, Turns: 1, Calls: 10, ReadFraction: 0.5, DeferredFraction: 0.2,
+		Latency: lat, DeferredDelay: delay, OutputBytes: 123, Tools: ToolHTTP, Seed: 42}
+	r := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	defer r.transport.CloseIdleConnections()
+	kinds := map[string]int{}
+	ids := map[string]bool{}
+	const turns = 500
+	for i := range turns {
+		var b turnBody
+		raw := r.body(i)
+		if err := json.Unmarshal(raw, &b); err != nil {
+			t.Fatalf("turn %d: %v\n%s", i, err, raw)
+		}
+		if len(b.Calls) != 10 {
+			t.Fatalf("turn %d has %d calls", i, len(b.Calls))
+		}
+		for _, c := range b.Calls {
+			if ids[c.ID] {
+				t.Fatalf("call id %s repeats (turnd would replay it)", c.ID)
+			}
+			ids[c.ID] = true
+			kinds[c.Name]++
+			us := c.Arguments["latency_us"].(float64)
+			if c.Arguments["bytes"].(float64) != 123 {
+				t.Errorf("call %s: %v", c.ID, c.Arguments)
+			}
+			if c.Name == ToolDeferred && us != 7000 || c.Name != ToolDeferred && (us < 1000 || us > 2000) {
+				t.Errorf("call %s of %s: latency %vus", c.ID, c.Name, us)
+			}
+		}
+		// The same seed and index give the same turn.
+		if again := r.body(i); string(again) != string(raw) {
+			t.Fatalf("turn %d differs when built again", i)
+		}
+	}
+	// 5000 calls: 20% deferred (1000), 40% reads, 40% writes; each within
+	// ±15% of its expectation (many standard deviations, seed fixed).
+	for name, want := range map[string]int{ToolDeferred: 1000, ToolRead: 2000, ToolWrite: 2000} {
+		if got := kinds[name]; got < want*85/100 || got > want*115/100 {
+			t.Errorf("%d calls of %s, want about %d", got, name, want)
+		}
+	}
+	if int64(kinds[ToolDeferred]) != r.defs.Load()/2 || int64(kinds[ToolRead]) != r.reads.Load()/2 {
+		t.Errorf("counters %d deferred %d reads do not match the bodies built (twice each)", r.defs.Load(), r.reads.Load())
+	}
+}
+
+func TestBuiltinBodies(t *testing.T) {
+	t.Parallel()
+	w := Workload{Concurrency: 1, Turns: 1, Calls: 2, ReadFraction: 1, OutputBytes: 50, Tools: ToolBuiltin}
+	r := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	var b turnBody
+	if err := json.Unmarshal(r.body(3), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.ID != "t3" || b.Calls[0].Name != "echo" || b.Calls[1].ID != "t3.1" {
+		t.Fatalf("%+v", b)
+	}
+	// echo returns its arguments: {"pad":"…"} is the output size asked.
+	out, _ := json.Marshal(b.Calls[0].Arguments)
+	if len(out) != 50 {
+		t.Errorf("echo output %d bytes, want 50: %s", len(out), out)
+	}
+	w.OutputBytes = 0
+	w.Latency, _ = ParseDist("fixed:2600us")
+	r = newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	raw := string(r.body(0))
+	if !strings.Contains(raw, `"name":"sleep","arguments":{"ms":3}`) {
+		t.Errorf("a 2.6ms latency should sleep 3ms: %s", raw)
+	}
+}
