@@ -70,6 +70,9 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 		tr.Calls[i] = turn.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 	}
 	sessionID := chi.URLParam(r, "session_id")
+	prefs := preferences(r)
+	_, async := prefs["respond-async"]
+	tr.Async = async
 	sub, err := s.svc.Submit(r.Context(), sessionID, tr)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -78,8 +81,7 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 	if sub.Replayed {
 		w.Header().Set("Turnd-Replayed", "true")
 	}
-	prefs := preferences(r)
-	if _, async := prefs["respond-async"]; async {
+	if async {
 		w.Header().Set("Preference-Applied", "respond-async")
 		w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
 		if sub.Turn.Status.Settled() {

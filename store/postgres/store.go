@@ -76,6 +76,7 @@ func (o Options) validate() error {
 // Store is the PostgreSQL turn.Store. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	rec  recorder // RecordTurn's group commit (record.go)
 }
 
 var _ turn.Store = (*Store)(nil)

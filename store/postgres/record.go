@@ -1,0 +1,452 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+const sqlLookupSession = `SELECT tools, budget, callback_url, metadata, created_at,
+    EXISTS (SELECT FROM turns WHERE session_id = $1 AND id = $2)
+FROM sessions WHERE id = $1`
+
+// LookupTurn reads the session, whether the turn id is taken and the
+// answered calls in one round trip (two statements in one implicit
+// transaction, so they read one snapshot); see turn.Store.
+func (s *Store) LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (turn.Lookup, error) {
+	op := fmt.Sprintf("looking up turn %s/%s", sessionID, turnID)
+	b := &pgx.Batch{}
+	b.Queue(sqlLookupSession, sessionID, turnID)
+	if len(callIDs) > 0 {
+		b.Queue(sqlAnswered, sessionID, callIDs)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	lk, err := readLookup(br, sessionID, len(callIDs) > 0)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return turn.Lookup{}, wrap(op, err)
+	}
+	return lk, nil
+}
+
+func readLookup(br pgx.BatchResults, sessionID string, answered bool) (turn.Lookup, error) {
+	lk := turn.Lookup{Answered: map[string]turn.Result{}}
+	var row sessionRow
+	err := br.QueryRow().Scan(append(row.dest(), &lk.TurnFound)...)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return turn.Lookup{}, err
+	default:
+		lk.SessionFound = true
+		if lk.Session, err = row.session(sessionID); err != nil {
+			return turn.Lookup{}, err
+		}
+	}
+	if !answered {
+		return lk, nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return turn.Lookup{}, err
+	}
+	_, err = collectResults(rows, func(turnID string, r *turn.Result) {
+		r.ReplayedFrom = turnID
+		lk.Answered[r.CallID] = *r
+	})
+	if err != nil {
+		return turn.Lookup{}, err
+	}
+	return lk, nil
+}
+
+// Group commit. RecordTurn calls that arrive while a recording statement
+// runs queue up; the next statement records all of them (up to
+// maxRecordBatch) in one transaction, so concurrent turns share its commit,
+// its WAL flush and the per-statement work. At most one recording
+// statement runs at a time: the batch forms while the previous one waits
+// for its flush. Each turn still applies all or nothing: the statement
+// inserts its turn only if its session exists and its id is free, and
+// writes its lines, results, outputs and webhook only if it did.
+//
+// The statement's CTEs, in order: batch lists the turns with their
+// position (ord) and line counts; t inserts them; ins keeps those inserted,
+// with where their lines start among their session's lines of this batch
+// (before) and their session's total; seq moves each session's last_seq
+// past its total (one update per session row, which also serialises the
+// session's writers as every ledger write does) and returns the seq before
+// it; the fragments write the inserted turns' rows. The final SELECT says,
+// per turn, whether it was inserted and whether its session exists.
+const (
+	recordHead = `WITH batch AS (
+    SELECT * FROM unnest(@t_session::text[], @t_id::text[], @t_nlines::bigint[])
+        WITH ORDINALITY AS b (session_id, id, nlines, ord)
+), t AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    SELECT x.session_id, x.id, x.status, x.mode, x.failure_policy, x.calls::json, x.hash, x.created_at, x.settled_at
+    FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
+        @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[])
+        AS x (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    WHERE EXISTS (SELECT FROM sessions s WHERE s.id = x.session_id)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING session_id, id
+), ins AS (
+    SELECT b.ord, b.session_id, b.id,
+        sum(b.nlines) OVER (PARTITION BY b.session_id ORDER BY b.ord) - b.nlines AS before,
+        sum(b.nlines) OVER (PARTITION BY b.session_id) AS total
+    FROM batch b JOIN t ON t.session_id = b.session_id AND t.id = b.id
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + n.total
+    FROM (SELECT DISTINCT session_id, total FROM ins) n
+    WHERE s.id = n.session_id
+    RETURNING s.id, s.last_seq - n.total AS base
+), lines AS (
+    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
+    SELECT i.session_id, seq.base + i.before + l.ord, l.turn_id, l.call_id, l.kind, l.at, l.data::json
+    FROM unnest(@l_turn::bigint[], @l_ord::bigint[], @l_turn_id::text[], @l_call::text[], @l_kind::text[],
+        @l_at::timestamptz[], @l_data::text[])
+        AS l (turn, ord, turn_id, call_id, kind, at, data)
+    JOIN ins i ON i.ord = l.turn
+    JOIN seq ON seq.id = i.session_id
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT i.session_id, i.id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest(@r_turn::bigint[], @r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[],
+        @r_status::text[], @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
+        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
+        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN ins i ON i.ord = r.turn
+)`
+
+	recordOutputs = `, outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest(@o_turn::bigint[], @o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[],
+        @o_data::bytea[], @o_created::timestamptz[], @o_expires::timestamptz[])
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN ins i ON i.ord = o.turn
+)`
+
+	recordWebhooks = `, hooks AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, i.session_id, i.id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest(@w_turn::bigint[], @w_id::text[], @w_url::text[], @w_event::text[], @w_body::text[],
+        @w_next::timestamptz[], @w_created::timestamptz[])
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN ins i ON i.ord = w.turn
+)`
+
+	recordTail = `
+SELECT b.ord, i.ord IS NOT NULL, EXISTS (SELECT FROM sessions s WHERE s.id = b.session_id)
+FROM batch b LEFT JOIN ins i ON i.ord = b.ord
+ORDER BY b.ord`
+)
+
+// recordSQL holds the recording statement with and without its optional
+// fragments: bit 0 outputs, bit 1 webhooks.
+var recordSQL = variants(recordHead, recordTail, recordOutputs, recordWebhooks)
+
+// maxRecordBatch caps the turns of one recording statement.
+const maxRecordBatch = 64
+
+// recorder queues RecordTurn calls for the group commit.
+type recorder struct {
+	mu      sync.Mutex
+	queue   []*recordCall
+	running bool
+}
+
+// recordCall is one RecordTurn call: its encoded record and where its
+// outcome goes.
+type recordCall struct {
+	rec  encodedRecord
+	done chan error
+}
+
+// RecordTurn records r, sharing the transaction with concurrent calls; see
+// turn.Store. Once r is queued the call waits for its outcome whatever ctx
+// does (the statement then runs under the leader's context, without its
+// cancellation, and a 30 s timeout): returning early would leave the caller
+// not knowing whether r was recorded.
+func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
+	enc, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", enc.op, err)
+	}
+	call := &recordCall{rec: enc, done: make(chan error, 1)}
+	s.rec.mu.Lock()
+	s.rec.queue = append(s.rec.queue, call)
+	lead := !s.rec.running
+	s.rec.running = true
+	s.rec.mu.Unlock()
+	if lead {
+		s.recordQueued(context.WithoutCancel(ctx))
+	}
+	return <-call.done
+}
+
+// recordQueued runs recording statements while calls are queued. The
+// caller that found no statement running leads; once its own call is
+// answered it hands the rest of the queue to a goroutine, so that it is
+// not kept waiting for turns that came after it.
+func (s *Store) recordQueued(ctx context.Context) {
+	batch := s.takeBatch()
+	if batch == nil {
+		return
+	}
+	s.recordBatch(ctx, batch)
+	if next := s.takeBatch(); next != nil {
+		go func() {
+			for b := next; b != nil; b = s.takeBatch() {
+				s.recordBatch(ctx, b)
+			}
+		}()
+	}
+}
+
+// takeBatch takes up to maxRecordBatch queued calls, at most one per turn
+// key (a repeat waits for the next statement, where it finds the turn
+// recorded), or returns nil and marks the recorder idle when none is queued.
+func (s *Store) takeBatch() []*recordCall {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	if len(s.rec.queue) == 0 {
+		s.rec.running = false
+		return nil
+	}
+	batch := make([]*recordCall, 0, min(len(s.rec.queue), maxRecordBatch))
+	seen := make(map[turn.TurnKey]bool, cap(batch))
+	rest := s.rec.queue[:0]
+	for _, c := range s.rec.queue {
+		if len(batch) < maxRecordBatch && !seen[c.rec.key] {
+			seen[c.rec.key] = true
+			batch = append(batch, c)
+			continue
+		}
+		rest = append(rest, c)
+	}
+	clear(s.rec.queue[len(rest):])
+	s.rec.queue = rest
+	return batch
+}
+
+// recordBatch runs one recording statement for batch and answers every
+// call. When the statement fails as a whole (a deadlock with another
+// writer, say), each call of a batch of several is tried alone, so that one
+// failure is not everyone's.
+func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
+	outcomes, err := s.execRecord(ctx, batch)
+	if err != nil && len(batch) > 1 {
+		for _, c := range batch {
+			s.recordBatch(ctx, []*recordCall{c})
+		}
+		return
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.done <- wrap(c.rec.op, err)
+			continue
+		}
+		c.done <- outcomes[i]
+	}
+}
+
+// execRecord runs the recording statement for batch and returns each
+// call's outcome: nil, turn.ErrTurnExists or turn.ErrNotFound (no session).
+func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	args, parts := recordArgs(batch)
+	stmt := recordSQL[parts]
+	rows, err := s.pool.Query(ctx, stmt.sql, stmt.args(args)...)
+	if err != nil {
+		return nil, err
+	}
+	outcomes := make([]error, len(batch))
+	seen := 0
+	var (
+		ord                int64
+		inserted, sessionE bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionE}, func() error {
+		i := int(ord) - 1
+		if i < 0 || i >= len(batch) {
+			return fmt.Errorf("recording turns: row for turn %d of %d", ord, len(batch))
+		}
+		seen++
+		switch {
+		case inserted:
+		case !sessionE:
+			outcomes[i] = fmt.Errorf("%s: session: %w", batch[i].rec.op, turn.ErrNotFound)
+		default:
+			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op, turn.ErrTurnExists)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if seen != len(batch) {
+		return nil, fmt.Errorf("recording turns: %d answers for %d turns", seen, len(batch))
+	}
+	return outcomes, nil
+}
+
+// encodedRecord is a turn.Record checked and encoded for the recording
+// statement (invalid JSON fails its own call, before it joins a batch).
+type encodedRecord struct {
+	op    string
+	key   turn.TurnKey
+	r     turn.Record
+	calls []byte
+	lines []*string // line data
+	outs  []*string // result outputs
+	res   []turn.Result
+}
+
+func encodeRecord(r turn.Record) (encodedRecord, error) {
+	if err := codec.CheckRecord(r); err != nil {
+		return encodedRecord{}, err
+	}
+	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
+	e := encodedRecord{op: fmt.Sprintf("recording turn %s/%s", k.SessionID, k.TurnID), key: k, r: r}
+	var err error
+	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
+		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+	}
+	e.lines = make([]*string, len(r.Lines))
+	for i, l := range r.Lines {
+		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
+		if err != nil {
+			return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+		}
+		e.lines[i] = nullText(d)
+	}
+	e.res = codec.Results(r.Results)
+	e.outs = make([]*string, len(e.res))
+	for i, res := range e.res {
+		out, err := codec.RawJSON(fmt.Sprintf("result %d output", res.Index), res.Output)
+		if err != nil {
+			return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+		}
+		e.outs[i] = nullText(out)
+	}
+	return e, nil
+}
+
+// recordArgs lays batch out as the recording statement's arrays (rows of
+// lines, results, outputs and webhooks name their turn by its 1-based
+// position) and says which optional fragments the statement needs.
+func recordArgs(batch []*recordCall) (map[string]any, int) {
+	n := len(batch)
+	var nl, nr, no int
+	for _, c := range batch {
+		nl, nr, no = nl+len(c.rec.r.Lines), nr+len(c.rec.res), no+len(c.rec.r.Outputs)
+	}
+	tSession, tID, tStatus, tMode, tPolicy := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tCalls, tHash := make([]string, n), make([]string, n)
+	tCreated, tSettled := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+	tLines := make([]int64, n)
+
+	lTurn, lOrd := make([]int64, 0, nl), make([]int64, 0, nl)
+	lTurnID, lCall, lKind := make([]string, 0, nl), make([]string, 0, nl), make([]string, 0, nl)
+	lAt, lData := make([]pgtype.Timestamptz, 0, nl), make([]*string, 0, nl)
+
+	rTurn := make([]int64, 0, nr)
+	rIdx, rAttempts := make([]int32, 0, nr), make([]int32, 0, nr)
+	rCall, rName, rEffect, rStatus := make([]string, 0, nr), make([]string, 0, nr), make([]string, 0, nr), make([]string, 0, nr)
+	rOutput, rCode, rMsg := make([]*string, 0, nr), make([]*string, 0, nr), make([]*string, 0, nr)
+	rTruncated := make([]bool, 0, nr)
+	rBytes, rLines := make([]int64, 0, nr), make([]int64, 0, nr)
+	rOutputID, rReplayed := make([]string, 0, nr), make([]string, 0, nr)
+	rStarted, rFinished := make([]pgtype.Timestamptz, 0, nr), make([]pgtype.Timestamptz, 0, nr)
+
+	var oTurn []int64
+	var oID, oTurnID, oCall, oType []string
+	var oData [][]byte
+	var oCreated, oExpires []pgtype.Timestamptz
+	var wTurn []int64
+	var wID, wURL, wEvent, wBody []string
+	var wNext, wCreated []pgtype.Timestamptz
+
+	for i, c := range batch {
+		e, ord := &c.rec, int64(i+1)
+		t := e.r.Turn
+		tSession[i], tID[i], tStatus[i], tMode[i], tPolicy[i] = t.SessionID, t.ID, string(t.Status), string(t.Mode), string(t.FailurePolicy)
+		tCalls[i], tHash[i] = string(e.calls), t.Hash
+		tCreated[i], tSettled[i] = pgtype.Timestamptz{Time: t.CreatedAt, Valid: true}, nullTime(t.SettledAt)
+		tLines[i] = int64(len(e.r.Lines))
+		for j, l := range e.r.Lines {
+			lTurn, lOrd = append(lTurn, ord), append(lOrd, int64(j+1))
+			lTurnID, lCall, lKind = append(lTurnID, codec.LineTurn(l, e.key)), append(lCall, l.CallID), append(lKind, string(l.Kind))
+			lAt, lData = append(lAt, pgtype.Timestamptz{Time: l.At, Valid: true}), append(lData, e.lines[j])
+		}
+		for j, r := range e.res {
+			rTurn = append(rTurn, ord)
+			rIdx, rAttempts = append(rIdx, int32(r.Index)), append(rAttempts, int32(r.Attempts))
+			rCall, rName, rEffect, rStatus = append(rCall, r.CallID), append(rName, r.Name), append(rEffect, string(r.Effect)), append(rStatus, string(r.Status))
+			rOutput = append(rOutput, e.outs[j])
+			var code, msg *string
+			if r.Error != nil {
+				code, msg = &r.Error.Code, &r.Error.Message
+			}
+			rCode, rMsg = append(rCode, code), append(rMsg, msg)
+			rTruncated, rBytes, rLines = append(rTruncated, r.Truncated), append(rBytes, r.OriginalBytes), append(rLines, r.OriginalLines)
+			rOutputID, rReplayed = append(rOutputID, r.OutputID), append(rReplayed, r.ReplayedFrom)
+			rStarted, rFinished = append(rStarted, nullTime(r.StartedAt)), append(rFinished, nullTime(r.FinishedAt))
+		}
+		for _, o := range e.r.Outputs {
+			data := o.Data
+			if data == nil {
+				data = []byte{} // data is NOT NULL; nil means empty
+			}
+			oTurn, oID, oTurnID = append(oTurn, ord), append(oID, o.ID), append(oTurnID, codec.OutputTurn(o, e.key))
+			oCall, oType, oData = append(oCall, o.CallID), append(oType, o.ContentType), append(oData, data)
+			oCreated, oExpires = append(oCreated, pgtype.Timestamptz{Time: o.CreatedAt, Valid: true}), append(oExpires, nullTime(o.ExpiresAt))
+		}
+		if w := e.r.Webhook; w != nil {
+			wTurn, wID, wURL, wEvent, wBody = append(wTurn, ord), append(wID, w.ID), append(wURL, w.URL), append(wEvent, w.Event), append(wBody, string(w.Body))
+			wNext, wCreated = append(wNext, pgtype.Timestamptz{Time: codec.WebhookDue(w), Valid: true}), append(wCreated, pgtype.Timestamptz{Time: w.CreatedAt, Valid: true})
+		}
+	}
+	args := map[string]any{
+		"t_session": tSession, "t_id": tID, "t_status": tStatus, "t_mode": tMode, "t_policy": tPolicy,
+		"t_calls": tCalls, "t_hash": tHash, "t_created": tCreated, "t_settled": tSettled, "t_nlines": tLines,
+		"l_turn": lTurn, "l_ord": lOrd, "l_turn_id": lTurnID, "l_call": lCall, "l_kind": lKind, "l_at": lAt, "l_data": lData,
+		"r_turn": rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
+		"r_output": rOutput, "r_err_code": rCode, "r_err_msg": rMsg, "r_truncated": rTruncated, "r_bytes": rBytes,
+		"r_lines": rLines, "r_output_id": rOutputID, "r_attempts": rAttempts, "r_started": rStarted,
+		"r_finished": rFinished, "r_replayed": rReplayed,
+	}
+	parts := 0
+	if len(oTurn) > 0 {
+		parts |= 1
+		args["o_turn"], args["o_id"], args["o_turn_id"], args["o_call"] = oTurn, oID, oTurnID, oCall
+		args["o_type"], args["o_data"], args["o_created"], args["o_expires"] = oType, oData, oCreated, oExpires
+	}
+	if len(wTurn) > 0 {
+		parts |= 2
+		args["w_turn"], args["w_id"], args["w_url"], args["w_event"] = wTurn, wID, wURL, wEvent
+		args["w_body"], args["w_next"], args["w_created"] = wBody, wNext, wCreated
+	}
+	return args, parts
+}
