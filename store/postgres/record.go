@@ -2,80 +2,151 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
-const sqlLookupSession = `SELECT tools, budget, callback_url, metadata, created_at,
-    EXISTS (SELECT FROM turns WHERE session_id = $1 AND id = $2)
-FROM sessions WHERE id = $1`
+// sqlLookupTurns reads what turns about to run need, for several turns at
+// once ($1, $2: their session and turn ids; $3, $4: their call ids, each
+// with the 1-based position of its turn). Per turn (ord): one row per
+// answered call id (see sqlAnswered for the choice among several answers),
+// each carrying the session's columns and whether the turn id is taken; one
+// row with NULL answer columns when none is answered; no row when the
+// session does not exist.
+const sqlLookupTurns = `SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+    EXISTS (SELECT FROM turns t WHERE t.session_id = q.session_id AND t.id = q.turn_id),
+    a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
+    a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q (session_id, turn_id, ord)
+JOIN sessions s ON s.id = q.session_id
+LEFT JOIN LATERAL (
+    SELECT DISTINCT ON (r.call_id) r.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at
+    FROM results r
+    WHERE r.session_id = q.session_id
+        AND r.call_id = ANY (ARRAY (SELECT c.call_id FROM unnest($3::bigint[], $4::text[]) AS c (ord, call_id) WHERE c.ord = q.ord))
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = ''
+    ORDER BY r.call_id, r.finished_at NULLS LAST, r.started_at NULLS LAST, r.turn_id, r.idx
+) a ON true`
 
-// LookupTurn reads the session, whether the turn id is taken and the
-// answered calls in one round trip (two statements in one implicit
-// transaction, so they read one snapshot); see turn.Store.
-func (s *Store) LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (turn.Lookup, error) {
-	op := fmt.Sprintf("looking up turn %s/%s", sessionID, turnID)
-	b := &pgx.Batch{}
-	b.Queue(sqlLookupSession, sessionID, turnID)
-	if len(callIDs) > 0 {
-		b.Queue(sqlAnswered, sessionID, callIDs)
-	}
-	br := s.pool.SendBatch(ctx, b)
-	lk, err := readLookup(br, sessionID, len(callIDs) > 0)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return turn.Lookup{}, wrap(op, err)
-	}
-	return lk, nil
+// maxLookupBatch caps the turns of one lookup statement.
+const maxLookupBatch = 64
+
+// lookupCall is one LookupTurn call.
+type lookupCall struct {
+	sessionID, turnID string
+	callIDs           []string
+	lk                turn.Lookup
+	done              chan error
 }
 
-func readLookup(br pgx.BatchResults, sessionID string, answered bool) (turn.Lookup, error) {
-	lk := turn.Lookup{Answered: map[string]turn.Result{}}
-	var row sessionRow
-	err := br.QueryRow().Scan(append(row.dest(), &lk.TurnFound)...)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return turn.Lookup{}, err
-	default:
-		lk.SessionFound = true
-		if lk.Session, err = row.session(sessionID); err != nil {
-			return turn.Lookup{}, err
+func newLookups(s *Store) *group[*lookupCall] {
+	return &group[*lookupCall]{max: maxLookupBatch, exec: s.lookupBatch}
+}
+
+// LookupTurn reads the session, whether the turn id is taken and the
+// answered calls; concurrent calls share one statement (see group). See
+// turn.Store.
+func (s *Store) LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (turn.Lookup, error) {
+	op := fmt.Sprintf("looking up turn %s/%s", sessionID, turnID)
+	if err := ctx.Err(); err != nil {
+		return turn.Lookup{}, fmt.Errorf("%s: %w", op, err)
+	}
+	c := &lookupCall{sessionID: sessionID, turnID: turnID, callIDs: callIDs, done: make(chan error, 1),
+		lk: turn.Lookup{Answered: map[string]turn.Result{}}}
+	s.lookups.do(ctx, c)
+	if err := <-c.done; err != nil {
+		return turn.Lookup{}, wrap(op, err)
+	}
+	return c.lk, nil
+}
+
+// lookupBatch runs one lookup statement for batch and answers every call.
+func (s *Store) lookupBatch(ctx context.Context, batch []*lookupCall) {
+	err := s.execLookup(ctx, batch)
+	for _, c := range batch {
+		c.done <- err
+	}
+}
+
+func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sids, tids := make([]string, len(batch)), make([]string, len(batch))
+	var cords []int64
+	var cids []string
+	for i, c := range batch {
+		sids[i], tids[i] = c.sessionID, c.turnID
+		for _, id := range c.callIDs {
+			cords, cids = append(cords, int64(i+1)), append(cids, id)
 		}
 	}
-	if !answered {
-		return lk, nil
+	if cids == nil {
+		cords, cids = []int64{}, []string{}
 	}
-	rows, err := br.Query()
+	rows, err := s.pool.Query(ctx, sqlLookupTurns, sids, tids, cords, cids)
 	if err != nil {
-		return turn.Lookup{}, err
+		return err
 	}
-	_, err = collectResults(rows, func(turnID string, r *turn.Result) {
-		r.ReplayedFrom = turnID
-		lk.Answered[r.CallID] = *r
+	var (
+		ord                                  int64
+		row                                  sessionRow
+		turnFound                            bool
+		turnID, callID, name, effect, status pgtype.Text
+		outputID, errCode, errMsg            pgtype.Text
+		idx, attempts                        pgtype.Int4
+		output                               []byte
+		truncated                            pgtype.Bool
+		nbytes, nlines                       pgtype.Int8
+		started, finished                    pgtype.Timestamptz
+	)
+	dest := append([]any{&ord}, row.dest()...)
+	dest = append(dest, &turnFound, &turnID, &idx, &callID, &name, &effect, &status, &output, &errCode, &errMsg,
+		&truncated, &nbytes, &nlines, &outputID, &attempts, &started, &finished)
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		i := int(ord) - 1
+		if i < 0 || i >= len(batch) {
+			return fmt.Errorf("row for turn %d of %d", ord, len(batch))
+		}
+		lk := &batch[i].lk
+		if !lk.SessionFound {
+			sess, err := row.session(batch[i].sessionID)
+			if err != nil {
+				return err
+			}
+			lk.SessionFound, lk.Session, lk.TurnFound = true, sess, turnFound
+		}
+		if !callID.Valid {
+			return nil
+		}
+		r := turn.Result{
+			Index: int(idx.Int32), CallID: callID.String, Name: name.String,
+			Effect: dispatch.Effect(effect.String), Status: turn.CallStatus(status.String), Output: output,
+			Truncated: truncated.Bool, OriginalBytes: nbytes.Int64, OriginalLines: nlines.Int64,
+			OutputID: outputID.String, Attempts: int(attempts.Int32),
+			StartedAt: fromNullTime(started), FinishedAt: fromNullTime(finished), ReplayedFrom: turnID.String,
+		}
+		if errCode.Valid {
+			r.Error = &turn.CallError{Code: errCode.String, Message: errMsg.String}
+		}
+		lk.Answered[r.CallID] = r
+		return nil
 	})
-	if err != nil {
-		return turn.Lookup{}, err
-	}
-	return lk, nil
+	return err
 }
 
 // Group commit. RecordTurn calls that arrive while a recording statement
 // runs queue up; the next statement records all of them (up to
-// maxRecordBatch) in one transaction, so concurrent turns share its commit,
-// its WAL flush and the per-statement work. At most one recording
-// statement runs at a time: the batch forms while the previous one waits
-// for its flush. Each turn still applies all or nothing: the statement
+// maxRecordBatch) in one transaction (see group), so concurrent turns share
+// its commit and WAL flush. Each turn still applies all or nothing: the statement
 // inserts its turn only if its session exists and its id is free, and
 // writes its lines, results, outputs and webhook only if it did.
 //
@@ -165,13 +236,6 @@ var recordSQL = variants(recordHead, recordTail, recordOutputs, recordWebhooks)
 // maxRecordBatch caps the turns of one recording statement.
 const maxRecordBatch = 64
 
-// recorder queues RecordTurn calls for the group commit.
-type recorder struct {
-	mu      sync.Mutex
-	queue   []*recordCall
-	running bool
-}
-
 // recordCall is one RecordTurn call: its encoded record and where its
 // outcome goes.
 type recordCall struct {
@@ -179,11 +243,18 @@ type recordCall struct {
 	done chan error
 }
 
-// RecordTurn records r, sharing the transaction with concurrent calls; see
-// turn.Store. Once r is queued the call waits for its outcome whatever ctx
-// does (the statement then runs under the leader's context, without its
-// cancellation, and a 30 s timeout): returning early would leave the caller
-// not knowing whether r was recorded.
+func newRecorder(s *Store) *group[*recordCall] {
+	return &group[*recordCall]{
+		max:      maxRecordBatch,
+		distinct: func(c *recordCall) any { return c.rec.key },
+		exec:     s.recordBatch,
+	}
+}
+
+// RecordTurn records r, sharing the transaction with concurrent calls (see
+// group); see turn.Store. Once r is queued the call waits for its outcome
+// whatever ctx does (the statement runs with a 30 s timeout): returning
+// early would leave the caller not knowing whether r was recorded.
 func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 	enc, err := encodeRecord(r)
 	if err != nil {
@@ -193,60 +264,8 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 		return fmt.Errorf("%s: %w", enc.op, err)
 	}
 	call := &recordCall{rec: enc, done: make(chan error, 1)}
-	s.rec.mu.Lock()
-	s.rec.queue = append(s.rec.queue, call)
-	lead := !s.rec.running
-	s.rec.running = true
-	s.rec.mu.Unlock()
-	if lead {
-		s.recordQueued(context.WithoutCancel(ctx))
-	}
+	s.records.do(ctx, call)
 	return <-call.done
-}
-
-// recordQueued runs recording statements while calls are queued. The
-// caller that found no statement running leads; once its own call is
-// answered it hands the rest of the queue to a goroutine, so that it is
-// not kept waiting for turns that came after it.
-func (s *Store) recordQueued(ctx context.Context) {
-	batch := s.takeBatch()
-	if batch == nil {
-		return
-	}
-	s.recordBatch(ctx, batch)
-	if next := s.takeBatch(); next != nil {
-		go func() {
-			for b := next; b != nil; b = s.takeBatch() {
-				s.recordBatch(ctx, b)
-			}
-		}()
-	}
-}
-
-// takeBatch takes up to maxRecordBatch queued calls, at most one per turn
-// key (a repeat waits for the next statement, where it finds the turn
-// recorded), or returns nil and marks the recorder idle when none is queued.
-func (s *Store) takeBatch() []*recordCall {
-	s.rec.mu.Lock()
-	defer s.rec.mu.Unlock()
-	if len(s.rec.queue) == 0 {
-		s.rec.running = false
-		return nil
-	}
-	batch := make([]*recordCall, 0, min(len(s.rec.queue), maxRecordBatch))
-	seen := make(map[turn.TurnKey]bool, cap(batch))
-	rest := s.rec.queue[:0]
-	for _, c := range s.rec.queue {
-		if len(batch) < maxRecordBatch && !seen[c.rec.key] {
-			seen[c.rec.key] = true
-			batch = append(batch, c)
-			continue
-		}
-		rest = append(rest, c)
-	}
-	clear(s.rec.queue[len(rest):])
-	s.rec.queue = rest
-	return batch
 }
 
 // recordBatch runs one recording statement for batch and answers every
