@@ -172,7 +172,7 @@ const (
     ON CONFLICT (session_id, id) DO NOTHING
     RETURNING session_id, id
 ), ins AS (
-    SELECT b.ord, b.session_id, b.id,
+    SELECT b.ord, b.session_id, b.id, b.nlines,
         sum(b.nlines) OVER (PARTITION BY b.session_id ORDER BY b.ord) - b.nlines AS before,
         sum(b.nlines) OVER (PARTITION BY b.session_id) AS total
     FROM batch b JOIN t ON t.session_id = b.session_id AND t.id = b.id
@@ -182,12 +182,10 @@ const (
     WHERE s.id = n.session_id
     RETURNING s.id, s.last_seq - n.total AS base
 ), lines AS (
-    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
-    SELECT i.session_id, seq.base + i.before + l.ord, l.turn_id, l.call_id, l.kind, l.at, l.data::json
-    FROM unnest(@l_turn::bigint[], @l_ord::bigint[], @l_turn_id::text[], @l_call::text[], @l_kind::text[],
-        @l_at::timestamptz[], @l_data::text[])
-        AS l (turn, ord, turn_id, call_id, kind, at, data)
-    JOIN ins i ON i.ord = l.turn
+    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
+    SELECT i.session_id, seq.base + i.before + i.nlines, seq.base + i.before + 1, x.lines::json
+    FROM unnest(@t_lines::text[]) WITH ORDINALITY AS x (lines, ord)
+    JOIN ins i ON i.ord = x.ord
     JOIN seq ON seq.id = i.session_id
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -337,7 +335,7 @@ type encodedRecord struct {
 	key   turn.TurnKey
 	r     turn.Record
 	calls []byte
-	lines []*string // line data
+	lines []byte    // the lines as a ledger batch (codec.LinesJSON)
 	outs  []*string // result outputs
 	res   []turn.Result
 }
@@ -352,13 +350,8 @@ func encodeRecord(r turn.Record) (encodedRecord, error) {
 	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
 		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
 	}
-	e.lines = make([]*string, len(r.Lines))
-	for i, l := range r.Lines {
-		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
-		if err != nil {
-			return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
-		}
-		e.lines[i] = nullText(d)
+	if e.lines, err = codec.LinesJSON(k, r.Lines); err != nil {
+		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
 	}
 	e.res = codec.Results(r.Results)
 	e.outs = make([]*string, len(e.res))
@@ -377,18 +370,16 @@ func encodeRecord(r turn.Record) (encodedRecord, error) {
 // position) and says which optional fragments the statement needs.
 func recordArgs(batch []*recordCall) (map[string]any, int) {
 	n := len(batch)
-	var nl, nr, no int
+	var nr int
 	for _, c := range batch {
-		nl, nr, no = nl+len(c.rec.r.Lines), nr+len(c.rec.res), no+len(c.rec.r.Outputs)
+		nr += len(c.rec.res)
 	}
 	tSession, tID, tStatus, tMode, tPolicy := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	tCalls, tHash := make([]string, n), make([]string, n)
 	tCreated, tSettled := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 	tLines := make([]int64, n)
 
-	lTurn, lOrd := make([]int64, 0, nl), make([]int64, 0, nl)
-	lTurnID, lCall, lKind := make([]string, 0, nl), make([]string, 0, nl), make([]string, 0, nl)
-	lAt, lData := make([]pgtype.Timestamptz, 0, nl), make([]*string, 0, nl)
+	tBatch := make([]string, n)
 
 	rTurn := make([]int64, 0, nr)
 	rIdx, rAttempts := make([]int32, 0, nr), make([]int32, 0, nr)
@@ -414,11 +405,7 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 		tCalls[i], tHash[i] = string(e.calls), t.Hash
 		tCreated[i], tSettled[i] = pgtype.Timestamptz{Time: t.CreatedAt, Valid: true}, nullTime(t.SettledAt)
 		tLines[i] = int64(len(e.r.Lines))
-		for j, l := range e.r.Lines {
-			lTurn, lOrd = append(lTurn, ord), append(lOrd, int64(j+1))
-			lTurnID, lCall, lKind = append(lTurnID, codec.LineTurn(l, e.key)), append(lCall, l.CallID), append(lKind, string(l.Kind))
-			lAt, lData = append(lAt, pgtype.Timestamptz{Time: l.At, Valid: true}), append(lData, e.lines[j])
-		}
+		tBatch[i] = string(e.lines)
 		for j, r := range e.res {
 			rTurn = append(rTurn, ord)
 			rIdx, rAttempts = append(rIdx, int32(r.Index)), append(rAttempts, int32(r.Attempts))
@@ -450,8 +437,8 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 	args := map[string]any{
 		"t_session": tSession, "t_id": tID, "t_status": tStatus, "t_mode": tMode, "t_policy": tPolicy,
 		"t_calls": tCalls, "t_hash": tHash, "t_created": tCreated, "t_settled": tSettled, "t_nlines": tLines,
-		"l_turn": lTurn, "l_ord": lOrd, "l_turn_id": lTurnID, "l_call": lCall, "l_kind": lKind, "l_at": lAt, "l_data": lData,
-		"r_turn": rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
+		"t_lines": tBatch,
+		"r_turn":  rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
 		"r_output": rOutput, "r_err_code": rCode, "r_err_msg": rMsg, "r_truncated": rTruncated, "r_bytes": rBytes,
 		"r_lines": rLines, "r_output_id": rOutputID, "r_attempts": rAttempts, "r_started": rStarted,
 		"r_finished": rFinished, "r_replayed": rReplayed,

@@ -1,0 +1,96 @@
+package codec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// Ledger batches. Both stores keep the lines that one write appends as ONE
+// row (session, first and last seq, the lines as a JSON array) instead of
+// a row per line: a turn's dozen lines cost one row and one index entry.
+// The seqs stay per line: line i of a batch has seq first+i, and batches
+// of a session never overlap, so the ledger reads as before, gap-free.
+//
+// A line is an object {"t": turn id, "c": call id, "k": kind, "a": unix
+// microseconds, "d": data}, "d" absent when the line has no data. The data
+// is kept as a JSON string holding its text, so it round-trips byte for
+// byte (whitespace around the value included), as the per-line json column
+// did.
+
+// lineJSON is a stored line.
+type lineJSON struct {
+	T string  `json:"t"`
+	C string  `json:"c"`
+	K string  `json:"k"`
+	A int64   `json:"a"`
+	D *string `json:"d,omitempty"`
+}
+
+// LinesJSON encodes lines written under k as a batch's JSON array,
+// rejecting data that is not valid JSON.
+func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
+	b := make([]byte, 0, 64*len(lines))
+	b = append(b, '[')
+	for i, l := range lines {
+		if len(l.Data) > 0 && !json.Valid(l.Data) {
+			return nil, fmt.Errorf("line %d data is not valid JSON", i)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"t":`...)
+		b = appendString(b, LineTurn(l, k))
+		b = append(b, `,"c":`...)
+		b = appendString(b, l.CallID)
+		b = append(b, `,"k":`...)
+		b = appendString(b, string(l.Kind))
+		b = append(b, `,"a":`...)
+		b = strconv.AppendInt(b, l.At.UnixMicro(), 10)
+		if len(l.Data) > 0 {
+			b = append(b, `,"d":`...)
+			b = appendString(b, string(l.Data))
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	q, err := json.Marshal(s)
+	if err != nil {
+		// A Go string always marshals (invalid UTF-8 becomes U+FFFD).
+		panic(fmt.Sprintf("codec: encoding a string: %v", err))
+	}
+	return append(b, q...)
+}
+
+// DecodeLines reverses LinesJSON for the batch of sessionID whose first
+// line has seq first, appending to out the lines with seq > after, up to
+// limit lines in out.
+func DecodeLines(out []turn.Line, sessionID string, first int64, b []byte, after int64, limit int) ([]turn.Line, error) {
+	var stored []lineJSON
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, fmt.Errorf("decoding ledger lines from seq %d: %w", first, err)
+	}
+	for i, l := range stored {
+		seq := first + int64(i)
+		if seq <= after {
+			continue
+		}
+		if len(out) >= limit {
+			break
+		}
+		line := turn.Line{Seq: seq, SessionID: sessionID, TurnID: l.T, CallID: l.C, Kind: turn.LineKind(l.K),
+			At: time.UnixMicro(l.A).UTC()}
+		if l.D != nil {
+			line.Data = json.RawMessage(*l.D)
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}
