@@ -437,24 +437,34 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	return nil
 }
 
+// The data of call_admitted and call_answered lines, the lines of every
+// call: structs rather than maps, whose encoding sorts keys at run time.
+// Fields are in key order, so the bytes are those a map would give.
+type admittedData struct {
+	Effect dispatch.Effect `json:"effect"`
+	Index  int             `json:"index"`
+	Name   string          `json:"name"`
+}
+
+type answeredLineData struct {
+	Attempts      int        `json:"attempts"`
+	Error         *CallError `json:"error,omitempty"`
+	OriginalBytes *int64     `json:"original_bytes,omitempty"`
+	OriginalLines *int64     `json:"original_lines,omitempty"`
+	OutputID      string     `json:"output_id,omitempty"`
+	Status        CallStatus `json:"status"`
+	Truncated     bool       `json:"truncated,omitempty"`
+}
+
 func admittedLine(call dispatch.Call, index int, effect dispatch.Effect) Line {
-	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: mustJSON(map[string]any{
-		"name": call.Name, "index": index, "effect": effect,
-	})}
+	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: mustJSON(admittedData{Effect: effect, Index: index, Name: call.Name})}
 }
 
 func answeredData(res Result, o dispatch.Outcome) json.RawMessage {
-	d := map[string]any{"status": res.Status, "attempts": res.Attempts}
+	d := answeredLineData{Attempts: res.Attempts, Error: res.Error, OutputID: res.OutputID, Status: res.Status}
 	if res.Truncated {
-		d["truncated"] = true
-		d["original_bytes"] = res.OriginalBytes
-		d["original_lines"] = res.OriginalLines
-	}
-	if res.OutputID != "" {
-		d["output_id"] = res.OutputID
-	}
-	if res.Error != nil {
-		d["error"] = res.Error
+		d.Truncated = true
+		d.OriginalBytes, d.OriginalLines = &res.OriginalBytes, &res.OriginalLines
 	}
 	return mustJSON(d)
 }

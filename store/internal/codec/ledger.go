@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/turnd/turnd/turn"
 )
@@ -59,14 +60,32 @@ func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
 	return append(b, ']'), nil
 }
 
-// appendString appends s as a JSON string.
+// appendString appends s as a JSON string: quotes, backslashes and control
+// characters escaped, the rest as is. A string that is not valid UTF-8
+// goes through encoding/json, which replaces the invalid bytes.
 func appendString(b []byte, s string) []byte {
-	q, err := json.Marshal(s)
-	if err != nil {
-		// A Go string always marshals (invalid UTF-8 becomes U+FFFD).
-		panic(fmt.Sprintf("codec: encoding a string: %v", err))
+	if !utf8.ValidString(s) {
+		q, err := json.Marshal(s)
+		if err != nil {
+			panic(fmt.Sprintf("codec: encoding a string: %v", err)) // a Go string always marshals
+		}
+		return append(b, q...)
 	}
-	return append(b, q...)
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // DecodeLines reverses LinesJSON for the batch of sessionID whose first

@@ -72,3 +72,26 @@ func TestLinesRefused(t *testing.T) {
 		}
 	}
 }
+
+// Strings of every kind come back as they went in (invalid UTF-8 as
+// encoding/json would give it).
+func TestLineStrings(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	for _, s := range []string{"", "plain", "q\"b\\s/", "ctl\x00\x01\n\r\t\x1f", "é😀\u2028<&>", "bad\xff\xfeutf8"} {
+		b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: turn.LineKind(s)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+		if err != nil {
+			t.Fatalf("%q: %v (%s)", s, err, b)
+		}
+		var want string
+		q, _ := json.Marshal(s)
+		_ = json.Unmarshal(q, &want)
+		if got[0].CallID != want || string(got[0].Kind) != want {
+			t.Errorf("%q came back as %q", s, got[0].CallID)
+		}
+	}
+}
