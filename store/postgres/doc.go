@@ -14,8 +14,10 @@
 // A turn of reads only is looked up (LookupTurn) and, once it ran, recorded
 // whole (RecordTurn). Both group concurrent calls into one statement (see
 // group): the lookups of waiting turns share one read, their records one
-// transaction, one commit and one WAL flush (group commit). At most one
-// statement of each kind runs at a time; the next batch forms meanwhile.
+// transaction, one commit and one WAL flush (group commit). A few
+// statements of each kind run at once; the next batches form meanwhile.
+// Two records running at once never share a session, so they never wait
+// for each other's row locks.
 //
 // Deferred completions (turn.CompletionStore) follow the same rules: a
 // commit that parks calls moves their keys in its one statement, and

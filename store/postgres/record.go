@@ -37,6 +37,9 @@ LEFT JOIN LATERAL (
     ORDER BY r.call_id, r.finished_at NULLS LAST, r.started_at NULLS LAST, r.turn_id, r.idx
 ) a ON true`
 
+// groupPar is how many statements of each group run at once (see group).
+const groupPar = 4
+
 // maxLookupBatch caps the turns of one lookup statement.
 const maxLookupBatch = 64
 
@@ -49,7 +52,7 @@ type lookupCall struct {
 }
 
 func newLookups(s *Store) *group[*lookupCall] {
-	return &group[*lookupCall]{max: maxLookupBatch, exec: s.lookupBatch}
+	return &group[*lookupCall]{max: maxLookupBatch, par: groupPar, exec: s.lookupBatch}
 }
 
 // LookupTurn reads the session, whether the turn id is taken and the
@@ -242,10 +245,14 @@ type recordCall struct {
 }
 
 func newRecorder(s *Store) *group[*recordCall] {
+	// Keyed by session: two statements running at once never touch the
+	// same session row (nor the same turn key), so they cannot deadlock on
+	// each other, and a session's turns of one statement need no ordering.
 	return &group[*recordCall]{
-		max:      maxRecordBatch,
-		distinct: func(c *recordCall) any { return c.rec.key },
-		exec:     s.recordBatch,
+		max:  maxRecordBatch,
+		par:  groupPar,
+		key:  func(c *recordCall) any { return c.rec.key.SessionID },
+		exec: s.recordBatch,
 	}
 }
 
