@@ -38,7 +38,7 @@ LEFT JOIN LATERAL (
 ) a ON true`
 
 // groupPar is how many statements of each group run at once (see group).
-const groupPar = 4
+const groupPar = 2
 
 // maxLookupBatch caps the turns of one lookup statement.
 const maxLookupBatch = 64
