@@ -233,7 +233,12 @@ func (r *run) settle(status Status) {
 		time.Sleep(delay)
 	}
 	if whole && err != nil {
-		s.log.Error("recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		if errors.Is(err, ErrTurnExists) {
+			// Posted twice at once: Submit answers from the other's record.
+			s.log.Info("turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+		} else {
+			s.log.Error("recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		}
 		r.settleErr = fmt.Errorf("recording turn: %w", err)
 		r.final = r.turn
 		return
