@@ -81,6 +81,9 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 // write gets the turn as it then is, settled or not.
 func (s *server) submitTurn(w http.ResponseWriter, r *http.Request, tr turn.TurnRequest, write func(http.ResponseWriter, *http.Request, turn.Turn)) {
 	sessionID := chi.URLParam(r, "session_id")
+	prefs := preferences(r)
+	_, async := prefs["respond-async"]
+	tr.Async = async
 	sub, err := s.svc.Submit(r.Context(), sessionID, tr)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -89,8 +92,7 @@ func (s *server) submitTurn(w http.ResponseWriter, r *http.Request, tr turn.Turn
 	if sub.Replayed {
 		w.Header().Set("Turnd-Replayed", "true")
 	}
-	prefs := preferences(r)
-	if _, async := prefs["respond-async"]; async {
+	if async {
 		w.Header().Set("Preference-Applied", "respond-async")
 		w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
 		if sub.Turn.Status.Settled() {

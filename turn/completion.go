@@ -62,6 +62,10 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 	if s.keys == nil || s.completions == nil {
 		return "", ErrCompletionsDisabled
 	}
+	// The key's row refers to the turn: record it first (a no-op once it is).
+	if err := r.ensureRecorded(context.WithoutCancel(ctx)); err != nil {
+		return "", fmt.Errorf("recording turn before its completion key: %w", err)
+	}
 	key := s.keys.Key(r.key.SessionID, r.key.TurnID, call.ID)
 	err := s.completions.IssueCompletion(context.WithoutCancel(ctx), Completion{
 		KeyHash:   key.Hash(),

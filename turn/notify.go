@@ -336,6 +336,14 @@ func (o observed) ReceiveTurn(ctx context.Context, r Receive) (ReceiveResult, er
 	return res, err
 }
 
+func (o observed) RecordTurn(ctx context.Context, r Record) error {
+	err := o.Store.RecordTurn(ctx, r)
+	if err == nil {
+		o.svc.changed(TurnKey{r.Turn.SessionID, r.Turn.ID})
+	}
+	return err
+}
+
 func (o observed) Commit(ctx context.Context, c Commit) error {
 	err := o.Store.Commit(ctx, c)
 	if err == nil {

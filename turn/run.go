@@ -46,6 +46,19 @@ type run struct {
 
 	final     Turn
 	settleErr error
+
+	// An all-read turn runs unrecorded and is recorded whole by its
+	// settling write (RecordTurn, see reads.go); whatever needs it in the
+	// store sooner — a write attempt, a completion key, a wave outlasting
+	// Submit's window — records it as running first (ensureRecorded), and
+	// the rest of the wave is journaled as any other's. recMu orders those
+	// against each other; the fields below are under it.
+	recMu      sync.Mutex
+	unrecorded bool
+	head       Turn // the turn as received, without results (unrecorded only)
+	received   Line // its turn_received line (unrecorded only)
+	finished   bool // the wave ended (recorded whole, or not at all)
+	conflict   bool // recording found the turn id taken
 }
 
 type callState struct {
@@ -61,14 +74,34 @@ type callState struct {
 // turn (nil for a new one); freshSession skips the lookup of earlier answers
 // in a session this turn created.
 func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []Result, freshSession bool) (*run, error) {
-	proj := projectorFor(s, sess)
+	r, ids := s.newRun(sess, t, s.cfg.Tools(), recorded)
+	if len(ids) > 0 && !freshSession {
+		answered, err := s.store.Answered(ctx, t.SessionID, ids)
+		if err != nil {
+			return nil, fmt.Errorf("reading answered calls: %w", err)
+		}
+		// A resumed turn's own answers are in recorded, not replays.
+		for id, res := range answered {
+			if res.ReplayedFrom == t.ID {
+				delete(answered, id)
+			}
+		}
+		r.answered = answered
+	}
+	return r, nil
+}
+
+// newRun builds a run for t with registry reg; recorded carries the results
+// of a resumed turn (nil for a new one). It returns the turn's distinct call
+// ids in call order.
+func (s *Service) newRun(sess Session, t Turn, reg *tool.Registry, recorded []Result) (*run, []string) {
 	r := &run{
 		svc:     s,
 		key:     TurnKey{t.SessionID, t.ID},
 		turn:    t,
 		session: sess,
-		reg:     s.cfg.Tools(),
-		proj:    proj,
+		reg:     reg,
+		proj:    projectorFor(s, sess),
 		index:   make(map[string]int, len(t.Calls)),
 		calls:   make([]callState, len(t.Calls)),
 		done:    make(chan struct{}),
@@ -87,21 +120,8 @@ func (s *Service) prepare(ctx context.Context, sess Session, t Turn, recorded []
 			r.recorded[res.Index] = res
 		}
 	}
-	if len(ids) > 0 && !freshSession {
-		answered, err := s.store.Answered(ctx, t.SessionID, ids)
-		if err != nil {
-			return nil, fmt.Errorf("reading answered calls: %w", err)
-		}
-		// A resumed turn's own answers are in recorded, not replays.
-		for id, res := range answered {
-			if res.ReplayedFrom == t.ID {
-				delete(answered, id)
-			}
-		}
-		r.answered = answered
-	}
 	r.turn.Results = nil
-	return r, nil
+	return r, ids
 }
 
 // launch starts the run's wave on a goroutine owned by the service.
@@ -111,15 +131,24 @@ func (s *Service) launch(r *run) {
 	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CompleteURL: s.cfg.CompleteURL})
 	r.ctx, r.cancel = ctx, cancel
 	s.mu.Lock()
-	s.active[r.key] = r
+	if !r.unrecorded {
+		// An unrecorded run joins active once recorded (ensureRecorded):
+		// until then no lease of it exists to renew, cancel or recover.
+		s.active[r.key] = r
+	}
 	s.waves.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.waves.Done()
 		defer cancel()
 		r.execute()
+		r.recMu.Lock()
+		r.finished = true
+		r.recMu.Unlock()
 		s.mu.Lock()
-		delete(s.active, r.key)
+		if s.active[r.key] == r {
+			delete(s.active, r.key)
+		}
 		s.mu.Unlock()
 		close(r.done)
 	}()
@@ -192,11 +221,28 @@ func (r *run) settle(status Status) {
 	}
 	ctx := context.WithoutCancel(r.ctx)
 	var err error
-	for attempt, delay := 0, 50*time.Millisecond; attempt < 6; attempt, delay = attempt+1, delay*2 {
+	whole := false // recorded whole: the turn ran unrecorded (reads.go)
+	if status.Settled() {
+		whole, err = r.recordWhole(ctx, c, status, settledAt)
+	} else {
+		err = r.ensureRecorded(ctx)
+	}
+	for attempt, delay := 0, 50*time.Millisecond; !whole && err == nil && attempt < 6; attempt, delay = attempt+1, delay*2 {
 		if err = r.commit(ctx, c); err == nil || !errors.Is(err, ErrUnavailable) {
 			break
 		}
 		time.Sleep(delay)
+	}
+	if whole && err != nil {
+		if errors.Is(err, ErrTurnExists) {
+			// Posted twice at once: Submit answers from the other's record.
+			s.log.Info("turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+		} else {
+			s.log.Error("recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		}
+		r.settleErr = fmt.Errorf("recording turn: %w", err)
+		r.final = r.turn
+		return
 	}
 	if errors.Is(err, ErrLeaseLost) {
 		s.log.Warn("turn lease lost before settling; its new owner settles it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
@@ -224,7 +270,7 @@ func (r *run) settle(status Status) {
 			r.final = t
 		}
 	}
-	if status == StatusCancelled || status == StatusFailed {
+	if !whole && (status == StatusCancelled || status == StatusFailed) {
 		// Calls parked before the wave was cancelled or failed wait no more.
 		s.cancelParked(ctx, r.key, status)
 	}
@@ -322,6 +368,10 @@ func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect disp
 	if effect == dispatch.EffectRead {
 		return nil
 	}
+	// Write-ahead needs the turn in the store first (a no-op once it is).
+	if err := r.ensureRecorded(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("journaling attempt %d of %s: %w", attempt, call.ID, err)
+	}
 	i := r.index[call.ID]
 	r.mu.Lock()
 	st := &r.calls[i]
@@ -398,24 +448,34 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	return nil
 }
 
+// The data of call_admitted and call_answered lines, the lines of every
+// call: structs rather than maps, whose encoding sorts keys at run time.
+// Fields are in key order, so the bytes are those a map would give.
+type admittedData struct {
+	Effect dispatch.Effect `json:"effect"`
+	Index  int             `json:"index"`
+	Name   string          `json:"name"`
+}
+
+type answeredLineData struct {
+	Attempts      int        `json:"attempts"`
+	Error         *CallError `json:"error,omitempty"`
+	OriginalBytes *int64     `json:"original_bytes,omitempty"`
+	OriginalLines *int64     `json:"original_lines,omitempty"`
+	OutputID      string     `json:"output_id,omitempty"`
+	Status        CallStatus `json:"status"`
+	Truncated     bool       `json:"truncated,omitempty"`
+}
+
 func admittedLine(call dispatch.Call, index int, effect dispatch.Effect) Line {
-	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: mustJSON(map[string]any{
-		"name": call.Name, "index": index, "effect": effect,
-	})}
+	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: mustJSON(admittedData{Effect: effect, Index: index, Name: call.Name})}
 }
 
 func answeredData(res Result, o dispatch.Outcome) json.RawMessage {
-	d := map[string]any{"status": res.Status, "attempts": res.Attempts}
+	d := answeredLineData{Attempts: res.Attempts, Error: res.Error, OutputID: res.OutputID, Status: res.Status}
 	if res.Truncated {
-		d["truncated"] = true
-		d["original_bytes"] = res.OriginalBytes
-		d["original_lines"] = res.OriginalLines
-	}
-	if res.OutputID != "" {
-		d["output_id"] = res.OutputID
-	}
-	if res.Error != nil {
-		d["error"] = res.Error
+		d.Truncated = true
+		d.OriginalBytes, d.OriginalLines = &res.OriginalBytes, &res.OriginalLines
 	}
 	return mustJSON(d)
 }

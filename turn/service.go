@@ -92,6 +92,12 @@ type Config struct {
 	// WebhookConcurrency caps the delivery attempts in flight in this
 	// process. Default 16.
 	WebhookConcurrency int
+	// ReadTurnWindow is how long Submit lets a turn whose calls are all
+	// reads run before recording it (see reads.go): one that settles within
+	// it is recorded whole by one write; one still running then is recorded
+	// as running and continues as any other. Default 250ms; negative
+	// records every turn before it runs.
+	ReadTurnWindow time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Observer receives the service's events for metrics. Default:
@@ -153,6 +159,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.WebhookConcurrency <= 0 {
 		c.WebhookConcurrency = defaultWebhookConcurrency
+	}
+	if c.ReadTurnWindow == 0 {
+		c.ReadTurnWindow = 250 * time.Millisecond
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -310,6 +319,10 @@ type TurnRequest struct {
 	Calls         []Call
 	Mode          dispatch.Mode
 	FailurePolicy dispatch.FailurePolicy
+	// Async: the caller answers before the turn settles (Prefer:
+	// respond-async), so Submit records the turn before it runs instead of
+	// letting an all-read turn run first (see Config.ReadTurnWindow).
+	Async bool
 }
 
 // Submitted is what Submit reports.
@@ -321,7 +334,9 @@ type Submitted struct {
 }
 
 // Submit records a turn and starts its wave in the background; the wave
-// does not depend on ctx (a client that goes away loses nothing). Wait for
+// does not depend on ctx (a client that goes away loses nothing). A turn of
+// reads only may instead run first and be recorded whole when it settles
+// (see reads.go): Submit then returns it settled. Wait for
 // the outcome with Await. A turn id already recorded with the same calls is
 // returned as recorded (Replayed); with other calls it is ErrTurnConflict.
 func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest) (Submitted, error) {
@@ -348,6 +363,11 @@ func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest)
 		Calls:         req.Calls,
 		Hash:          requestHash(req.Calls, req.Mode, req.FailurePolicy),
 		CreatedAt:     now,
+	}
+	if !req.Async && s.cfg.ReadTurnWindow > 0 {
+		if sub, ok, err := s.submitReads(ctx, t); ok || err != nil {
+			return sub, err
+		}
 	}
 	received, err := s.store.ReceiveTurn(ctx, Receive{
 		Session:    Session{ID: sessionID, Budget: s.cfg.Budget, CreatedAt: now},

@@ -86,6 +86,22 @@ type Store interface {
 	// seq order. An unknown session yields ErrNotFound.
 	Ledger(ctx context.Context, sessionID string, after int64, limit int) ([]Line, error)
 
+	// LookupTurn reads, in one round trip and without writing, what a turn
+	// about to run needs from the store: the session (SessionFound false
+	// when absent), whether turnID is already recorded in it, and
+	// Answered(sessionID, callIDs).
+	LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (Lookup, error)
+
+	// RecordTurn records, atomically, a turn that ran to its end before
+	// anything of it was stored (see Record): it inserts r.Turn without a
+	// lease, appends r.Lines to the session's ledger (consecutive seqs, no
+	// gaps) and writes r.Results, r.Outputs and r.Webhook. When the turn id
+	// is already recorded in the session it writes nothing and returns
+	// ErrTurnExists; when the session does not exist, ErrNotFound. A store
+	// may commit concurrent calls in one transaction (group commit); each
+	// call's writes still apply all or nothing.
+	RecordTurn(ctx context.Context, r Record) error
+
 	// Answered returns, for each of callIDs that has a final result in the
 	// session that was not itself a replay, the earliest such result
 	// (ReplayedFrom set to the turn that recorded it). Missing ids are absent.
@@ -121,6 +137,34 @@ type Store interface {
 	CompletionStore
 	// WebhookStore keeps the webhook outbox.
 	WebhookStore
+}
+
+// Lookup is what LookupTurn reports.
+type Lookup struct {
+	Session      Session
+	SessionFound bool
+	// TurnFound: the turn id is recorded in the session.
+	TurnFound bool
+	// Answered is Answered(sessionID, callIDs); never nil.
+	Answered map[string]Result
+}
+
+// Record is a whole turn to record at once: a turn whose calls are all
+// reads (tools that may run again after a crash) runs before anything of it
+// is stored, and is recorded with all its lines in one write. Nothing is
+// acknowledged before that write commits; a crash before it loses only
+// work that may be done again.
+type Record struct {
+	// Turn has its final Status (settled), SettledAt, Calls, Hash, Mode,
+	// FailurePolicy and CreatedAt set; its Results are ignored (see Results).
+	Turn Turn
+	// Lines are all of the turn's lines in order, turn_received first; the
+	// store assigns their seqs.
+	Lines   []Line
+	Results []Result
+	Outputs []Output
+	// Webhook, when set, is inserted into the webhook outbox with the turn.
+	Webhook *Webhook
 }
 
 // ReceiveResult is what ReceiveTurn reports.

@@ -7,7 +7,17 @@
 // so it is one transaction and one round trip. Ledger seqs are allocated by
 // incrementing sessions.last_seq in that same statement: the session row lock
 // serialises the session's writers and a rollback returns the seqs, so a
-// session's ledger never has gaps.
+// session's ledger never has gaps. A write's lines are one row
+// (ledger_batches: a seq range and the lines as a JSON array; see
+// codec.LinesJSON), read back line by line.
+//
+// A turn of reads only is looked up (LookupTurn) and, once it ran, recorded
+// whole (RecordTurn). Both group concurrent calls into one statement (see
+// group): the lookups of waiting turns share one read, their records one
+// transaction, one commit and one WAL flush (group commit). A few
+// statements of each kind run at once; the next batches form meanwhile.
+// Two records running at once never share a session, so they never wait
+// for each other's row locks.
 //
 // Deferred completions (turn.CompletionStore) follow the same rules: a
 // commit that parks calls moves their keys in its one statement, and

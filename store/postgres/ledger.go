@@ -7,23 +7,25 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
-// sqlLedger reads a page of a session's lines and tells an unknown session
-// from an empty page in the same round trip: the session row is always
-// returned (with NULL line columns when the page is empty) unless the
-// session does not exist.
-const sqlLedger = `SELECT l.seq, l.turn_id, l.call_id, l.kind, l.at, l.data
+// sqlLedger reads the ledger rows (batches of lines, see codec.LinesJSON)
+// that hold a page of a session's lines and tells an unknown session from
+// an empty page in the same round trip: the session row is always returned
+// (with NULL batch columns when the page is empty) unless the session does
+// not exist. Every row holds at least one line, so limit rows hold the page.
+const sqlLedger = `SELECT b.first_seq, b.lines
 FROM sessions s
 LEFT JOIN LATERAL (
-    SELECT seq, turn_id, call_id, kind, at, data FROM ledger
-    WHERE session_id = s.id AND seq > $2
-    ORDER BY seq
+    SELECT first_seq, last_seq, lines FROM ledger_batches
+    WHERE session_id = s.id AND last_seq > $2
+    ORDER BY last_seq
     LIMIT $3
-) l ON true
+) b ON true
 WHERE s.id = $1
-ORDER BY l.seq`
+ORDER BY b.last_seq`
 
 // Ledger returns up to limit lines of the session with seq > after, in seq
 // order; see turn.Store. limit must be positive.
@@ -39,26 +41,17 @@ func (s *Store) Ledger(ctx context.Context, sessionID string, after int64, limit
 	lines := []turn.Line{}
 	found := false
 	var (
-		seq                  pgtype.Int8
-		turnID, callID, kind pgtype.Text
-		at                   pgtype.Timestamptz
-		data                 []byte
+		first pgtype.Int8
+		batch []byte
 	)
-	_, err = pgx.ForEachRow(rows, []any{&seq, &turnID, &callID, &kind, &at, &data}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&first, &batch}, func() error {
 		found = true
-		if !seq.Valid { // the session exists, the page is empty
+		if !first.Valid { // the session exists, the page is empty
 			return nil
 		}
-		lines = append(lines, turn.Line{
-			Seq:       seq.Int64,
-			SessionID: sessionID,
-			TurnID:    turnID.String,
-			CallID:    callID.String,
-			Kind:      turn.LineKind(kind.String),
-			At:        fromNullTime(at),
-			Data:      data,
-		})
-		return nil
+		var derr error
+		lines, derr = codec.DecodeLines(lines, sessionID, first.Int64, batch, after, limit)
+		return derr
 	})
 	if err != nil {
 		return nil, wrap(op, err)

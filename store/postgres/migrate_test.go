@@ -3,8 +3,10 @@ package postgres_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"net"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -151,7 +153,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 }
 
 // checkUpgrade checks that s, at version 1, migrates to the latest version
-// with its data and that the completion store works on the result.
+// with its data — a session, a running turn with a result, ledger lines
+// with and without data — and that the stores' writes work on the result.
+// The data is written with version 1's SQL, as that release wrote it.
 func checkUpgrade(t *testing.T, s *postgres.Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -161,10 +165,24 @@ func checkUpgrade(t *testing.T, s *postgres.Store) {
 	if err := s.Ping(ctx); !errors.Is(err, migrations.ErrSchemaBehind) {
 		t.Fatalf("Ping at version 1: %v, want ErrSchemaBehind", err)
 	}
-	now := time.Now()
+	now := time.Now().UTC().Truncate(time.Microsecond)
 	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
-	if _, err := s.ReceiveTurn(ctx, upgradeReceive(k, now)); err != nil {
-		t.Fatalf("ReceiveTurn at version 1: %v", err)
+	data := ` {"calls" : ["c0"], "note": "é \u00e9 <b>"} `
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', $1, 2)`, []any{now}},
+		{`INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
+VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', $1, 'owner', $2)`, []any{now, now.Add(time.Hour)}},
+		{`INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
+VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, []any{now}},
+		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', $1, $2)`, []any{now, data}},
+		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', $1)`, []any{now.Add(time.Second)}},
+	} {
+		if _, err := s.Pool().Exec(ctx, q.sql, q.args...); err != nil {
+			t.Fatalf("writing version 1 data: %v\n%s", err, q.sql)
+		}
 	}
 
 	if err := s.Migrate(ctx); err != nil {
@@ -176,17 +194,42 @@ func checkUpgrade(t *testing.T, s *postgres.Store) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping after Migrate: %v", err)
 	}
+	lines, err := s.Ledger(ctx, "s1", 0, 10)
+	if err != nil {
+		t.Fatalf("Ledger after Migrate: %v", err)
+	}
+	want := []turn.Line{
+		{Seq: 1, SessionID: "s1", TurnID: "t1", Kind: turn.LineTurnReceived, At: now, Data: json.RawMessage(data)},
+		{Seq: 2, SessionID: "s1", TurnID: "t1", CallID: "c0", Kind: turn.LineCallAdmitted, At: now.Add(time.Second)},
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Fatalf("migrated ledger\n got %+v\nwant %+v", lines, want)
+	}
+	if tu, err := s.GetTurn(ctx, k); err != nil || tu.Status != turn.StatusRunning || len(tu.Results) != 1 || string(tu.Results[0].Output) != `"yes"` {
+		t.Fatalf("migrated turn %+v: %v", tu, err)
+	}
+
+	// New lines continue the sequence.
+	res, err := s.ReceiveTurn(ctx, upgradeReceive(turn.TurnKey{SessionID: "s1", TurnID: "t2"}, now))
+	if err != nil || res.Seq != 3 {
+		t.Fatalf("ReceiveTurn after Migrate: seq %d, %v; want 3", res.Seq, err)
+	}
 	h := sha256.Sum256([]byte("key"))
 	c := turn.Completion{KeyHash: h, SessionID: k.SessionID, TurnID: k.TurnID, CallID: "c0", CallName: "approve", Status: turn.CompletionIssued, CreatedAt: now}
 	if err := s.IssueCompletion(ctx, c); err != nil {
 		t.Fatalf("IssueCompletion for a turn recorded at version 1: %v", err)
 	}
-	park := turn.Commit{Key: k, LeaseOwner: "owner", Parks: []turn.Park{{KeyHash: h, Deadline: now.Add(time.Hour)}}}
+	park := turn.Commit{Key: k, LeaseOwner: "owner", Parks: []turn.Park{{KeyHash: h, Deadline: now.Add(time.Hour)}},
+		Lines: []turn.Line{{CallID: "c0", Kind: turn.LineCallPending, At: now}}}
 	if err := s.Commit(ctx, park); err != nil {
 		t.Fatalf("Commit parking: %v", err)
 	}
 	if got, err := s.GetCompletion(ctx, h); err != nil || got.Status != turn.CompletionPending {
 		t.Fatalf("GetCompletion = %v, %v; want it pending", got.Status, err)
+	}
+	lines, err = s.Ledger(ctx, "s1", 2, 10)
+	if err != nil || len(lines) != 2 || lines[0].Seq != 3 || lines[1].Seq != 4 || lines[1].Kind != turn.LineCallPending {
+		t.Fatalf("ledger after new writes: %+v, %v", lines, err)
 	}
 }
 

@@ -76,6 +76,9 @@ func (o Options) validate() error {
 // Store is the PostgreSQL turn.Store. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// The statements that concurrent turns share (group.go).
+	lookups *group[*lookupCall]
+	records *group[*recordCall]
 }
 
 var _ turn.Store = (*Store)(nil)
@@ -111,7 +114,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store", err)
 	}
-	return &Store{pool: pool}, nil
+	st := &Store{pool: pool}
+	st.lookups, st.records = newLookups(st), newRecorder(st)
+	return st, nil
 }
 
 // Pool returns the store's connection pool, for tests and tools that need

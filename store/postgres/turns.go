@@ -24,7 +24,7 @@ import (
 // RETURNING row is the session as stored and carries the line's seq.
 //
 // $1 session id, $2 turn id, $3–$11 the turn's other columns, $12–$16 the
-// session's, $17–$21 the line's.
+// session's, $17 the line as a ledger batch of one (codec.LinesJSON).
 const sqlReceiveTurn = `WITH t AS (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
     VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
@@ -37,8 +37,8 @@ const sqlReceiveTurn = `WITH t AS (
     ON CONFLICT (id) DO UPDATE SET last_seq = sessions.last_seq + 1
     RETURNING tools, budget, callback_url, metadata, created_at, last_seq
 ), l AS (
-    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
-    SELECT $1, s.last_seq, $17::text, $18::text, $19::text, $20::timestamptz, $21::json
+    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
+    SELECT $1, s.last_seq, s.last_seq, $17::json
     FROM s
 )
 SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`
@@ -51,7 +51,11 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 	if err != nil {
 		return turn.ReceiveResult{}, err
 	}
-	op, calls, data := rc.Op, rc.Calls, rc.Data
+	op, calls := rc.Op, rc.Calls
+	line, err := codec.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
 	sess := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 	args := []any{
@@ -59,7 +63,7 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 		t.CreatedAt, nullTime(t.SettledAt), r.LeaseOwner, nullTime(r.LeaseUntil),
 	}
 	args = append(args, sess[1:]...) // the session id is $1
-	args = append(args, r.Line.TurnID, r.Line.CallID, string(r.Line.Kind), r.Line.At, data)
+	args = append(args, string(line))
 
 	var row sessionRow
 	var seq int64

@@ -30,10 +30,9 @@ const (
     WHERE id = @session AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
-    INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
-    SELECT @session, seq.last_seq - @n::bigint + l.ord, l.turn_id, l.call_id, l.kind, l.at, l.data::json
-    FROM seq, unnest(@l_turn::text[], @l_call::text[], @l_kind::text[], @l_at::timestamptz[], @l_data::text[])
-        WITH ORDINALITY AS l (turn_id, call_id, kind, at, data, ord)
+    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
+    SELECT @session, seq.last_seq, seq.last_seq - @n::bigint + 1, @l_lines::json
+    FROM seq
 )`
 
 	writeResults = `, res AS (
@@ -103,18 +102,11 @@ func linesArgs(args map[string]any, k turn.TurnKey, lines []turn.Line) (int, err
 	if n == 0 {
 		return 0, nil
 	}
-	turns, calls, kinds := make([]string, n), make([]string, n), make([]string, n)
-	at, data := make([]pgtype.Timestamptz, n), make([]*string, n)
-	for i, l := range lines {
-		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
-		if err != nil {
-			return 0, err
-		}
-		turns[i], calls[i], kinds[i] = codec.LineTurn(l, k), l.CallID, string(l.Kind)
-		at[i], data[i] = pgtype.Timestamptz{Time: l.At, Valid: true}, nullText(d)
+	batch, err := codec.LinesJSON(k, lines)
+	if err != nil {
+		return 0, err
 	}
-	args["n"] = int64(n)
-	args["l_turn"], args["l_call"], args["l_kind"], args["l_at"], args["l_data"] = turns, calls, kinds, at, data
+	args["n"], args["l_lines"] = int64(n), string(batch)
 	return partLines, nil
 }
 

@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
 const (
-	sqlLedger = `SELECT seq, turn_id, call_id, kind, at, data FROM ledger
-WHERE session_id = ? AND seq > ?
-ORDER BY seq
+	// Rows are batches of lines (see codec.LinesJSON), each of at least
+	// one line: limit rows hold the page.
+	sqlLedger = `SELECT first_seq, lines FROM ledger_batches
+WHERE session_id = ? AND last_seq > ?
+ORDER BY last_seq
 LIMIT ?`
 
 	sqlSessionExists = `SELECT count(*) FROM sessions WHERE id = ?`
@@ -45,15 +48,14 @@ func (s *Store) ledger(ctx context.Context, sessionID string, after int64, limit
 	defer rows.Close()
 	lines := []turn.Line{}
 	for rows.Next() {
-		l := turn.Line{SessionID: sessionID}
-		var kind string
-		var at int64
-		var data []byte
-		if err := rows.Scan(&l.Seq, &l.TurnID, &l.CallID, &kind, &at, &data); err != nil {
+		var first int64
+		var batch []byte
+		if err := rows.Scan(&first, &batch); err != nil {
 			return nil, err
 		}
-		l.Kind, l.At, l.Data = turn.LineKind(kind), fromMicros(at), data
-		lines = append(lines, l)
+		if lines, err = codec.DecodeLines(lines, sessionID, first, batch, after, limit); err != nil {
+			return nil, err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

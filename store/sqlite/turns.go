@@ -26,8 +26,10 @@ RETURNING tools, budget, callback_url, metadata, created_at, last_seq`
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (session_id, id) DO NOTHING`
 
-	sqlInsertLine = `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
-VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// A write's lines are one row (see codec.LinesJSON): ?2 is the seq of
+	// the last line, ?3 of the first.
+	sqlInsertLines = `INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
+VALUES (?, ?, ?, ?)`
 )
 
 // ReceiveTurn records r in one transaction; see turn.Store. The session
@@ -39,7 +41,11 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 	if err != nil {
 		return turn.ReceiveResult{}, err
 	}
-	op, calls, data := rc.Op, rc.Calls, rc.Data
+	op, calls := rc.Op, rc.Calls
+	line, err := codec.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
+	}
 	sessArgs := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 
@@ -60,8 +66,7 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 			exists = err == nil
 			return errRollback
 		}
-		if _, err := tx.ExecContext(ctx, sqlInsertLine,
-			t.SessionID, res.Seq, r.Line.TurnID, r.Line.CallID, string(r.Line.Kind), micros(r.Line.At), nullText(data)); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlInsertLines, t.SessionID, res.Seq, res.Seq, string(line)); err != nil {
 			return err
 		}
 		res.Session, err = row.session(t.SessionID)
@@ -253,44 +258,37 @@ func (w writes) apply(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// lines are ledger lines of one turn key, encoded.
+// lines are ledger lines of one turn key, encoded as one ledger row.
 type lines struct {
-	key  turn.TurnKey
-	list []turn.Line
-	data []any
+	key   turn.TurnKey
+	n     int
+	batch []byte // codec.LinesJSON
 }
 
 func encodeLines(k turn.TurnKey, ls []turn.Line) (lines, error) {
-	data := make([]any, len(ls))
-	for i, l := range ls {
-		d, err := codec.RawJSON(fmt.Sprintf("line %d data", i), l.Data)
-		if err != nil {
-			return lines{}, err
-		}
-		data[i] = nullText(d)
+	if len(ls) == 0 {
+		return lines{key: k}, nil
 	}
-	return lines{key: k, list: ls, data: data}, nil
+	batch, err := codec.LinesJSON(k, ls)
+	if err != nil {
+		return lines{}, err
+	}
+	return lines{key: k, n: len(ls), batch: batch}, nil
 }
 
 // append allocates the lines' seqs by bumping the session's last_seq (gap
 // free: the transaction that takes them writes them or returns them) and
-// inserts them in order.
+// inserts them as one row.
 func (ls lines) append(ctx context.Context, tx *sql.Tx) error {
-	if len(ls.list) == 0 {
+	if ls.n == 0 {
 		return nil
 	}
 	var last int64
-	if err := tx.QueryRowContext(ctx, sqlAllocSeqs, len(ls.list), ls.key.SessionID).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, sqlAllocSeqs, ls.n, ls.key.SessionID).Scan(&last); err != nil {
 		return err
 	}
-	first := last - int64(len(ls.list)) + 1
-	for i, l := range ls.list {
-		if _, err := tx.ExecContext(ctx, sqlInsertLine, ls.key.SessionID, first+int64(i),
-			codec.LineTurn(l, ls.key), l.CallID, string(l.Kind), micros(l.At), ls.data[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := tx.ExecContext(ctx, sqlInsertLines, ls.key.SessionID, last, last-int64(ls.n)+1, string(ls.batch))
+	return err
 }
 
 const (

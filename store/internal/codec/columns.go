@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/turnd/turnd/turn"
@@ -59,4 +60,36 @@ func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return ReceiveCols{Op: op, Calls: calls, Session: sess, Data: data}, nil
+}
+
+// CheckRecord checks a turn.Record before it is written: ids, a settled
+// status with its time, at least the turn_received line first, lines and
+// outputs of the turn's session, a valid webhook. It does not modify r. The
+// errors are those of a store's RecordTurn.
+func CheckRecord(r turn.Record) error {
+	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
+	if k.SessionID == "" || k.TurnID == "" {
+		return errors.New("recording turn: session id and turn id are required")
+	}
+	op := fmt.Sprintf("recording turn %s/%s", k.SessionID, k.TurnID)
+	switch {
+	case !r.Turn.Status.Settled():
+		return fmt.Errorf("%s: status %q is not settled", op, r.Turn.Status)
+	case r.Turn.SettledAt.IsZero():
+		return fmt.Errorf("%s: no settlement time", op)
+	case len(r.Lines) == 0 || r.Lines[0].Kind != turn.LineTurnReceived:
+		return fmt.Errorf("%s: the first line must be %s", op, turn.LineTurnReceived)
+	}
+	if err := checkLines(k, r.Lines); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkOutputs(k, r.Outputs); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if r.Webhook != nil {
+		if err := CheckWebhook(k, r.Webhook); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return nil
 }

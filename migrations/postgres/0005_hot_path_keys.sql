@@ -1,0 +1,27 @@
+-- turnd schema, version 5 (PostgreSQL): no foreign keys on the turn hot path.
+--
+-- Every turn writes a turns row, a row per result and about a dozen ledger
+-- lines. Each of those foreign keys cost an index probe of the parent and a
+-- KEY SHARE row lock on it (a tuple lock written to the parent's row and to
+-- the WAL) for every child row: 15 checks for a turn of four calls, a large
+-- share of the turn's database time. They bought nothing the writers do not
+-- already guarantee, so they go:
+--
+--   turns -> sessions:   a turn is inserted by ReceiveTurn, which creates or
+--                        locks its session row in the same statement, or by
+--                        RecordTurn, which inserts it only together with the
+--                        update of its (existing) session row's last_seq.
+--   ledger -> sessions:  lines take their seqs from the session row's
+--                        last_seq, updated in the same statement: no session
+--                        row, no seq, no line.
+--   results -> turns:    results are written only by a statement whose gate
+--                        (the lease check on the turn row, the completion
+--                        update, or the turn insert) returned a row.
+--
+-- No code deletes sessions or turns, so the ON DELETE CASCADE clauses had
+-- nothing to do. The keys of completions and webhooks stay: they are written
+-- off the hot path, and the completion store relies on the completions key
+-- to refuse a key for an unknown turn.
+ALTER TABLE turns DROP CONSTRAINT turns_session_id_fkey;
+ALTER TABLE ledger DROP CONSTRAINT ledger_session_id_fkey;
+ALTER TABLE results DROP CONSTRAINT results_session_id_turn_id_fkey;

@@ -1,0 +1,115 @@
+package codec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// Ledger batches. Both stores keep the lines that one write appends as ONE
+// row (session, first and last seq, the lines as a JSON array) instead of
+// a row per line: a turn's dozen lines cost one row and one index entry.
+// The seqs stay per line: line i of a batch has seq first+i, and batches
+// of a session never overlap, so the ledger reads as before, gap-free.
+//
+// A line is an object {"t": turn id, "c": call id, "k": kind, "a": unix
+// microseconds, "d": data}, "d" absent when the line has no data. The data
+// is kept as a JSON string holding its text, so it round-trips byte for
+// byte (whitespace around the value included), as the per-line json column
+// did.
+
+// lineJSON is a stored line.
+type lineJSON struct {
+	T string  `json:"t"`
+	C string  `json:"c"`
+	K string  `json:"k"`
+	A int64   `json:"a"`
+	D *string `json:"d,omitempty"`
+}
+
+// LinesJSON encodes lines written under k as a batch's JSON array,
+// rejecting data that is not valid JSON.
+func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
+	b := make([]byte, 0, 64*len(lines))
+	b = append(b, '[')
+	for i, l := range lines {
+		if len(l.Data) > 0 && !json.Valid(l.Data) {
+			return nil, fmt.Errorf("line %d data is not valid JSON", i)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"t":`...)
+		b = appendString(b, LineTurn(l, k))
+		b = append(b, `,"c":`...)
+		b = appendString(b, l.CallID)
+		b = append(b, `,"k":`...)
+		b = appendString(b, string(l.Kind))
+		b = append(b, `,"a":`...)
+		b = strconv.AppendInt(b, l.At.UnixMicro(), 10)
+		if len(l.Data) > 0 {
+			b = append(b, `,"d":`...)
+			b = appendString(b, string(l.Data))
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
+
+// appendString appends s as a JSON string: quotes, backslashes and control
+// characters escaped, the rest as is. A string that is not valid UTF-8
+// goes through encoding/json, which replaces the invalid bytes.
+func appendString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		q, err := json.Marshal(s)
+		if err != nil {
+			panic(fmt.Sprintf("codec: encoding a string: %v", err)) // a Go string always marshals
+		}
+		return append(b, q...)
+	}
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// DecodeLines reverses LinesJSON for the batch of sessionID whose first
+// line has seq first, appending to out the lines with seq > after, up to
+// limit lines in out.
+func DecodeLines(out []turn.Line, sessionID string, first int64, b []byte, after int64, limit int) ([]turn.Line, error) {
+	var stored []lineJSON
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, fmt.Errorf("decoding ledger lines from seq %d: %w", first, err)
+	}
+	for i, l := range stored {
+		seq := first + int64(i)
+		if seq <= after {
+			continue
+		}
+		if len(out) >= limit {
+			break
+		}
+		line := turn.Line{Seq: seq, SessionID: sessionID, TurnID: l.T, CallID: l.C, Kind: turn.LineKind(l.K),
+			At: time.UnixMicro(l.A).UTC()}
+		if l.D != nil {
+			line.Data = json.RawMessage(*l.D)
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}

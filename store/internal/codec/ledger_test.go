@@ -1,0 +1,97 @@
+package codec_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+func TestLinesRoundTrip(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	at := time.Date(2031, 3, 14, 15, 9, 26, 535897000, time.UTC)
+	lines := []turn.Line{
+		{Kind: turn.LineTurnReceived, At: at, Data: json.RawMessage(" {\"a\" : \"é\\u00e9 <b>\"}\n")},
+		{TurnID: "other", CallID: "c\"1\u2028", Kind: turn.LineCallAnswered, At: at.Add(time.Microsecond), Data: json.RawMessage(`null`)},
+		{CallID: "c2", Kind: turn.LineTurnSettled, At: at.Add(time.Second)},
+	}
+	b, err := codec.LinesJSON(k, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(b) {
+		t.Fatalf("batch is not JSON: %s", b)
+	}
+	want := make([]turn.Line, len(lines))
+	for i, l := range lines {
+		l.Seq, l.SessionID = int64(10+i), "s"
+		if l.TurnID == "" {
+			l.TurnID = "t"
+		}
+		want[i] = l
+	}
+	for _, tc := range []struct {
+		after int64
+		limit int
+		want  []turn.Line
+	}{
+		{0, 10, want},
+		{9, 3, want},
+		{10, 10, want[1:]},
+		{10, 1, want[1:2]},
+		{12, 10, nil},
+	} {
+		got, err := codec.DecodeLines(nil, "s", 10, b, tc.after, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("after %d limit %d:\n got %+v\nwant %+v", tc.after, tc.limit, got, tc.want)
+		}
+	}
+	// A full page takes nothing more.
+	full := []turn.Line{{Seq: 1}}
+	if got, _ := codec.DecodeLines(full, "s", 10, b, 0, 1); len(got) != 1 {
+		t.Errorf("a full page grew to %d lines", len(got))
+	}
+}
+
+func TestLinesRefused(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	if _, err := codec.LinesJSON(k, []turn.Line{{Kind: "x", Data: json.RawMessage(`{"a":`)}}); err == nil {
+		t.Error("LinesJSON accepted invalid data")
+	}
+	for _, bad := range []string{``, `{`, `{"t":"x"}`, `[{"a":"not a number"}]`} {
+		if _, err := codec.DecodeLines(nil, "s", 1, []byte(bad), 0, 10); err == nil {
+			t.Errorf("DecodeLines accepted %q", bad)
+		}
+	}
+}
+
+// Strings of every kind come back as they went in (invalid UTF-8 as
+// encoding/json would give it).
+func TestLineStrings(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	for _, s := range []string{"", "plain", "q\"b\\s/", "ctl\x00\x01\n\r\t\x1f", "é😀\u2028<&>", "bad\xff\xfeutf8"} {
+		b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: turn.LineKind(s)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+		if err != nil {
+			t.Fatalf("%q: %v (%s)", s, err, b)
+		}
+		var want string
+		q, _ := json.Marshal(s)
+		_ = json.Unmarshal(q, &want)
+		if got[0].CallID != want || string(got[0].Kind) != want {
+			t.Errorf("%q came back as %q", s, got[0].CallID)
+		}
+	}
+}

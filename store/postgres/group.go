@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+)
+
+// group runs the calls of one kind that arrive while statements of that
+// kind run as one statement, next: concurrent turns share the statement's
+// round trip, its per-statement work in the server and, for writes, its
+// commit and WAL flush. Up to par statements of a group run at a time (a
+// few, so that one waiting for its WAL flush does not hold up the rest, and
+// so that the group's work is not confined to one server process); the
+// next batches form meanwhile, and a lone call runs at once.
+//
+// A caller that finds fewer than par statements running leads: it runs a
+// batch (which holds its own call unless key kept it out) and, when more
+// calls are queued, hands them to a goroutine that runs batches until none
+// can be taken, so that the leader is not kept waiting for calls that came
+// after its own. exec must answer every call of its batch.
+type group[C any] struct {
+	max, par int
+	// key, when set, keys calls that must not be in two statements running
+	// at once, nor twice in one: a call whose key is busy waits for the
+	// statement holding it, whose runner takes it next.
+	key  func(C) any
+	exec func(ctx context.Context, batch []C)
+
+	mu      sync.Mutex
+	queue   []C
+	running int
+	busy    map[any]bool // keys of the calls in running statements
+}
+
+// do queues c and, when fewer than par statements run, leads. Statements
+// run under ctx without its cancellation: once queued, a call is answered.
+func (g *group[C]) do(ctx context.Context, c C) {
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	lead := g.running < g.par
+	if lead {
+		g.running++
+	}
+	g.mu.Unlock()
+	if !lead {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	b := g.take()
+	if b == nil {
+		return
+	}
+	g.run(ctx, b)
+	if next := g.take(); next != nil {
+		go func() {
+			for b := next; b != nil; b = g.take() {
+				g.run(ctx, b)
+			}
+		}()
+	}
+}
+
+func (g *group[C]) run(ctx context.Context, batch []C) {
+	g.exec(ctx, batch)
+	if g.key == nil {
+		return
+	}
+	g.mu.Lock()
+	for _, c := range batch {
+		delete(g.busy, g.key(c))
+	}
+	g.mu.Unlock()
+}
+
+// take takes up to max queued calls whose keys are free, marking the keys
+// busy, or returns nil and gives up the caller's running slot when it
+// takes none. Calls it leaves keep their order.
+func (g *group[C]) take() []C {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var batch []C
+	rest := g.queue[:0]
+	for _, c := range g.queue {
+		if len(batch) == g.max {
+			rest = append(rest, c)
+			continue
+		}
+		if g.key != nil {
+			k := g.key(c)
+			if g.busy[k] {
+				rest = append(rest, c)
+				continue
+			}
+			if g.busy == nil {
+				g.busy = make(map[any]bool)
+			}
+			g.busy[k] = true
+		}
+		batch = append(batch, c)
+	}
+	clear(g.queue[len(rest):])
+	g.queue = rest
+	if len(batch) == 0 {
+		g.running--
+		return nil
+	}
+	return batch
+}

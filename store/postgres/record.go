@@ -1,0 +1,465 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/turn"
+)
+
+// sqlLookupTurns reads what turns about to run need, for several turns at
+// once ($1, $2: their session and turn ids; $3, $4: their call ids, each
+// with the 1-based position of its turn). Per turn (ord): one row per
+// answered call id (see sqlAnswered for the choice among several answers),
+// each carrying the session's columns and whether the turn id is taken; one
+// row with NULL answer columns when none is answered; no row when the
+// session does not exist.
+const sqlLookupTurns = `SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+    EXISTS (SELECT FROM turns t WHERE t.session_id = q.session_id AND t.id = q.turn_id),
+    a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
+    a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q (session_id, turn_id, ord)
+JOIN sessions s ON s.id = q.session_id
+LEFT JOIN LATERAL (
+    SELECT DISTINCT ON (r.call_id) r.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at
+    FROM results r
+    WHERE r.session_id = q.session_id
+        AND r.call_id = ANY (ARRAY (SELECT c.call_id FROM unnest($3::bigint[], $4::text[]) AS c (ord, call_id) WHERE c.ord = q.ord))
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = ''
+    ORDER BY r.call_id, r.finished_at NULLS LAST, r.started_at NULLS LAST, r.turn_id, r.idx
+) a ON true`
+
+// groupPar is how many statements of each group run at once (see group).
+const groupPar = 2
+
+// maxLookupBatch caps the turns of one lookup statement.
+const maxLookupBatch = 64
+
+// lookupCall is one LookupTurn call.
+type lookupCall struct {
+	sessionID, turnID string
+	callIDs           []string
+	lk                turn.Lookup
+	done              chan error
+}
+
+func newLookups(s *Store) *group[*lookupCall] {
+	return &group[*lookupCall]{max: maxLookupBatch, par: groupPar, exec: s.lookupBatch}
+}
+
+// LookupTurn reads the session, whether the turn id is taken and the
+// answered calls; concurrent calls share one statement (see group). See
+// turn.Store.
+func (s *Store) LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (turn.Lookup, error) {
+	op := fmt.Sprintf("looking up turn %s/%s", sessionID, turnID)
+	if err := ctx.Err(); err != nil {
+		return turn.Lookup{}, fmt.Errorf("%s: %w", op, err)
+	}
+	c := &lookupCall{sessionID: sessionID, turnID: turnID, callIDs: callIDs, done: make(chan error, 1),
+		lk: turn.Lookup{Answered: map[string]turn.Result{}}}
+	s.lookups.do(ctx, c)
+	if err := <-c.done; err != nil {
+		return turn.Lookup{}, wrap(op, err)
+	}
+	return c.lk, nil
+}
+
+// lookupBatch runs one lookup statement for batch and answers every call.
+func (s *Store) lookupBatch(ctx context.Context, batch []*lookupCall) {
+	err := s.execLookup(ctx, batch)
+	for _, c := range batch {
+		c.done <- err
+	}
+}
+
+func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sids, tids := make([]string, len(batch)), make([]string, len(batch))
+	var cords []int64
+	var cids []string
+	for i, c := range batch {
+		sids[i], tids[i] = c.sessionID, c.turnID
+		for _, id := range c.callIDs {
+			cords, cids = append(cords, int64(i+1)), append(cids, id)
+		}
+	}
+	if cids == nil {
+		cords, cids = []int64{}, []string{}
+	}
+	rows, err := s.pool.Query(ctx, sqlLookupTurns, sids, tids, cords, cids)
+	if err != nil {
+		return err
+	}
+	var (
+		ord                                  int64
+		row                                  sessionRow
+		turnFound                            bool
+		turnID, callID, name, effect, status pgtype.Text
+		outputID, errCode, errMsg            pgtype.Text
+		idx, attempts                        pgtype.Int4
+		output                               []byte
+		truncated                            pgtype.Bool
+		nbytes, nlines                       pgtype.Int8
+		started, finished                    pgtype.Timestamptz
+	)
+	dest := append([]any{&ord}, row.dest()...)
+	dest = append(dest, &turnFound, &turnID, &idx, &callID, &name, &effect, &status, &output, &errCode, &errMsg,
+		&truncated, &nbytes, &nlines, &outputID, &attempts, &started, &finished)
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		i := int(ord) - 1
+		if i < 0 || i >= len(batch) {
+			return fmt.Errorf("row for turn %d of %d", ord, len(batch))
+		}
+		lk := &batch[i].lk
+		if !lk.SessionFound {
+			sess, err := row.session(batch[i].sessionID)
+			if err != nil {
+				return err
+			}
+			lk.SessionFound, lk.Session, lk.TurnFound = true, sess, turnFound
+		}
+		if !callID.Valid {
+			return nil
+		}
+		r := turn.Result{
+			Index: int(idx.Int32), CallID: callID.String, Name: name.String,
+			Effect: dispatch.Effect(effect.String), Status: turn.CallStatus(status.String), Output: output,
+			Truncated: truncated.Bool, OriginalBytes: nbytes.Int64, OriginalLines: nlines.Int64,
+			OutputID: outputID.String, Attempts: int(attempts.Int32),
+			StartedAt: fromNullTime(started), FinishedAt: fromNullTime(finished), ReplayedFrom: turnID.String,
+		}
+		if errCode.Valid {
+			r.Error = &turn.CallError{Code: errCode.String, Message: errMsg.String}
+		}
+		lk.Answered[r.CallID] = r
+		return nil
+	})
+	return err
+}
+
+// Group commit. RecordTurn calls that arrive while a recording statement
+// runs queue up; the next statement records all of them (up to
+// maxRecordBatch) in one transaction (see group), so concurrent turns share
+// its commit and WAL flush. Each turn still applies all or nothing: the statement
+// inserts its turn only if its session exists and its id is free, and
+// writes its lines, results, outputs and webhook only if it did.
+//
+// The statement's CTEs, in order: batch lists the turns with their
+// position (ord) and line counts; t inserts them; ins keeps those inserted,
+// with where their lines start among their session's lines of this batch
+// (before) and their session's total; seq moves each session's last_seq
+// past its total (one update per session row, which also serialises the
+// session's writers as every ledger write does) and returns the seq before
+// it; the fragments write the inserted turns' rows. The final SELECT says,
+// per turn, whether it was inserted and whether its session exists.
+const (
+	recordHead = `WITH batch AS (
+    SELECT * FROM unnest(@t_session::text[], @t_id::text[], @t_nlines::bigint[])
+        WITH ORDINALITY AS b (session_id, id, nlines, ord)
+), t AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    SELECT x.session_id, x.id, x.status, x.mode, x.failure_policy, x.calls::json, x.hash, x.created_at, x.settled_at
+    FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
+        @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[])
+        AS x (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    WHERE EXISTS (SELECT FROM sessions s WHERE s.id = x.session_id)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING session_id, id
+), ins AS (
+    SELECT b.ord, b.session_id, b.id, b.nlines,
+        sum(b.nlines) OVER (PARTITION BY b.session_id ORDER BY b.ord) - b.nlines AS before,
+        sum(b.nlines) OVER (PARTITION BY b.session_id) AS total
+    FROM batch b JOIN t ON t.session_id = b.session_id AND t.id = b.id
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + n.total
+    FROM (SELECT DISTINCT session_id, total FROM ins) n
+    WHERE s.id = n.session_id
+    RETURNING s.id, s.last_seq - n.total AS base
+), lines AS (
+    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
+    SELECT i.session_id, seq.base + i.before + i.nlines, seq.base + i.before + 1, x.lines::json
+    FROM unnest(@t_lines::text[]) WITH ORDINALITY AS x (lines, ord)
+    JOIN ins i ON i.ord = x.ord
+    JOIN seq ON seq.id = i.session_id
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT i.session_id, i.id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest(@r_turn::bigint[], @r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[],
+        @r_status::text[], @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
+        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
+        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN ins i ON i.ord = r.turn
+)`
+
+	recordOutputs = `, outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest(@o_turn::bigint[], @o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[],
+        @o_data::bytea[], @o_created::timestamptz[], @o_expires::timestamptz[])
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN ins i ON i.ord = o.turn
+)`
+
+	recordWebhooks = `, hooks AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, i.session_id, i.id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest(@w_turn::bigint[], @w_id::text[], @w_url::text[], @w_event::text[], @w_body::text[],
+        @w_next::timestamptz[], @w_created::timestamptz[])
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN ins i ON i.ord = w.turn
+)`
+
+	recordTail = `
+SELECT b.ord, i.ord IS NOT NULL, EXISTS (SELECT FROM sessions s WHERE s.id = b.session_id)
+FROM batch b LEFT JOIN ins i ON i.ord = b.ord
+ORDER BY b.ord`
+)
+
+// recordSQL holds the recording statement with and without its optional
+// fragments: bit 0 outputs, bit 1 webhooks.
+var recordSQL = variants(recordHead, recordTail, recordOutputs, recordWebhooks)
+
+// maxRecordBatch caps the turns of one recording statement.
+const maxRecordBatch = 64
+
+// recordCall is one RecordTurn call: its encoded record and where its
+// outcome goes.
+type recordCall struct {
+	rec  encodedRecord
+	done chan error
+}
+
+func newRecorder(s *Store) *group[*recordCall] {
+	// Keyed by session: two statements running at once never touch the
+	// same session row (nor the same turn key), so they cannot deadlock on
+	// each other, and a session's turns of one statement need no ordering.
+	return &group[*recordCall]{
+		max:  maxRecordBatch,
+		par:  groupPar,
+		key:  func(c *recordCall) any { return c.rec.key.SessionID },
+		exec: s.recordBatch,
+	}
+}
+
+// RecordTurn records r, sharing the transaction with concurrent calls (see
+// group); see turn.Store. Once r is queued the call waits for its outcome
+// whatever ctx does (the statement runs with a 30 s timeout): returning
+// early would leave the caller not knowing whether r was recorded.
+func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
+	enc, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", enc.op, err)
+	}
+	call := &recordCall{rec: enc, done: make(chan error, 1)}
+	s.records.do(ctx, call)
+	return <-call.done
+}
+
+// recordBatch runs one recording statement for batch and answers every
+// call. When the statement fails as a whole (a deadlock with another
+// writer, say), each call of a batch of several is tried alone, so that one
+// failure is not everyone's.
+func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
+	outcomes, err := s.execRecord(ctx, batch)
+	if err != nil && len(batch) > 1 {
+		for _, c := range batch {
+			s.recordBatch(ctx, []*recordCall{c})
+		}
+		return
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.done <- wrap(c.rec.op, err)
+			continue
+		}
+		c.done <- outcomes[i]
+	}
+}
+
+// execRecord runs the recording statement for batch and returns each
+// call's outcome: nil, turn.ErrTurnExists or turn.ErrNotFound (no session).
+func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	args, parts := recordArgs(batch)
+	stmt := recordSQL[parts]
+	rows, err := s.pool.Query(ctx, stmt.sql, stmt.args(args)...)
+	if err != nil {
+		return nil, err
+	}
+	outcomes := make([]error, len(batch))
+	seen := 0
+	var (
+		ord                int64
+		inserted, sessionE bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionE}, func() error {
+		i := int(ord) - 1
+		if i < 0 || i >= len(batch) {
+			return fmt.Errorf("recording turns: row for turn %d of %d", ord, len(batch))
+		}
+		seen++
+		switch {
+		case inserted:
+		case !sessionE:
+			outcomes[i] = fmt.Errorf("%s: session: %w", batch[i].rec.op, turn.ErrNotFound)
+		default:
+			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op, turn.ErrTurnExists)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if seen != len(batch) {
+		return nil, fmt.Errorf("recording turns: %d answers for %d turns", seen, len(batch))
+	}
+	return outcomes, nil
+}
+
+// encodedRecord is a turn.Record checked and encoded for the recording
+// statement (invalid JSON fails its own call, before it joins a batch).
+type encodedRecord struct {
+	op    string
+	key   turn.TurnKey
+	r     turn.Record
+	calls []byte
+	lines []byte    // the lines as a ledger batch (codec.LinesJSON)
+	outs  []*string // result outputs
+	res   []turn.Result
+}
+
+func encodeRecord(r turn.Record) (encodedRecord, error) {
+	if err := codec.CheckRecord(r); err != nil {
+		return encodedRecord{}, err
+	}
+	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
+	e := encodedRecord{op: fmt.Sprintf("recording turn %s/%s", k.SessionID, k.TurnID), key: k, r: r}
+	var err error
+	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
+		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+	}
+	if e.lines, err = codec.LinesJSON(k, r.Lines); err != nil {
+		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+	}
+	e.res = codec.Results(r.Results)
+	e.outs = make([]*string, len(e.res))
+	for i, res := range e.res {
+		out, err := codec.RawJSON(fmt.Sprintf("result %d output", res.Index), res.Output)
+		if err != nil {
+			return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+		}
+		e.outs[i] = nullText(out)
+	}
+	return e, nil
+}
+
+// recordArgs lays batch out as the recording statement's arrays (rows of
+// lines, results, outputs and webhooks name their turn by its 1-based
+// position) and says which optional fragments the statement needs.
+func recordArgs(batch []*recordCall) (map[string]any, int) {
+	n := len(batch)
+	var nr int
+	for _, c := range batch {
+		nr += len(c.rec.res)
+	}
+	tSession, tID, tStatus, tMode, tPolicy := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tCalls, tHash := make([]string, n), make([]string, n)
+	tCreated, tSettled := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+	tLines := make([]int64, n)
+
+	tBatch := make([]string, n)
+
+	rTurn := make([]int64, 0, nr)
+	rIdx, rAttempts := make([]int32, 0, nr), make([]int32, 0, nr)
+	rCall, rName, rEffect, rStatus := make([]string, 0, nr), make([]string, 0, nr), make([]string, 0, nr), make([]string, 0, nr)
+	rOutput, rCode, rMsg := make([]*string, 0, nr), make([]*string, 0, nr), make([]*string, 0, nr)
+	rTruncated := make([]bool, 0, nr)
+	rBytes, rLines := make([]int64, 0, nr), make([]int64, 0, nr)
+	rOutputID, rReplayed := make([]string, 0, nr), make([]string, 0, nr)
+	rStarted, rFinished := make([]pgtype.Timestamptz, 0, nr), make([]pgtype.Timestamptz, 0, nr)
+
+	var oTurn []int64
+	var oID, oTurnID, oCall, oType []string
+	var oData [][]byte
+	var oCreated, oExpires []pgtype.Timestamptz
+	var wTurn []int64
+	var wID, wURL, wEvent, wBody []string
+	var wNext, wCreated []pgtype.Timestamptz
+
+	for i, c := range batch {
+		e, ord := &c.rec, int64(i+1)
+		t := e.r.Turn
+		tSession[i], tID[i], tStatus[i], tMode[i], tPolicy[i] = t.SessionID, t.ID, string(t.Status), string(t.Mode), string(t.FailurePolicy)
+		tCalls[i], tHash[i] = string(e.calls), t.Hash
+		tCreated[i], tSettled[i] = pgtype.Timestamptz{Time: t.CreatedAt, Valid: true}, nullTime(t.SettledAt)
+		tLines[i] = int64(len(e.r.Lines))
+		tBatch[i] = string(e.lines)
+		for j, r := range e.res {
+			rTurn = append(rTurn, ord)
+			rIdx, rAttempts = append(rIdx, int32(r.Index)), append(rAttempts, int32(r.Attempts))
+			rCall, rName, rEffect, rStatus = append(rCall, r.CallID), append(rName, r.Name), append(rEffect, string(r.Effect)), append(rStatus, string(r.Status))
+			rOutput = append(rOutput, e.outs[j])
+			var code, msg *string
+			if r.Error != nil {
+				code, msg = &r.Error.Code, &r.Error.Message
+			}
+			rCode, rMsg = append(rCode, code), append(rMsg, msg)
+			rTruncated, rBytes, rLines = append(rTruncated, r.Truncated), append(rBytes, r.OriginalBytes), append(rLines, r.OriginalLines)
+			rOutputID, rReplayed = append(rOutputID, r.OutputID), append(rReplayed, r.ReplayedFrom)
+			rStarted, rFinished = append(rStarted, nullTime(r.StartedAt)), append(rFinished, nullTime(r.FinishedAt))
+		}
+		for _, o := range e.r.Outputs {
+			data := o.Data
+			if data == nil {
+				data = []byte{} // data is NOT NULL; nil means empty
+			}
+			oTurn, oID, oTurnID = append(oTurn, ord), append(oID, o.ID), append(oTurnID, codec.OutputTurn(o, e.key))
+			oCall, oType, oData = append(oCall, o.CallID), append(oType, o.ContentType), append(oData, data)
+			oCreated, oExpires = append(oCreated, pgtype.Timestamptz{Time: o.CreatedAt, Valid: true}), append(oExpires, nullTime(o.ExpiresAt))
+		}
+		if w := e.r.Webhook; w != nil {
+			wTurn, wID, wURL, wEvent, wBody = append(wTurn, ord), append(wID, w.ID), append(wURL, w.URL), append(wEvent, w.Event), append(wBody, string(w.Body))
+			wNext, wCreated = append(wNext, pgtype.Timestamptz{Time: codec.WebhookDue(w), Valid: true}), append(wCreated, pgtype.Timestamptz{Time: w.CreatedAt, Valid: true})
+		}
+	}
+	args := map[string]any{
+		"t_session": tSession, "t_id": tID, "t_status": tStatus, "t_mode": tMode, "t_policy": tPolicy,
+		"t_calls": tCalls, "t_hash": tHash, "t_created": tCreated, "t_settled": tSettled, "t_nlines": tLines,
+		"t_lines": tBatch,
+		"r_turn":  rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
+		"r_output": rOutput, "r_err_code": rCode, "r_err_msg": rMsg, "r_truncated": rTruncated, "r_bytes": rBytes,
+		"r_lines": rLines, "r_output_id": rOutputID, "r_attempts": rAttempts, "r_started": rStarted,
+		"r_finished": rFinished, "r_replayed": rReplayed,
+	}
+	parts := 0
+	if len(oTurn) > 0 {
+		parts |= 1
+		args["o_turn"], args["o_id"], args["o_turn_id"], args["o_call"] = oTurn, oID, oTurnID, oCall
+		args["o_type"], args["o_data"], args["o_created"], args["o_expires"] = oType, oData, oCreated, oExpires
+	}
+	if len(wTurn) > 0 {
+		parts |= 2
+		args["w_turn"], args["w_id"], args["w_url"], args["w_event"] = wTurn, wID, wURL, wEvent
+		args["w_body"], args["w_next"], args["w_created"] = wBody, wNext, wCreated
+	}
+	return args, parts
+}

@@ -1,0 +1,191 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/tool"
+)
+
+// All-read turns run before they are recorded.
+//
+// A turn whose calls are all reads needs no write-ahead: a read may run
+// again after a crash, so nothing has to be in the store before its tools
+// run. Submit then asks the store once what the turn needs (LookupTurn: the
+// session, whether the turn id is taken, the call ids answered earlier),
+// runs the wave in memory, and records the whole turn — turn, every ledger
+// line, results, outputs, webhook — with one write (RecordTurn), which the
+// Postgres store commits together with other turns' (group commit). The
+// answer is sent only after that write committed, as for any turn. Three
+// round trips (two of them commits) become two (one commit).
+//
+// The replay rules hold: a turn id already recorded, or a session not yet
+// created, takes the ordinary path (ReceiveTurn replays or creates), before
+// any tool ran. Call ids answered earlier are replayed from the lookup.
+// Should the same turn id be recorded by someone else while the wave ran
+// (two posts racing), RecordTurn writes nothing and Submit continues on the
+// ordinary path, which answers from the record: the reads ran once more,
+// which reads may.
+//
+// Anything that needs the turn in the store before it settles records it
+// as running first (ensureRecorded), after which the wave is journaled as
+// any other's: a write attempt (write-ahead), a completion key (its row
+// refers to the turn), a wave still running when Submit's window
+// (Config.ReadTurnWindow) ends, so that a long read is visible, leased and
+// recoverable as before.
+
+// submitReads runs t on the all-read path when it qualifies; ok false means
+// Submit takes the ordinary path (nothing was written, no tool ran — or, in
+// a race, reads ran whose outcome the ordinary path replaces).
+func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bool, err error) {
+	reg := s.cfg.Tools()
+	if !readOnly(reg, t.Calls) {
+		return Submitted{}, false, nil
+	}
+	ids := distinctIDs(t.Calls)
+	lk, err := s.store.LookupTurn(ctx, t.SessionID, t.ID, ids)
+	if err != nil {
+		return Submitted{}, false, fmt.Errorf("looking the turn up: %w", err)
+	}
+	if !lk.SessionFound || lk.TurnFound {
+		return Submitted{}, false, nil
+	}
+	r, _ := s.newRun(lk.Session, t, reg, nil)
+	r.answered = lk.Answered
+	r.unrecorded = true
+	r.head = t
+	r.received = receivedLine(t, t.CreatedAt)
+	s.launch(r)
+
+	window := time.NewTimer(s.cfg.ReadTurnWindow)
+	defer window.Stop()
+	select {
+	case <-r.done:
+	case <-window.C:
+		// Still running: record it as running and answer as for any turn
+		// (the caller awaits it). When recording fails the wave goes on
+		// unrecorded and is recorded whole at its end.
+		if err := r.ensureRecorded(context.WithoutCancel(ctx)); err == nil {
+			r.recMu.Lock()
+			recorded := !r.unrecorded
+			r.recMu.Unlock()
+			if recorded {
+				return Submitted{Turn: visible(t)}, true, nil
+			}
+		}
+		<-r.done
+	}
+	r.recMu.Lock()
+	conflict := r.conflict
+	r.recMu.Unlock()
+	if conflict {
+		return Submitted{}, false, nil
+	}
+	if r.settleErr != nil {
+		return Submitted{}, true, r.settleErr
+	}
+	return Submitted{Turn: visible(r.final)}, true, nil
+}
+
+// readOnly reports whether every call of a turn is a read that cannot park:
+// a call of an unregistered tool qualifies (it is refused, nothing runs).
+func readOnly(reg *tool.Registry, calls []Call) bool {
+	for _, c := range calls {
+		spec, ok := reg.Lookup(c.Name)
+		if ok && (spec.Effect != dispatch.EffectRead || spec.Deferred) {
+			return false
+		}
+	}
+	return true
+}
+
+func distinctIDs(calls []Call) []string {
+	ids := make([]string, 0, len(calls))
+	seen := make(map[string]struct{}, len(calls))
+	for _, c := range calls {
+		if _, dup := seen[c.ID]; !dup {
+			seen[c.ID] = struct{}{}
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// ensureRecorded records an unrecorded run's turn as running under this
+// process's lease, with its turn_received line, and makes the run an
+// ordinary one (renewed, cancellable, awaited). A no-op for a recorded run
+// and for one whose wave ended. When the turn id turned out to be taken the
+// wave is cancelled and the run marked in conflict.
+func (r *run) ensureRecorded(ctx context.Context) error {
+	r.recMu.Lock()
+	defer r.recMu.Unlock()
+	if !r.unrecorded || r.finished {
+		return nil
+	}
+	s := r.svc
+	t := r.head
+	t.Results = nil
+	_, err := s.store.ReceiveTurn(ctx, Receive{
+		Session:    r.session,
+		Turn:       t,
+		Line:       r.received,
+		LeaseOwner: s.cfg.Owner,
+		LeaseUntil: s.now().Add(s.cfg.LeaseTTL),
+	})
+	if errors.Is(err, ErrTurnExists) {
+		r.conflict = true
+		r.cancel()
+	}
+	if err != nil {
+		return fmt.Errorf("recording turn: %w", err)
+	}
+	r.unrecorded = false
+	s.mu.Lock()
+	s.active[r.key] = r
+	s.mu.Unlock()
+	return nil
+}
+
+// recordWhole records an unrecorded run's turn with everything its wave
+// buffered (c, whose lines follow turn_received) and status, in one write
+// (RecordTurn). whole is false, with nothing done, for a recorded run.
+func (r *run) recordWhole(ctx context.Context, c Commit, status Status, settledAt time.Time) (whole bool, err error) {
+	r.recMu.Lock()
+	defer r.recMu.Unlock()
+	if !r.unrecorded {
+		return false, nil
+	}
+	r.finished = true
+	if len(c.Parks) > 0 {
+		// Cannot happen: issuing a key records the turn first.
+		return true, errors.New("parked calls in a turn not recorded")
+	}
+	t := r.head
+	t.Status, t.SettledAt, t.Results = status, settledAt, nil
+	rec := Record{
+		Turn:    t,
+		Lines:   append([]Line{r.received}, c.Lines...),
+		Results: c.Results,
+		Outputs: c.Outputs,
+		Webhook: c.Webhook,
+	}
+	for attempt, delay := 0, 50*time.Millisecond; attempt < 6; attempt, delay = attempt+1, delay*2 {
+		if err = r.record(ctx, rec); err == nil || !errors.Is(err, ErrUnavailable) {
+			break
+		}
+		time.Sleep(delay)
+	}
+	if errors.Is(err, ErrTurnExists) {
+		r.conflict = true
+	}
+	return true, err
+}
+
+func (r *run) record(ctx context.Context, rec Record) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return r.svc.store.RecordTurn(ctx, rec)
+}

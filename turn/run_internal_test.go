@@ -1,0 +1,45 @@
+package turn
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/turnd/turnd/dispatch"
+)
+
+// The line data structs encode as the maps they replaced did (sorted keys,
+// optional keys absent), so ledgers keep their bytes.
+func TestLineDataAsMaps(t *testing.T) {
+	t.Parallel()
+	mapJSON := func(m map[string]any) string {
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, res := range []Result{
+		{Status: CallOK, Attempts: 1},
+		{Status: CallFailed, Attempts: 3, Error: &CallError{Code: "tool_unavailable", Message: "down <x> & \"y\""}},
+		{Status: CallOK, Attempts: 1, Truncated: true, OriginalBytes: 40960, OriginalLines: 0, OutputID: "out_1"},
+		{Status: CallRefused, Error: &CallError{Code: "invalid_arguments", Message: "bad"}},
+	} {
+		want := map[string]any{"status": res.Status, "attempts": res.Attempts}
+		if res.Truncated {
+			want["truncated"], want["original_bytes"], want["original_lines"] = true, res.OriginalBytes, res.OriginalLines
+		}
+		if res.OutputID != "" {
+			want["output_id"] = res.OutputID
+		}
+		if res.Error != nil {
+			want["error"] = res.Error
+		}
+		if got := string(answeredData(res, dispatch.Outcome{})); got != mapJSON(want) {
+			t.Errorf("answered data %s, want %s", got, mapJSON(want))
+		}
+	}
+	got := string(admittedLine(dispatch.Call{ID: "c", Name: "search<1>"}, 3, dispatch.EffectRead).Data)
+	if want := mapJSON(map[string]any{"name": "search<1>", "index": 3, "effect": dispatch.EffectRead}); got != want {
+		t.Errorf("admitted data %s, want %s", got, want)
+	}
+}
