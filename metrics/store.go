@@ -12,7 +12,7 @@ import (
 
 // storeOps are the op label values of turnd_store_duration_seconds, one per
 // turn.Store method.
-var storeOps = []string{"create_session", "get_session", "receive_turn", "commit", "get_turn", "ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks"}
+var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks"}
 
 // timedStore times every call of a turn.Store into
 // turnd_store_duration_seconds{op}. It embeds the store, so that a method
@@ -52,6 +52,18 @@ func (t *timedStore) GetSession(ctx context.Context, id string) (turn.Session, e
 func (t *timedStore) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
 	defer t.since("receive_turn", time.Now())
 	return t.Store.ReceiveTurn(ctx, r)
+}
+
+// LookupTurn implements turn.Store.
+func (t *timedStore) LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (turn.Lookup, error) {
+	defer t.since("lookup_turn", time.Now())
+	return t.Store.LookupTurn(ctx, sessionID, turnID, callIDs)
+}
+
+// RecordTurn implements turn.Store.
+func (t *timedStore) RecordTurn(ctx context.Context, r turn.Record) error {
+	defer t.since("record_turn", time.Now())
+	return t.Store.RecordTurn(ctx, r)
 }
 
 // Commit implements turn.Store.
