@@ -326,6 +326,35 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
 	}
 }
 
+// settleResolved settles a waiting turn none of whose calls is pending any
+// more. A delivery to a call parked early in a wave resolves it while the
+// wave still runs; that resolution cannot settle a running turn, and the
+// wave, counting the call as pending when it parked, then leaves the turn
+// waiting. Resolve locks the turn row before it decides, so one of the two
+// (the delivery's Resolve, or this one after the waiting commit) always
+// sees the turn waiting with nothing pending.
+func (s *Service) settleResolved(ctx context.Context, k TurnKey, callbackURL string, created time.Time) {
+	if s.completions == nil {
+		return
+	}
+	now := s.now()
+	settled, err := s.completions.Resolve(ctx, ResolveBatch{
+		Key:           k,
+		SettleStatus:  StatusCompleted,
+		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
+		SettleWebhook: settledWebhook(callbackURL, k, StatusCompleted, now),
+		Now:           now,
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "settling a turn whose parked calls were resolved failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		return
+	}
+	if settled {
+		s.observeSettled(StatusCompleted, created)
+		s.wakeWebhooks()
+	}
+}
+
 // Heartbeat extends a parked call's heartbeat clock.
 func (s *Service) Heartbeat(ctx context.Context, rawKey string) (CompletionInfo, error) {
 	c, err := s.lookupKey(ctx, rawKey)

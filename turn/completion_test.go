@@ -247,3 +247,98 @@ func TestCancelWaitingTurn(t *testing.T) {
 		t.Fatalf("delivery after cancel: %v", err)
 	}
 }
+
+// gate is a write tool that signals entered and blocks until release closes.
+func gate(entered chan<- struct{}, release <-chan struct{}) *tool.Spec {
+	return &tool.Spec{Name: "gate", Effect: dispatch.EffectWrite, Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return dispatch.OK(json.RawMessage(`"opened"`), true)
+		case <-ctx.Done():
+			return dispatch.Fail("cancelled", ctx.Err().Error())
+		}
+	})}
+}
+
+// A delivery to a call parked early in a wave, arriving while a later call
+// of the same wave still runs, settles the turn once the wave ends: it must
+// not stay waiting with nothing pending.
+func TestCompletionDeliveredWhileWaveRuns(t *testing.T) {
+	t.Parallel()
+	keys := make(chan string, 1)
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	f, svc := startedFixture(t, deferring(keys, nil), gate(entered, release))
+	if _, err := svc.Submit(context.Background(), "s", turn.TurnRequest{ID: "t", Async: true,
+		Calls: []turn.Call{{ID: "d", Name: "defer"}, {ID: "g", Name: "gate"}}}); err != nil {
+		t.Fatal(err)
+	}
+	key := <-keys
+	// The gate's attempt_started commit carries d's park: once the gate
+	// runs, d is pending in the store.
+	<-entered
+	res, err := svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`"later"`)})
+	if err != nil || res.Status != "accepted" {
+		t.Fatalf("deliver: %+v %v", res, err)
+	}
+	close(release)
+	tr := waitSettled(t, svc, "s", "t")
+	if tr.Status != turn.StatusCompleted || statuses(tr) != "d=ok g=ok" || string(tr.Results[0].Output) != `"later"` {
+		t.Fatalf("turn %s %s %s", tr.Status, statuses(tr), tr.Results[0].Output)
+	}
+	lines, err := f.store.Ledger(context.Background(), "s", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := 0
+	for _, l := range lines {
+		if l.Kind == turn.LineTurnSettled {
+			settled++
+		}
+	}
+	if settled != 1 {
+		t.Fatalf("%d turn_settled lines, want 1", settled)
+	}
+}
+
+// A call id parked in an earlier turn and posted again in a later one is
+// refused there (its result arrives in the earlier turn), so that the later
+// turn settles instead of waiting on a completion that is not its own; once
+// the result has arrived, the call id replays it.
+func TestPendingCallPostedAgain(t *testing.T) {
+	t.Parallel()
+	keys := make(chan string, 1)
+	_, svc := startedFixture(t, deferring(keys, nil))
+	if _, err := svc.Submit(context.Background(), "s", turn.TurnRequest{ID: "t1", Calls: []turn.Call{{ID: "d", Name: "defer"}}}); err != nil {
+		t.Fatal(err)
+	}
+	key := <-keys
+	if tr, err := svc.Await(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t1"}); err != nil || tr.Status != turn.StatusWaiting {
+		t.Fatalf("t1: %s %v", tr.Status, err)
+	}
+	for _, calls := range [][]turn.Call{
+		{{ID: "d", Name: "defer"}},
+		{{ID: "r", Name: "read"}, {ID: "d", Name: "defer"}},
+	} {
+		id := "t2-" + calls[0].ID
+		if _, err := svc.Submit(context.Background(), "s", turn.TurnRequest{ID: id, Calls: calls}); err != nil {
+			t.Fatal(err)
+		}
+		tr := waitSettled(t, svc, "s", id)
+		last := tr.Results[len(tr.Results)-1]
+		if last.Status != turn.CallRefused || last.Error == nil || last.Error.Code != "call_pending" || !strings.Contains(last.Error.Message, `"t1"`) {
+			t.Fatalf("%s: %s %+v", id, statuses(tr), last.Error)
+		}
+	}
+	if _, err := svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`"done"`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, svc, "s", "t1")
+	if _, err := svc.Submit(context.Background(), "s", turn.TurnRequest{ID: "t3", Calls: []turn.Call{{ID: "d", Name: "defer"}}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := waitSettled(t, svc, "s", "t3")
+	if statuses(tr) != "d=ok" || tr.Results[0].ReplayedFrom != "t1" || string(tr.Results[0].Output) != `"done"` {
+		t.Fatalf("t3: %s from %q %s", statuses(tr), tr.Results[0].ReplayedFrom, tr.Results[0].Output)
+	}
+}

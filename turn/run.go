@@ -264,8 +264,10 @@ func (r *run) settle(status Status) {
 		s.wakeWebhooks()
 	}
 	if status == StatusWaiting {
-		// A delivery may have raced the pending answer (kept as early).
+		// A delivery may have raced the pending answer (kept as early), or
+		// resolved a parked call while later calls of the wave still ran.
 		s.applyEarly(ctx, r.key)
+		s.settleResolved(ctx, r.key, r.session.CallbackURL, r.turn.CreatedAt)
 		if t, err := s.store.GetTurn(ctx, r.key); err == nil {
 			r.final = t
 		}
@@ -340,6 +342,13 @@ func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 		}
 	}
 	if prev, ok := r.answered[call.ID]; ok {
+		if prev.Status == CallPending {
+			// Its result will arrive in the turn that parked it, not here:
+			// replaying "pending" would leave this turn waiting on a
+			// completion that settles the other one.
+			return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("call_pending",
+				fmt.Sprintf("call %q is waiting for its result in turn %q; read it there once it arrives", call.ID, prev.ReplayedFrom))}
+		}
 		st.replayedFrom = prev.ReplayedFrom
 		return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(prev)}
 	}
