@@ -366,9 +366,20 @@ func checkCompose(dir string, env turndEnv) []string {
 					bad("%s: TURND_SHUTDOWN_GRACE: %v", n, err)
 				}
 			}
+			var delay time.Duration
+			if d, ok := e["TURND_SHUTDOWN_DELAY"]; ok {
+				if delay, err = time.ParseDuration(d); err != nil {
+					bad("%s: TURND_SHUTDOWN_DELAY: %v", n, err)
+				}
+			}
+			// The balancer must see /readyz fail (inter 2s, fall 2) before
+			// the replica stops taking requests.
+			if delay < 4*time.Second {
+				bad("%s: TURND_SHUTDOWN_DELAY %s is shorter than the 4s HAProxy needs to see /readyz fail", n, delay)
+			}
 			stop, err := time.ParseDuration(digString(s.raw, "stop_grace_period"))
-			if err != nil || stop <= grace+5*time.Second {
-				bad("%s: stop_grace_period %q must exceed TURND_SHUTDOWN_GRACE (%s) + 5s of HTTP drain", n, digString(s.raw, "stop_grace_period"), grace)
+			if err != nil || stop <= delay+grace+5*time.Second {
+				bad("%s: stop_grace_period %q must exceed TURND_SHUTDOWN_DELAY (%s) + TURND_SHUTDOWN_GRACE (%s) + 5s of HTTP drain", n, digString(s.raw, "stop_grace_period"), delay, grace)
 			}
 		default:
 			bad("%s: unknown turnd command %q", n, cmd)
@@ -677,7 +688,8 @@ func TestComposeRejects(t *testing.T) {
 		{"no wait for migrate", "docker-compose.yaml", "      migrate:\n        condition: service_completed_successfully\n\n  turnd-2", "      migrate:\n        condition: service_started\n\n  turnd-2", "turnd-1: does not wait for migrate"},
 		{"restarting one-shot", "docker-compose.yaml", `    restart: "no"`, `    restart: on-failure`, "but migrate restarts"},
 		{"no healthcheck", "docker-compose.yaml", "    healthcheck:\n      test:", "    x-healthcheck:\n      test:", "which has no healthcheck"},
-		{"short stop grace", "docker-compose.yaml", "stop_grace_period: 40s\n    depends_on", "stop_grace_period: 30s\n    depends_on", "must exceed TURND_SHUTDOWN_GRACE"},
+		{"short stop grace", "docker-compose.yaml", "stop_grace_period: 45s\n    depends_on", "stop_grace_period: 40s\n    depends_on", "must exceed TURND_SHUTDOWN_DELAY"},
+		{"no shutdown delay", "docker-compose.yaml", "    TURND_SHUTDOWN_DELAY: 5s\n", "", "shorter than the 4s"},
 		{"open port", "docker-compose.yaml", `"127.0.0.1:8080:8080"`, `"8080:8080"`, "published on every interface"},
 		{"no tokens", "docker-compose.yaml", "    TURND_API_TOKENS_FILE: /run/secrets/turnd_api_tokens\n", "", "without TURND_API_TOKENS"},
 		{"one replica", "docker-compose.yaml", "  turnd-2:\n    <<: *turnd\n", "  turnd-2:\n    image: busybox\n", "1 turnd replicas"},
