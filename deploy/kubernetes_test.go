@@ -293,10 +293,18 @@ func checkKubernetes(dir string, env turndEnv, alerts any) []string {
 			bad("%s: TURND_SHUTDOWN_GRACE: %v", dep.file, err)
 		}
 	}
+	// turnd's own delay defaults to 5s beyond loopback (cmd/turnd/config.go).
+	delay := 5 * time.Second
+	if d, ok := e["TURND_SHUTDOWN_DELAY"]; ok {
+		var err error
+		if delay, err = time.ParseDuration(d); err != nil {
+			bad("%s: TURND_SHUTDOWN_DELAY: %v", dep.file, err)
+		}
+	}
 	preStop, _ := digInt(c, "lifecycle", "preStop", "sleep", "seconds")
 	term, ok := digInt(dep.raw, "spec", "template", "spec", "terminationGracePeriodSeconds")
-	if need := time.Duration(preStop)*time.Second + grace + 5*time.Second; !ok || time.Duration(term)*time.Second <= need {
-		bad("%s: terminationGracePeriodSeconds %d must exceed the preStop sleep + TURND_SHUTDOWN_GRACE + 5s of HTTP drain (%s)", dep.file, term, need)
+	if need := time.Duration(preStop)*time.Second + delay + grace + 5*time.Second; !ok || time.Duration(term)*time.Second <= need {
+		bad("%s: terminationGracePeriodSeconds %d must exceed the preStop sleep + TURND_SHUTDOWN_DELAY + TURND_SHUTDOWN_GRACE + 5s of HTTP drain (%s)", dep.file, term, need)
 	}
 
 	// The migration Job.

@@ -77,7 +77,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
 	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
-	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", "0s"), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; 5s behind a load balancer)")
+	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
 	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
@@ -95,6 +95,14 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	}
 	if c.ShutdownGrace, err = time.ParseDuration(grace); err != nil || c.ShutdownGrace < 0 {
 		return config{}, usageError{fmt.Sprintf("shutdown-grace: %q is not a duration like 30s", grace)}
+	}
+	if delay == "" {
+		// A replica behind a load balancer must be seen leaving before it
+		// stops taking requests; on loopback nothing watches /readyz.
+		delay = "5s"
+		if isLoopback(c.Addr) {
+			delay = "0s"
+		}
 	}
 	if c.ShutdownDelay, err = time.ParseDuration(delay); err != nil || c.ShutdownDelay < 0 {
 		return config{}, usageError{fmt.Sprintf("shutdown-delay: %q is not a duration like 5s", delay)}

@@ -28,6 +28,8 @@ func TestParseObservabilityConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", want: got{}},
+		{name: "default delay beyond loopback", args: []string{"--addr", ":8080"}, env: map[string]string{"TURND_API_TOKENS": "t"}, want: got{delay: 5 * time.Second}},
+		{name: "explicit zero delay beyond loopback", args: []string{"--addr", ":8080", "--shutdown-delay", "0s"}, env: map[string]string{"TURND_API_TOKENS": "t"}, want: got{}},
 		{name: "flags", args: []string{"--shutdown-delay", "5s", "--metrics-addr", "127.0.0.1:9090"}, want: got{5 * time.Second, "127.0.0.1:9090", ""}},
 		{
 			name: "env", env: map[string]string{"TURND_SHUTDOWN_DELAY": "2s", "TURND_METRICS_ADDR": ":9090", "TURND_METRICS_TOKEN": "tok"},

@@ -34,18 +34,23 @@ type store interface {
 func newLogger(c config, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(c.LogLevel))
+	terminal := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			terminal = true
+		}
+	}
 	format := c.LogFormat
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				format = "text"
-			}
+		if terminal {
+			format = "text"
 		}
 	}
-	// Records logged with a request's context carry its request id.
+	// Records logged with a request's context carry its request id. Text
+	// written to a file or a pipe carries no colour escapes.
 	if format == "text" {
-		return slog.New(api.LogHandler(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})))
+		return slog.New(api.LogHandler(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !terminal})))
 	}
 	return slog.New(api.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
