@@ -89,10 +89,9 @@
 //   - structuredContent → JSON output.
 //   - text content only → text output, the blocks joined by newlines.
 //   - other content (images, audio, resources) → the content array as JSON.
-//   - a JSON-RPC error that says the request was wrong (invalid params,
-//     unknown method, invalid request) → tool_rejected, not retried.
-//   - any other JSON-RPC error, a timeout, a lost session or an unreachable
-//     server → tool_unavailable, retried by the entry's retry policy.
+//   - a JSON-RPC (protocol) error, a timeout, a lost session or an
+//     unreachable server → tool_unavailable, retried by the entry's retry
+//     policy (the error's code and message in the result's message).
 //
 // tool may import dispatch, budget, completion, the standard library, and
 // its YAML, JSON Schema and MCP libraries; it must not import turn, api or

@@ -666,8 +666,7 @@ func (t *mcpTool) Invoke(ctx context.Context, call dispatch.Call, _ *dispatch.At
 }
 
 // failure classifies an error of a tools/call (or of reaching the server):
-// the server refusing the request itself is tool_rejected; anything else
-// is a retryable tool_unavailable.
+// cancellation is cancelled; anything else is a retryable tool_unavailable.
 func (t *mcpTool) failure(ctx context.Context, err error, doing string) dispatch.Outcome {
 	if ctx.Err() != nil {
 		return dispatch.Cancelled("the call was cancelled while waiting for the MCP server: " + context.Cause(ctx).Error())
@@ -680,11 +679,12 @@ func (t *mcpTool) failure(ctx context.Context, err error, doing string) dispatch
 	}
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
-		switch we.Code {
-		case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidRequest:
-			return dispatch.Fail(CodeToolRejected, "the MCP server rejected the call: "+snippet([]byte(we.Message), 500))
-		}
-		return dispatch.FailRetryable(CodeToolUnavailable, "the MCP server answered with an error: "+snippet([]byte(we.Message), 500), 0)
+		// Every protocol error is tool_unavailable after the entry's
+		// retries, also one saying the request was wrong (an unknown tool,
+		// invalid params): the server's tool list may be changing under
+		// the call (a list_changed refresh then runs), and a server that
+		// keeps refusing costs only the retries.
+		return dispatch.FailRetryable(CodeToolUnavailable, fmt.Sprintf("the MCP server answered with protocol error %d: %s", we.Code, snippet([]byte(we.Message), 500)), 0)
 	}
 	// The connection may be gone: have the server's goroutine check now.
 	t.srv.kick()

@@ -372,9 +372,9 @@ func TestMCPListChanged(t *testing.T) {
 	rig.server.RemoveTools("one")
 	waitFor(t, l, "lost the removed tool", func(r *Registry) bool { _, ok := r.Lookup("one"); return !ok })
 	// A registry taken before the change keeps the tool; the server now
-	// refuses the call as a bad request: not retried.
+	// answers the call with a protocol error: tool_unavailable, retryable.
 	out := invokeMCP(t, before, "one", `{}`)
-	if out.Status != dispatch.StatusError || out.Err.Code != CodeToolRejected || out.Err.Retryable {
+	if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable || !strings.Contains(out.Err.Message, "protocol error") {
 		t.Errorf("a call to a tool the server removed: %+v %+v", out, out.Err)
 	}
 }
