@@ -28,6 +28,7 @@ func problemFor(err error) (status int, code, detail string) {
 	var he *httpError
 	var badBody *provider.BodyError
 	var badFormat *provider.UnknownFormatError
+	var unsupported *provider.UnsupportedCallError
 	switch {
 	case errors.As(err, &he):
 		return he.status, he.code, he.detail
@@ -35,6 +36,8 @@ func problemFor(err error) (status int, code, detail string) {
 		return http.StatusBadRequest, "format_mismatch", badBody.Error()
 	case errors.As(err, &badFormat):
 		return http.StatusBadRequest, "unknown_format", badFormat.Error()
+	case errors.As(err, &unsupported):
+		return http.StatusUnprocessableEntity, "unsupported_tool_call", unsupported.Error()
 	case errors.Is(err, provider.ErrNoToolCalls):
 		return http.StatusUnprocessableEntity, "no_tool_calls", "the message carries no tool calls: there is nothing to run"
 	case errors.As(err, &inv):

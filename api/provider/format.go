@@ -44,6 +44,20 @@ func (e *UnknownFormatError) Error() string {
 // there is nothing for turnd to run.
 var ErrNoToolCalls = errors.New("the message carries no tool calls")
 
+// UnsupportedCallError reports calls of a kind turnd does not run (OpenAI's
+// custom, free-form tool calls): a frontend must answer them itself, and
+// the provider takes a result for every call, so turnd refuses the message
+// rather than leave them out of its answer.
+type UnsupportedCallError struct {
+	Kind string   // the provider's name for the kind of call
+	IDs  []string // the calls' ids, in order
+}
+
+func (e *UnsupportedCallError) Error() string {
+	return fmt.Sprintf("the message carries %s calls (%s), which turnd does not run: only function tool calls are turnd's; answer these yourself, or post the function calls in a message of their own",
+		e.Kind, strings.Join(e.IDs, ", "))
+}
+
 // BodyError reports a body that is not in the named format: Reason says
 // what is wrong, Expected what the format takes.
 type BodyError struct {

@@ -178,12 +178,21 @@ func parseChat(body []byte) (Parsed, error) {
 	case *m.Role != "assistant":
 		return Parsed{}, bodyErr("%s has role %q, not \"assistant\"", nonEmpty(where, "the message"), *m.Role)
 	}
+	if err := notChat(msg, where); err != nil {
+		return Parsed{}, err
+	}
 	p := Parsed{ID: top.ID}
+	var custom []string
 	for i, tc := range m.ToolCalls {
 		at := fmt.Sprintf("%s.tool_calls[%d]", nonEmpty(where, "message"), i)
 		if tc.Type != "function" && tc.Type != "" {
-			// Custom (free-form) tool calls are not turnd tools; the
-			// frontend answers them itself.
+			// Custom (free-form) tool calls are not turnd tools; they are
+			// refused below, never left unanswered.
+			id := "?"
+			if tc.ID != nil {
+				id = *tc.ID
+			}
+			custom = append(custom, id)
 			continue
 		}
 		switch {
@@ -196,7 +205,39 @@ func parseChat(body []byte) (Parsed, error) {
 		}
 		p.Calls = append(p.Calls, turn.Call{ID: *tc.ID, Name: *tc.Function.Name, Arguments: arguments(tc.Function.Arguments)})
 	}
+	if len(custom) > 0 {
+		return Parsed{}, &UnsupportedCallError{Kind: "custom tool", IDs: custom}
+	}
 	return p, nil
+}
+
+// notChat recognises the other formats' messages posted as openai.chat,
+// which would otherwise read as an assistant message without tool calls
+// and have their calls silently ignored.
+func notChat(msg json.RawMessage, where string) error {
+	var m struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil // decoded already; the shape is checked there
+	}
+	if m.Type == "message" {
+		return bodyErr("%s has \"type\": \"message\", as an Anthropic message or a Responses output item has; a Chat Completions message has none", nonEmpty(where, "the message"))
+	}
+	if kind(m.Content) == '[' {
+		var blocks []struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(m.Content, &blocks) == nil {
+			for i, b := range blocks {
+				if b.Type == "tool_use" {
+					return bodyErr("%s.content[%d] is a tool_use block, which is the anthropic.messages format", nonEmpty(where, "message"), i)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func parseResponses(body []byte) (Parsed, error) {
@@ -223,6 +264,7 @@ func parseResponses(body []byte) (Parsed, error) {
 	if err := decode(items, &out, ""); err != nil {
 		return Parsed{}, err
 	}
+	var custom []string
 	for i, raw := range out {
 		at := fmt.Sprintf("%s[%d]", where, i)
 		if kind(raw) != '{' {
@@ -240,6 +282,15 @@ func parseResponses(body []byte) (Parsed, error) {
 		switch {
 		case it.Type == nil:
 			return Parsed{}, bodyErr("%s has no type", at)
+		case *it.Type == "custom_tool_call":
+			// The frontend must answer it with a custom_tool_call_output:
+			// refused below, never left unanswered.
+			id := "?"
+			if it.CallID != nil {
+				id = *it.CallID
+			}
+			custom = append(custom, id)
+			continue
 		case *it.Type != "function_call":
 			continue // messages, reasoning, built-in tools: not turnd's
 		case it.CallID == nil || *it.CallID == "":
@@ -249,6 +300,9 @@ func parseResponses(body []byte) (Parsed, error) {
 		}
 		p.Calls = append(p.Calls, turn.Call{ID: *it.CallID, Name: *it.Name, Arguments: arguments(it.Arguments)})
 	}
+	if len(custom) > 0 {
+		return Parsed{}, &UnsupportedCallError{Kind: "custom_tool_call", IDs: custom}
+	}
 	return p, nil
 }
 
@@ -257,13 +311,26 @@ func parseMessages(body []byte) (Parsed, error) {
 		return Parsed{}, bodyErr("it is not a JSON object")
 	}
 	var m struct {
-		ID      string          `json:"id"`
-		Type    string          `json:"type"`
-		Role    *string         `json:"role"`
-		Content json.RawMessage `json:"content"`
+		ID        string          `json:"id"`
+		Type      string          `json:"type"`
+		Role      *string         `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
+		Choices   json.RawMessage `json:"choices"`
+		Output    json.RawMessage `json:"output"`
 	}
 	if err := decode(body, &m, ""); err != nil {
 		return Parsed{}, err
+	}
+	// The other formats' bodies, which would otherwise read as a message
+	// without tool_use blocks (their calls silently ignored).
+	switch {
+	case len(m.Choices) > 0:
+		return Parsed{}, bodyErr("it has choices, as a Chat Completions response has")
+	case len(m.ToolCalls) > 0 && kind(m.ToolCalls) != 'n':
+		return Parsed{}, bodyErr("it has tool_calls, as a Chat Completions message has")
+	case len(m.Output) > 0:
+		return Parsed{}, bodyErr("it has output, as a Responses API response has")
 	}
 	switch {
 	case m.Role == nil:

@@ -58,9 +58,6 @@ func TestParse(t *testing.T) {
 		{"chat unparseable arguments kept as a string", OpenAIChat,
 			`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"echo","arguments":"{\"a\": "}}]}`,
 			Parsed{Calls: []turn.Call{call("c1", "echo", `"{\"a\": "`)}}},
-		{"chat custom tool calls are the frontend's", OpenAIChat,
-			`{"role":"assistant","tool_calls":[{"id":"x","type":"custom","custom":{"name":"grammar","input":"x"}},{"id":"c1","type":"function","function":{"name":"now","arguments":"{}"}}]}`,
-			Parsed{Calls: []turn.Call{call("c1", "now", `{}`)}}},
 		{"responses response", OpenAIResponses,
 			`{"id":"resp_1","object":"response","output":[{"type":"reasoning","id":"rs_1","summary":[]},
 			{"type":"function_call","id":"fc_1","call_id":"call_1","name":"echo","arguments":"{\"text\":\"a\"}","status":"completed"},
@@ -129,6 +126,14 @@ func TestParseRefuses(t *testing.T) {
 		{"anthropic tool_use without name", AnthropicMessages, `{"role":"assistant","content":[{"type":"tool_use","id":"t","input":{}}]}`, "no name"},
 		{"anthropic text content", AnthropicMessages, `{"role":"assistant","content":"Hello"}`, ""},
 		{"anthropic text blocks", AnthropicMessages, `{"id":"msg","type":"message","role":"assistant","content":[{"type":"text","text":"Hi"}]}`, ""},
+		// Another provider's body under the wrong format is refused, not
+		// read as a message without calls.
+		{"anthropic response as chat", OpenAIChat, `{"id":"msg","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}`, `"type": "message"`},
+		{"anthropic message as chat", OpenAIChat, `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}`, "content[0] is a tool_use block"},
+		{"anthropic response in choices", OpenAIChat, `{"id":"x","choices":[{"message":{"type":"message","role":"assistant","content":[]}}]}`, "choices[0].message has"},
+		{"chat message as anthropic", AnthropicMessages, `{"role":"assistant","content":"x","tool_calls":[{"id":"c","type":"function","function":{"name":"n","arguments":"{}"}}]}`, "tool_calls"},
+		{"chat response as anthropic", AnthropicMessages, `{"id":"c","role":"assistant","content":"x","choices":[{}]}`, "choices"},
+		{"responses as anthropic", AnthropicMessages, `{"id":"r","role":"assistant","content":[],"output":[]}`, "output"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,6 +152,31 @@ func TestParseRefuses(t *testing.T) {
 			msg := err.Error()
 			if !strings.Contains(msg, tt.want) || !strings.Contains(msg, string(tt.format)) || !strings.Contains(msg, "expected") {
 				t.Errorf("error %q should name the format, say %q and what was expected", msg, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseUnsupportedCalls(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		format Format
+		body   string
+		ids    []string
+	}{
+		{"chat custom calls", OpenAIChat, `{"role":"assistant","tool_calls":[{"id":"x","type":"custom","custom":{"name":"grammar","input":"x"}},{"id":"c1","type":"function","function":{"name":"now","arguments":"{}"}},{"type":"custom"}]}`, []string{"x", "?"}},
+		{"responses custom calls", OpenAIResponses, `[{"type":"function_call","call_id":"f","name":"now","arguments":"{}"},{"type":"custom_tool_call","call_id":"y","name":"g","input":"a"}]`, []string{"y"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := tt.format.Parse([]byte(tt.body))
+			var ue *UnsupportedCallError
+			if !errors.As(err, &ue) || !reflect.DeepEqual(ue.IDs, tt.ids) {
+				t.Fatalf("Parse = %+v, %v; want an UnsupportedCallError for %v", p, err, tt.ids)
+			}
+			if !strings.Contains(err.Error(), "answer these yourself") {
+				t.Errorf("error %q should tell the frontend what to do", err)
 			}
 		})
 	}
