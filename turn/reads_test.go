@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -104,7 +105,10 @@ func TestAllReadTurnIsRecordedWhole(t *testing.T) {
 	}
 }
 
-func TestAllReadRepostRunsNothing(t *testing.T) {
+// A repost of a recorded turn in a session the service knows runs its
+// reads once more (the all-read path is optimistic), but its record is
+// refused and the answer comes from the first record: nothing is written.
+func TestAllReadRepostAnswersFromRecord(t *testing.T) {
 	t.Parallel()
 	f, cs := readsFixture(t, time.Minute)
 	req := turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=read")}
@@ -119,14 +123,168 @@ func TestAllReadRepostRunsNothing(t *testing.T) {
 	if _, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: "t1", Calls: calls("a=read")}); !errors.Is(err, turn.ErrTurnConflict) {
 		t.Fatalf("other calls under the same id: %v, want ErrTurnConflict", err)
 	}
-	if f.count("read") != 2 {
-		t.Fatalf("read ran %d times, want 2 (reposts run nothing)", f.count("read"))
+	// 2 for the turn, 2 for the repost, 1 for the conflicting post.
+	if f.count("read") != 5 {
+		t.Fatalf("read ran %d times, want 5", f.count("read"))
 	}
 	if n := len(f.kinds("s1", "")); n != 6 {
 		t.Fatalf("ledger has %d lines, want the first turn's 6", n)
 	}
-	if cs.records.Load() != 1 {
-		t.Fatalf("%d records, want 1", cs.records.Load())
+	// One lookup (the session was not cached yet), three records of which
+	// two were refused, two receives (the reposts' ordinary path) refused.
+	if got := cs.calls(); got != [4]int64{1, 2, 3, 0} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 2 3 0]", got)
+	}
+}
+
+// Once the service knows the session, an all-read turn needs no read of the
+// store: one write records it.
+func TestAllReadWarmSessionNeedsNoRead(t *testing.T) {
+	t.Parallel()
+	f, cs := readsFixture(t, time.Minute)
+	for i := range 3 {
+		got := f.run(f.svc, "s1", turn.TurnRequest{ID: fmt.Sprintf("t%d", i), Calls: calls(fmt.Sprintf("a%d=read", i))})
+		if got.Status != turn.StatusCompleted || statuses(got) != fmt.Sprintf("a%d=ok", i) {
+			t.Fatalf("t%d: %s %q", i, got.Status, statuses(got))
+		}
+	}
+	if got := cs.calls(); got != [4]int64{1, 0, 3, 0} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want one lookup and three records", got)
+	}
+	// A session created by an ordinary turn is known too.
+	f.run(f.svc, "s2", turn.TurnRequest{ID: "t1", Calls: calls("w=write")})
+	f.run(f.svc, "s2", turn.TurnRequest{ID: "t2", Calls: calls("r=read")})
+	if got := cs.calls(); got != [4]int64{1, 1, 4, 2} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 1 4 2]", got)
+	}
+}
+
+// answeredScenario posts, in session s1 of svc: t0 answering a and w (a
+// write, so recorded the ordinary way), t1 answering b by the all-read
+// path, then t2 repeating a and b with a new c, all reads. It returns t2.
+func answeredScenario(f *fixture, svc *turn.Service) turn.Turn {
+	f.t.Helper()
+	f.run(svc, "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read", "w=write")})
+	f.run(svc, "s1", turn.TurnRequest{ID: "t1", Calls: calls("b=read")})
+	return f.run(svc, "s1", turn.TurnRequest{ID: "t2", Calls: calls("a=read", "b=read", "c=read")})
+}
+
+// A call id answered in an earlier turn, posted again in an all-read turn
+// of a known session: the optimistic run's record is refused
+// (ErrCallsAnswered) and the ordinary path replays it. The recorded turn
+// and its ledger are exactly those of a service that never takes the
+// all-read path; only the reads may have run once more.
+func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
+	t.Parallel()
+	f, cs := readsFixture(t, time.Minute)
+	var refused atomic.Int64
+	cs.beforeRecord = func(r turn.Record) error {
+		if r.Turn.ID == "t2" {
+			refused.Add(1)
+		}
+		return nil
+	}
+	got := answeredScenario(f, f.svc)
+
+	// The same posts through a service that records every turn first.
+	g := newFixture(t)
+	ordinary, err := turn.New(turn.Config{Store: g.store, Tools: func() *tool.Registry { return g.reg }, Owner: "owner-b", ReadTurnWindow: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ordinary.Shutdown(ctx)
+	})
+	if _, err := ordinary.CreateSession(context.Background(), turn.SessionSpec{ID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	want := answeredScenario(g, ordinary)
+
+	if got.Status != turn.StatusCompleted || statuses(got) != statuses(want) || statuses(got) != "a=ok b=ok c=ok" {
+		t.Fatalf("t2 %s %q, want %q", got.Status, statuses(got), statuses(want))
+	}
+	for i, res := range got.Results {
+		if res.ReplayedFrom != want.Results[i].ReplayedFrom {
+			t.Fatalf("result %d replayed from %q, want %q", i, res.ReplayedFrom, want.Results[i].ReplayedFrom)
+		}
+	}
+	if got.Results[0].ReplayedFrom != "t0" || got.Results[1].ReplayedFrom != "t1" || got.Results[2].ReplayedFrom != "" {
+		t.Fatalf("t2 results %+v", got.Results)
+	}
+	wantKinds := []string{"turn_received", "call_replayed:a", "call_replayed:b", "call_admitted:c", "call_answered:c", "turn_settled"}
+	if k := f.kinds("s1", "t2"); !slices.Equal(k, wantKinds) || !slices.Equal(g.kinds("s1", "t2"), wantKinds) {
+		t.Fatalf("ledger of t2\n got %v\nordinary %v\n want %v", k, g.kinds("s1", "t2"), wantKinds)
+	}
+	if a, b := f.kinds("s1", ""), g.kinds("s1", ""); !slices.Equal(a, b) {
+		t.Fatalf("session ledger\n got %v\nordinary %v", a, b)
+	}
+	stored, err := f.svc.GetTurn(context.Background(), turn.TurnKey{SessionID: "s1", TurnID: "t2"})
+	if err != nil || statuses(stored) != statuses(want) || stored.Results[0].ReplayedFrom != "t0" {
+		t.Fatalf("stored t2 %q: %v", statuses(stored), err)
+	}
+	// t2 was tried whole once and refused; its reads ran then (3) and its
+	// new call once more on the ordinary path: 1 (t0) + 1 (t1) + 3 + 1.
+	if refused.Load() != 1 || f.count("read") != 6 || g.count("read") != 3 {
+		t.Fatalf("t2 records %d, reads %d (ordinary service %d); want 1, 6 and 3", refused.Load(), f.count("read"), g.count("read"))
+	}
+	// A service that does not know the session yet reads it, sees the
+	// answered call and takes the ordinary path before any tool runs.
+	cold, err := turn.New(turn.Config{Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-c", ReadTurnWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cold.Shutdown(ctx)
+	})
+	before, lookups := f.count("read"), cs.lookups.Load()
+	t3 := f.run(cold, "s1", turn.TurnRequest{ID: "t3", Calls: calls("a=read", "d=read")})
+	if statuses(t3) != "a=ok d=ok" || t3.Results[0].ReplayedFrom != "t0" || f.count("read") != before+1 || cs.lookups.Load() != lookups+1 {
+		t.Fatalf("t3 %q replayed from %q, %d reads, %d lookups; want a replayed from t0, one read, one lookup",
+			statuses(t3), t3.Results[0].ReplayedFrom, f.count("read")-before, cs.lookups.Load()-lookups)
+	}
+}
+
+// A read outlasting the window in a turn that repeats an answered call id:
+// recording it as running first finds the answer, gives the optimistic run
+// up (cancelling its wave) and the ordinary path replays the call.
+func TestSlowReadWithAnsweredCallReplays(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	held := &tool.Spec{Name: "held", Effect: dispatch.EffectRead, Impl: dispatch.ToolFunc(
+		func(ctx context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+			select {
+			case <-release:
+				return dispatch.OK(c.Arguments, true)
+			case <-ctx.Done():
+				return dispatch.Fail("cancelled", "stopped")
+			}
+		})}
+	f, cs := readsFixture(t, 20*time.Millisecond, held)
+	f.run(f.svc, "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read")})
+	sub, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=held")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Replayed || sub.Turn.Status != turn.StatusRunning {
+		t.Fatalf("submitted replayed %v %s, want running", sub.Replayed, sub.Turn.Status)
+	}
+	close(release)
+	done, err := f.svc.Await(context.Background(), turn.TurnKey{SessionID: "s1", TurnID: "t1"})
+	if err != nil || done.Status != turn.StatusCompleted || statuses(done) != "a=ok b=ok" || done.Results[0].ReplayedFrom != "t0" {
+		t.Fatalf("settled %s %q (a replayed from %q): %v", done.Status, statuses(done), done.Results[0].ReplayedFrom, err)
+	}
+	want := []string{"turn_received", "call_replayed:a", "call_admitted:b", "call_answered:b", "turn_settled"}
+	if got := f.kinds("s1", "t1"); !slices.Equal(got, want) {
+		t.Fatalf("ledger of t1\n got %v\nwant %v", got, want)
+	}
+	// t0's record, then t1 received once (the ordinary path) and settled by
+	// one commit; no record of t1 was tried.
+	if got := cs.calls(); got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want one receive, one record, one commit", got)
 	}
 }
 
