@@ -27,10 +27,13 @@ import (
 // in the same atomic write and, when either fails, writes nothing
 // (ErrTurnExists, ErrCallsAnswered); Submit then continues on the ordinary
 // path, which answers from the record or replays the answered calls: the
-// reads ran once more, which reads may. Only a session not in the cache is
-// read first (LookupTurn, which also tells the turn id taken or calls
-// answered, and then sends the turn the ordinary way before any tool ran);
-// a session not yet created takes the ordinary path, which creates it.
+// reads ran once more, which reads may. A turn whose id or call ids this
+// process saw written (recentIDs) takes the ordinary path at once, so that
+// a repost to the same process runs nothing again. Only a session not in
+// the cache is read first (LookupTurn, which also tells the turn id taken
+// or calls answered, and then sends the turn the ordinary way before any
+// tool ran); a session not yet created takes the ordinary path, which
+// creates it.
 //
 // Anything that needs the turn in the store before it settles records it
 // as running first (ensureRecorded), after which the wave is journaled as
@@ -46,6 +49,11 @@ import (
 func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bool, err error) {
 	reg := s.cfg.Tools()
 	if !readOnly(reg, t.Calls) {
+		return Submitted{}, false, nil
+	}
+	if s.recent.known(t) {
+		// A repost, or a call id answered before, as seen here: the
+		// ordinary path answers it without running anything again.
 		return Submitted{}, false, nil
 	}
 	sess, cached := s.sessions.get(t.SessionID)

@@ -105,10 +105,10 @@ func TestAllReadTurnIsRecordedWhole(t *testing.T) {
 	}
 }
 
-// A repost of a recorded turn in a session the service knows runs its
-// reads once more (the all-read path is optimistic), but its record is
-// refused and the answer comes from the first record: nothing is written.
-func TestAllReadRepostAnswersFromRecord(t *testing.T) {
+// A repost to the process that recorded the turn runs nothing: it knows
+// the turn id taken and takes the ordinary path, which answers from the
+// record.
+func TestAllReadRepostRunsNothing(t *testing.T) {
 	t.Parallel()
 	f, cs := readsFixture(t, time.Minute)
 	req := turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=read")}
@@ -123,17 +123,66 @@ func TestAllReadRepostAnswersFromRecord(t *testing.T) {
 	if _, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: "t1", Calls: calls("a=read")}); !errors.Is(err, turn.ErrTurnConflict) {
 		t.Fatalf("other calls under the same id: %v, want ErrTurnConflict", err)
 	}
-	// 2 for the turn, 2 for the repost, 1 for the conflicting post.
-	if f.count("read") != 5 {
-		t.Fatalf("read ran %d times, want 5", f.count("read"))
+	if f.count("read") != 2 {
+		t.Fatalf("read ran %d times, want 2 (reposts run nothing)", f.count("read"))
 	}
 	if n := len(f.kinds("s1", "")); n != 6 {
 		t.Fatalf("ledger has %d lines, want the first turn's 6", n)
 	}
-	// One lookup (the session was not cached yet), three records of which
-	// two were refused, two receives (the reposts' ordinary path) refused.
-	if got := cs.calls(); got != [4]int64{1, 2, 3, 0} {
-		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 2 3 0]", got)
+	if got := cs.calls(); got != [4]int64{1, 2, 1, 0} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 2 1 0]", got)
+	}
+}
+
+// replica returns another service on store (a replica sharing it), with
+// the read-turn window of readsFixture, whose cache knows session s1: it
+// ran turn "warm-<owner>" (call "warm-<owner>") there.
+func replica(f *fixture, store turn.Store, owner string) *turn.Service {
+	f.t.Helper()
+	svc, err := turn.New(turn.Config{Store: store, Tools: func() *tool.Registry { return f.reg }, Owner: owner, ReadTurnWindow: time.Minute})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = svc.Shutdown(ctx)
+	})
+	if got := f.run(svc, "s1", turn.TurnRequest{ID: "warm-" + owner, Calls: calls("warm-" + owner + "=read")}); got.Status != turn.StatusCompleted {
+		f.t.Fatalf("warming %s: %s", owner, got.Status)
+	}
+	return svc
+}
+
+// A repost to a replica that knows the session but not the turn runs the
+// reads once more, optimistically; the record is refused (the turn id is
+// taken) and the answer comes from the first record: nothing is written.
+func TestAllReadRepostOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	f, cs := readsFixture(t, time.Minute)
+	other := replica(f, f.store, "owner-b")
+	req := turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=read")}
+	first := f.run(f.svc, "s1", req)
+	linesBefore, readsBefore := f.kinds("s1", ""), f.count("read")
+	sub, err := other.Submit(context.Background(), "s1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sub.Replayed || statuses(sub.Turn) != statuses(first) || sub.Turn.Status != turn.StatusCompleted {
+		t.Fatalf("repost: replayed %v %s %q, want %q", sub.Replayed, sub.Turn.Status, statuses(sub.Turn), statuses(first))
+	}
+	if got := f.count("read") - readsBefore; got != 2 {
+		t.Fatalf("the repost ran %d reads, want 2 (run once more, then refused)", got)
+	}
+	if got := f.kinds("s1", ""); !slices.Equal(got, linesBefore) {
+		t.Fatalf("ledger after the repost\n got %v\nwant %v", got, linesBefore)
+	}
+	// Now the replica knows the id: a third post runs nothing.
+	if _, err := other.Submit(context.Background(), "s1", req); err != nil || f.count("read")-readsBefore != 2 {
+		t.Fatalf("third post: %v, %d reads", err, f.count("read")-readsBefore)
+	}
+	if cs.records.Load() != 1 {
+		t.Fatalf("%d records through the first service, want 1", cs.records.Load())
 	}
 }
 
@@ -159,36 +208,38 @@ func TestAllReadWarmSessionNeedsNoRead(t *testing.T) {
 	}
 }
 
-// answeredScenario posts, in session s1 of svc: t0 answering a and w (a
-// write, so recorded the ordinary way), t1 answering b by the all-read
-// path, then t2 repeating a and b with a new c, all reads. It returns t2.
-func answeredScenario(f *fixture, svc *turn.Service) turn.Turn {
+// answeredScenario posts, in session s1: on first, t0 answering a and w
+// (a write, so recorded the ordinary way) and t1 answering b by the
+// all-read path; then on second, which knows the session but has seen none
+// of these, t2 repeating a and b with a new c, all reads. It returns t2.
+func answeredScenario(f *fixture, first, second *turn.Service) turn.Turn {
 	f.t.Helper()
-	f.run(svc, "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read", "w=write")})
-	f.run(svc, "s1", turn.TurnRequest{ID: "t1", Calls: calls("b=read")})
-	return f.run(svc, "s1", turn.TurnRequest{ID: "t2", Calls: calls("a=read", "b=read", "c=read")})
+	f.run(first, "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read", "w=write")})
+	f.run(first, "s1", turn.TurnRequest{ID: "t1", Calls: calls("b=read")})
+	return f.run(second, "s1", turn.TurnRequest{ID: "t2", Calls: calls("a=read", "b=read", "c=read")})
 }
 
 // A call id answered in an earlier turn, posted again in an all-read turn
-// of a known session: the optimistic run's record is refused
-// (ErrCallsAnswered) and the ordinary path replays it. The recorded turn
-// and its ledger are exactly those of a service that never takes the
-// all-read path; only the reads may have run once more.
+// to a replica that knows the session but not the answer: the optimistic
+// run's record is refused (ErrCallsAnswered) and the ordinary path replays
+// it. The recorded turn and the ledger are exactly those of a service that
+// never takes the all-read path; only the reads ran once more.
 func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
 	t.Parallel()
 	f, cs := readsFixture(t, time.Minute)
 	var refused atomic.Int64
-	cs.beforeRecord = func(r turn.Record) error {
+	other := &countingStore{Store: f.store, beforeRecord: func(r turn.Record) error {
 		if r.Turn.ID == "t2" {
 			refused.Add(1)
 		}
 		return nil
-	}
-	got := answeredScenario(f, f.svc)
+	}}
+	second := replica(f, other, "owner-b")
+	got := answeredScenario(f, f.svc, second)
 
-	// The same posts through a service that records every turn first.
+	// The same posts through one service that records every turn first.
 	g := newFixture(t)
-	ordinary, err := turn.New(turn.Config{Store: g.store, Tools: func() *tool.Registry { return g.reg }, Owner: "owner-b", ReadTurnWindow: -1})
+	ordinary, err := turn.New(turn.Config{Store: g.store, Tools: func() *tool.Registry { return g.reg }, Owner: "owner-o", ReadTurnWindow: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +248,8 @@ func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
 		defer cancel()
 		_ = ordinary.Shutdown(ctx)
 	})
-	if _, err := ordinary.CreateSession(context.Background(), turn.SessionSpec{ID: "s1"}); err != nil {
-		t.Fatal(err)
-	}
-	want := answeredScenario(g, ordinary)
+	g.run(ordinary, "s1", turn.TurnRequest{ID: "warm-owner-b", Calls: calls("warm-owner-b=read")})
+	want := answeredScenario(g, ordinary, ordinary)
 
 	if got.Status != turn.StatusCompleted || statuses(got) != statuses(want) || statuses(got) != "a=ok b=ok c=ok" {
 		t.Fatalf("t2 %s %q, want %q", got.Status, statuses(got), statuses(want))
@@ -225,9 +274,16 @@ func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
 		t.Fatalf("stored t2 %q: %v", statuses(stored), err)
 	}
 	// t2 was tried whole once and refused; its reads ran then (3) and its
-	// new call once more on the ordinary path: 1 (t0) + 1 (t1) + 3 + 1.
-	if refused.Load() != 1 || f.count("read") != 6 || g.count("read") != 3 {
-		t.Fatalf("t2 records %d, reads %d (ordinary service %d); want 1, 6 and 3", refused.Load(), f.count("read"), g.count("read"))
+	// new call once more on the ordinary path: warm 1, t0 1, t1 1, t2 3+1.
+	if refused.Load() != 1 || f.count("read") != 7 || g.count("read") != 4 {
+		t.Fatalf("t2 records %d, reads %d (ordinary service %d); want 1, 7 and 4", refused.Load(), f.count("read"), g.count("read"))
+	}
+	// The process that wrote the answers sends a turn repeating one the
+	// ordinary way at once: nothing runs again.
+	before := f.count("read")
+	t3 := f.run(f.svc, "s1", turn.TurnRequest{ID: "t3", Calls: calls("b=read", "d=read")})
+	if statuses(t3) != "b=ok d=ok" || t3.Results[0].ReplayedFrom != "t1" || f.count("read") != before+1 {
+		t.Fatalf("t3 %q (b replayed from %q) with %d reads; want b replayed from t1 and one read", statuses(t3), t3.Results[0].ReplayedFrom, f.count("read")-before)
 	}
 	// A service that does not know the session yet reads it, sees the
 	// answered call and takes the ordinary path before any tool runs.
@@ -241,10 +297,10 @@ func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
 		_ = cold.Shutdown(ctx)
 	})
 	before, lookups := f.count("read"), cs.lookups.Load()
-	t3 := f.run(cold, "s1", turn.TurnRequest{ID: "t3", Calls: calls("a=read", "d=read")})
-	if statuses(t3) != "a=ok d=ok" || t3.Results[0].ReplayedFrom != "t0" || f.count("read") != before+1 || cs.lookups.Load() != lookups+1 {
-		t.Fatalf("t3 %q replayed from %q, %d reads, %d lookups; want a replayed from t0, one read, one lookup",
-			statuses(t3), t3.Results[0].ReplayedFrom, f.count("read")-before, cs.lookups.Load()-lookups)
+	t4 := f.run(cold, "s1", turn.TurnRequest{ID: "t4", Calls: calls("a=read", "e=read")})
+	if statuses(t4) != "a=ok e=ok" || t4.Results[0].ReplayedFrom != "t0" || f.count("read") != before+1 || cs.lookups.Load() != lookups+1 {
+		t.Fatalf("t4 %q replayed from %q, %d reads, %d lookups; want a replayed from t0, one read, one lookup",
+			statuses(t4), t4.Results[0].ReplayedFrom, f.count("read")-before, cs.lookups.Load()-lookups)
 	}
 }
 
@@ -264,7 +320,9 @@ func TestSlowReadWithAnsweredCallReplays(t *testing.T) {
 			}
 		})}
 	f, cs := readsFixture(t, 20*time.Millisecond, held)
-	f.run(f.svc, "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read")})
+	// f.svc knows the session; another replica answers a.
+	f.run(f.svc, "s1", turn.TurnRequest{ID: "tw", Calls: calls("x=read")})
+	f.run(f.service("owner-b", time.Now), "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read")})
 	sub, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=held")})
 	if err != nil {
 		t.Fatal(err)
@@ -281,10 +339,14 @@ func TestSlowReadWithAnsweredCallReplays(t *testing.T) {
 	if got := f.kinds("s1", "t1"); !slices.Equal(got, want) {
 		t.Fatalf("ledger of t1\n got %v\nwant %v", got, want)
 	}
-	// t0's record, then t1 received once (the ordinary path) and settled by
-	// one commit; no record of t1 was tried.
-	if got := cs.calls(); got[1] != 1 || got[2] != 1 || got[3] != 1 {
-		t.Fatalf("store calls lookup/receive/record/commit = %v, want one receive, one record, one commit", got)
+	// tw looked up and recorded; t1 received once (the ordinary path) and
+	// settled by one commit; no record of t1 was tried.
+	if got := cs.calls(); got != [4]int64{1, 1, 1, 1} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 1 1 1]", got)
+	}
+	// tw, t0, and t1's a once, optimistically, before the window ended.
+	if f.count("read") != 3 {
+		t.Fatalf("read ran %d times, want 3", f.count("read"))
 	}
 }
 

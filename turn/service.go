@@ -209,8 +209,10 @@ type Service struct {
 	// notes tells turn changes to watchers and other replicas (notify.go).
 	notes notes
 
-	// sessions caches sessions read from the store (sessioncache.go).
+	// sessions caches sessions read from the store; recent remembers ids
+	// written (sessioncache.go).
 	sessions *sessionCache
+	recent   *recentIDs
 
 	mu      sync.Mutex
 	active  map[TurnKey]*run
@@ -235,6 +237,7 @@ func New(cfg Config) (*Service, error) {
 		hookWake:    make(chan struct{}, 1),
 		notes:       newNotes(),
 		sessions:    newSessionCache(sessionCacheSize),
+		recent:      newRecentIDs(recentIDsSize),
 		cfg:         cfg,
 		log:         cfg.Logger,
 		base:        base,

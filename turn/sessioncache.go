@@ -74,3 +74,77 @@ func (c *sessionCache) len() int {
 	defer c.mu.Unlock()
 	return c.order.Len()
 }
+
+// recentIDsSize bounds the ids recentIDs remembers (a few seconds of turns
+// at full load; a few MB at most).
+const recentIDsSize = 32768
+
+// recentIDs remembers, first in first out, turn ids recorded and call ids
+// answered in their sessions, as this process saw them written. It is a
+// hint, never the authority: an id once taken or answered stays so (nothing
+// deletes turns or results), so a remembered id is certainly taken; one not
+// remembered may be too (written by another replica, or forgotten), which
+// RecordTurn's own check catches. submitReads sends a turn with a
+// remembered id the ordinary way at once, so that a repost or a repeated
+// call id seen here runs no tool again.
+type recentIDs struct {
+	mu   sync.Mutex
+	set  map[recentID]struct{}
+	ring []recentID
+	next int
+}
+
+type recentID struct {
+	session string
+	call    bool // a call id; else a turn id
+	id      string
+}
+
+func newRecentIDs(size int) *recentIDs {
+	return &recentIDs{set: make(map[recentID]struct{}, size), ring: make([]recentID, size)}
+}
+
+// add remembers ids, forgetting the oldest when full.
+func (r *recentIDs) add(ids ...recentID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := r.set[id]; ok {
+			continue
+		}
+		if old := r.ring[r.next]; old != (recentID{}) {
+			delete(r.set, old)
+		}
+		r.ring[r.next] = id
+		r.set[id] = struct{}{}
+		r.next = (r.next + 1) % len(r.ring)
+	}
+}
+
+// known reports whether turn t's id, or one of its call ids, is remembered.
+func (r *recentIDs) known(t Turn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.set[recentID{session: t.SessionID, id: t.ID}]; ok {
+		return true
+	}
+	for _, c := range t.Calls {
+		if _, ok := r.set[recentID{session: t.SessionID, call: true, id: c.ID}]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// answeredIDs lists the call ids that results answer (Answered's
+// predicate: a final status; a replay's call id is answered by the turn it
+// replays).
+func answeredIDs(session string, results []Result) []recentID {
+	var ids []recentID
+	for _, res := range results {
+		if res.Status.Final() {
+			ids = append(ids, recentID{session: session, call: true, id: res.CallID})
+		}
+	}
+	return ids
+}

@@ -37,3 +37,45 @@ func TestSessionCacheEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("after forget: s2 cached %v, %d cached", ok, c.len())
 	}
 }
+
+func TestRecentIDsForgetsOldestFirst(t *testing.T) {
+	t.Parallel()
+	r := newRecentIDs(3)
+	tu := func(sid, tid string, callIDs ...string) Turn {
+		t := Turn{SessionID: sid, ID: tid}
+		for _, id := range callIDs {
+			t.Calls = append(t.Calls, Call{ID: id})
+		}
+		return t
+	}
+	r.add(recentID{session: "s1", id: "t1"})
+	r.add(answeredIDs("s1", []Result{
+		{CallID: "a", Status: CallOK},
+		{CallID: "started", Status: CallStarted}, // not an answer
+		{CallID: "p", Status: CallPending},
+	})...)
+	for _, tc := range []struct {
+		turn Turn
+		want bool
+	}{
+		{tu("s1", "t1"), true},             // turn id taken
+		{tu("s1", "t2", "x", "a"), true},   // a call id answered
+		{tu("s1", "t2", "p"), true},        // pending counts
+		{tu("s1", "t2", "started"), false}, // only started
+		{tu("s2", "t1", "a"), false},       // another session's
+		{tu("s1", "a"), false},             // a call id is not a turn id
+	} {
+		if got := r.known(tc.turn); got != tc.want {
+			t.Errorf("known(%+v) = %v, want %v", tc.turn, got, tc.want)
+		}
+	}
+	// Full (t1, a, p): adding again changes nothing; one more forgets t1.
+	r.add(recentID{session: "s1", call: true, id: "a"})
+	if !r.known(tu("s1", "t1")) {
+		t.Error("t1 forgotten by re-adding a remembered id")
+	}
+	r.add(recentID{session: "s1", id: "t9"})
+	if r.known(tu("s1", "t1")) || !r.known(tu("s1", "t9")) || !r.known(tu("s1", "x", "a")) {
+		t.Error("not first in, first out")
+	}
+}
