@@ -75,9 +75,10 @@ func (c *sessionCache) len() int {
 	return c.order.Len()
 }
 
-// recentIDsSize bounds the ids recentIDs remembers (a few seconds of turns
-// at full load; a few MB at most).
-const recentIDsSize = 32768
+// recentIDsSize bounds the ids recentIDs remembers: the last second or so
+// of turns at full load, well over a minute at a few turns per second; under
+// 1 MB. A repost after that reruns its reads once (see submitReads).
+const recentIDsSize = 8192
 
 // recentIDs remembers, first in first out, turn ids recorded and call ids
 // answered in their sessions, as this process saw them written. It is a
@@ -101,7 +102,7 @@ type recentID struct {
 }
 
 func newRecentIDs(size int) *recentIDs {
-	return &recentIDs{set: make(map[recentID]struct{}, size), ring: make([]recentID, size)}
+	return &recentIDs{set: make(map[recentID]struct{}), ring: make([]recentID, size)}
 }
 
 // add remembers ids, forgetting the oldest when full.
