@@ -155,11 +155,13 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // results, outputs and webhook only if it did. A refused turn leaves the
 // others of its batch as they are.
 //
-// The statement's CTEs, in order: batch lists the turns with their
-// position (ord), line counts and whether their session exists and one of
-// their call ids ($c_turn, $c_id: each call id with its turn's position)
-// has an answer in the session — the predicate of sqlAnswered, an index
-// probe on results_call per call id; t inserts the turns that pass; ins
+// The statement's CTEs, in order: answered lists the turns (by position,
+// ord) one of whose call ids ($c_turn, $c_id: each call id with its turn's
+// position) has an answer in the turn's session — the predicate of
+// sqlAnswered, one index probe on results_call per call id, in one pass
+// over the call ids; batch lists the turns with their line counts and
+// whether their session exists and they are answered; t inserts the turns
+// that pass; ins
 // keeps those inserted, with where their lines start among their session's
 // lines of this batch (before) and their session's total; seq moves each
 // session's last_seq past its total (one update per session row, which
@@ -176,12 +178,16 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // answer after the statement's snapshot was taken: the check is as good as
 // reading the answers just before the write, never worse.
 const (
-	recordHead = `WITH batch AS (
+	recordHead = `WITH answered AS MATERIALIZED (
+    SELECT DISTINCT c.turn
+    FROM unnest(@c_turn::bigint[], @c_id::text[]) AS c (turn, call_id)
+    JOIN unnest(@t_session::text[]) WITH ORDINALITY AS s (session_id, ord) ON s.ord = c.turn
+    WHERE EXISTS (SELECT FROM results r WHERE r.session_id = s.session_id AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '')
+), batch AS (
     SELECT b.*,
         EXISTS (SELECT FROM sessions s WHERE s.id = b.session_id) AS session_found,
-        EXISTS (SELECT FROM unnest(@c_turn::bigint[], @c_id::text[]) AS c (turn, call_id)
-            JOIN results r ON r.session_id = b.session_id AND r.call_id = c.call_id
-            WHERE c.turn = b.ord AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '') AS answered
+        EXISTS (SELECT FROM answered a WHERE a.turn = b.ord) AS answered
     FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
         @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[], @t_nlines::bigint[])
         WITH ORDINALITY AS b (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, nlines, ord)
