@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -328,10 +329,16 @@ type observed struct {
 	svc *Service
 }
 
+// Writes of turns and answers are also remembered (recentIDs), as hints
+// for the all-read path.
+
 func (o observed) ReceiveTurn(ctx context.Context, r Receive) (ReceiveResult, error) {
 	res, err := o.Store.ReceiveTurn(ctx, r)
 	if err == nil {
 		o.svc.changed(TurnKey{r.Turn.SessionID, r.Turn.ID})
+	}
+	if err == nil || errors.Is(err, ErrTurnExists) {
+		o.svc.recent.add(recentID{session: r.Turn.SessionID, id: r.Turn.ID})
 	}
 	return res, err
 }
@@ -340,6 +347,9 @@ func (o observed) RecordTurn(ctx context.Context, r Record) error {
 	err := o.Store.RecordTurn(ctx, r)
 	if err == nil {
 		o.svc.changed(TurnKey{r.Turn.SessionID, r.Turn.ID})
+		o.svc.recent.add(append(answeredIDs(r.Turn.SessionID, r.Results), recentID{session: r.Turn.SessionID, id: r.Turn.ID})...)
+	} else if errors.Is(err, ErrTurnExists) {
+		o.svc.recent.add(recentID{session: r.Turn.SessionID, id: r.Turn.ID})
 	}
 	return err
 }
@@ -348,6 +358,7 @@ func (o observed) Commit(ctx context.Context, c Commit) error {
 	err := o.Store.Commit(ctx, c)
 	if err == nil {
 		o.svc.changed(c.Key)
+		o.svc.recent.add(answeredIDs(c.Key.SessionID, c.Results)...)
 	}
 	return err
 }

@@ -14,28 +14,34 @@ import (
 //
 // A turn whose calls are all reads needs no write-ahead: a read may run
 // again after a crash, so nothing has to be in the store before its tools
-// run. Submit then asks the store once what the turn needs (LookupTurn: the
-// session, whether the turn id is taken, the call ids answered earlier),
-// runs the wave in memory, and records the whole turn — turn, every ledger
-// line, results, outputs, webhook — with one write (RecordTurn), which the
-// Postgres store commits together with other turns' (group commit). The
-// answer is sent only after that write committed, as for any turn. Three
-// round trips (two of them commits) become two (one commit).
+// run. Submit runs the wave in memory and records the whole turn — turn,
+// every ledger line, results, outputs, webhook — with one write
+// (RecordTurn), which the Postgres store commits together with other turns'
+// (group commit). The answer is sent only after that write committed, as
+// for any turn. Three round trips (two of them commits) become one.
 //
-// The replay rules hold: a turn id already recorded, or a session not yet
-// created, takes the ordinary path (ReceiveTurn replays or creates), before
-// any tool ran. Call ids answered earlier are replayed from the lookup.
-// Should the same turn id be recorded by someone else while the wave ran
-// (two posts racing), RecordTurn writes nothing and Submit continues on the
-// ordinary path, which answers from the record: the reads ran once more,
-// which reads may.
+// The run is optimistic: it needs the session (its grants, budget and
+// callback URL), which the service caches (sessions never change, see
+// sessionCache), and it assumes that the turn id is free and that none of
+// its call ids was answered earlier in the session. RecordTurn checks both
+// in the same atomic write and, when either fails, writes nothing
+// (ErrTurnExists, ErrCallsAnswered); Submit then continues on the ordinary
+// path, which answers from the record or replays the answered calls: the
+// reads ran once more, which reads may. A turn whose id or call ids this
+// process saw written (recentIDs) takes the ordinary path at once, so that
+// a repost to the same process runs nothing again. Only a session not in
+// the cache is read first (LookupTurn, which also tells the turn id taken
+// or calls answered, and then sends the turn the ordinary way before any
+// tool ran); a session not yet created takes the ordinary path, which
+// creates it.
 //
 // Anything that needs the turn in the store before it settles records it
 // as running first (ensureRecorded), after which the wave is journaled as
 // any other's: a write attempt (write-ahead), a completion key (its row
 // refers to the turn), a wave still running when Submit's window
 // (Config.ReadTurnWindow) ends, so that a long read is visible, leased and
-// recoverable as before.
+// recoverable as before. ensureRecorded reads the answered calls first and
+// gives the run up to the ordinary path when any is, as RecordTurn would.
 
 // submitReads runs t on the all-read path when it qualifies; ok false means
 // Submit takes the ordinary path (nothing was written, no tool ran — or, in
@@ -45,16 +51,27 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 	if !readOnly(reg, t.Calls) {
 		return Submitted{}, false, nil
 	}
-	ids := distinctIDs(t.Calls)
-	lk, err := s.store.LookupTurn(ctx, t.SessionID, t.ID, ids)
-	if err != nil {
-		return Submitted{}, false, fmt.Errorf("looking the turn up: %w", err)
-	}
-	if !lk.SessionFound || lk.TurnFound {
+	if s.recent.known(t) {
+		// A repost, or a call id answered before, as seen here: the
+		// ordinary path answers it without running anything again.
 		return Submitted{}, false, nil
 	}
-	r, _ := s.newRun(lk.Session, t, reg, nil)
-	r.answered = lk.Answered
+	sess, cached := s.sessions.get(t.SessionID)
+	if !cached {
+		lk, err := s.store.LookupTurn(ctx, t.SessionID, t.ID, distinctIDs(t.Calls))
+		if err != nil {
+			return Submitted{}, false, fmt.Errorf("looking the turn up: %w", err)
+		}
+		if !lk.SessionFound {
+			return Submitted{}, false, nil
+		}
+		s.sessions.put(lk.Session)
+		if lk.TurnFound || len(lk.Answered) > 0 {
+			return Submitted{}, false, nil
+		}
+		sess = lk.Session
+	}
+	r, _ := s.newRun(sess, t, reg, nil)
 	r.unrecorded = true
 	r.head = t
 	r.received = receivedLine(t, t.CreatedAt)
@@ -79,7 +96,7 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 		<-r.done
 	}
 	r.recMu.Lock()
-	conflict := r.conflict
+	conflict := r.conflict != nil
 	r.recMu.Unlock()
 	if conflict {
 		return Submitted{}, false, nil
@@ -117,8 +134,11 @@ func distinctIDs(calls []Call) []string {
 // ensureRecorded records an unrecorded run's turn as running under this
 // process's lease, with its turn_received line, and makes the run an
 // ordinary one (renewed, cancellable, awaited). A no-op for a recorded run
-// and for one whose wave ended. When the turn id turned out to be taken the
-// wave is cancelled and the run marked in conflict.
+// and for one whose wave ended. The run assumed that none of its call ids
+// was answered earlier in the session; from here on its commits no longer
+// check that (RecordTurn does), so it is checked first. When one was, or
+// when the turn id turned out to be taken, nothing is recorded, the wave is
+// cancelled and the run marked in conflict (Submit takes the ordinary path).
 func (r *run) ensureRecorded(ctx context.Context) error {
 	r.recMu.Lock()
 	defer r.recMu.Unlock()
@@ -128,7 +148,16 @@ func (r *run) ensureRecorded(ctx context.Context) error {
 	s := r.svc
 	t := r.head
 	t.Results = nil
-	_, err := s.store.ReceiveTurn(ctx, Receive{
+	answered, err := s.store.Answered(ctx, t.SessionID, distinctIDs(t.Calls))
+	if err != nil {
+		return fmt.Errorf("reading answered calls: %w", err)
+	}
+	if len(answered) > 0 {
+		r.conflict = ErrCallsAnswered
+		r.cancel()
+		return fmt.Errorf("recording turn: %w", ErrCallsAnswered)
+	}
+	_, err = s.store.ReceiveTurn(ctx, Receive{
 		Session:    r.session,
 		Turn:       t,
 		Line:       r.received,
@@ -136,7 +165,7 @@ func (r *run) ensureRecorded(ctx context.Context) error {
 		LeaseUntil: s.now().Add(s.cfg.LeaseTTL),
 	})
 	if errors.Is(err, ErrTurnExists) {
-		r.conflict = true
+		r.conflict = ErrTurnExists
 		r.cancel()
 	}
 	if err != nil {
@@ -159,6 +188,11 @@ func (r *run) recordWhole(ctx context.Context, c Commit, status Status, settledA
 		return false, nil
 	}
 	r.finished = true
+	if r.conflict != nil {
+		// Given up already (ensureRecorded): its wave was cancelled and
+		// the ordinary path runs the turn.
+		return true, r.conflict
+	}
 	if len(c.Parks) > 0 {
 		// Cannot happen: issuing a key records the turn first.
 		return true, errors.New("parked calls in a turn not recorded")
@@ -178,8 +212,14 @@ func (r *run) recordWhole(ctx context.Context, c Commit, status Status, settledA
 		}
 		time.Sleep(delay)
 	}
-	if errors.Is(err, ErrTurnExists) {
-		r.conflict = true
+	switch {
+	case errors.Is(err, ErrTurnExists), errors.Is(err, ErrCallsAnswered):
+		r.conflict = err
+	case errors.Is(err, ErrNotFound):
+		// The cached session is not in the store (a store replaced under a
+		// running service): forget it, and let the ordinary path decide.
+		r.svc.sessions.forget(t.SessionID)
+		r.conflict = err
 	}
 	return true, err
 }

@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,9 @@ func TestAllReadTurnIsRecordedWhole(t *testing.T) {
 	}
 }
 
+// A repost to the process that recorded the turn runs nothing: it knows
+// the turn id taken and takes the ordinary path, which answers from the
+// record.
 func TestAllReadRepostRunsNothing(t *testing.T) {
 	t.Parallel()
 	f, cs := readsFixture(t, time.Minute)
@@ -125,8 +129,224 @@ func TestAllReadRepostRunsNothing(t *testing.T) {
 	if n := len(f.kinds("s1", "")); n != 6 {
 		t.Fatalf("ledger has %d lines, want the first turn's 6", n)
 	}
+	if got := cs.calls(); got != [4]int64{1, 2, 1, 0} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 2 1 0]", got)
+	}
+}
+
+// replica returns another service on store (a replica sharing it), with
+// the read-turn window of readsFixture, whose cache knows session s1: it
+// ran turn "warm-<owner>" (call "warm-<owner>") there.
+func replica(f *fixture, store turn.Store, owner string) *turn.Service {
+	f.t.Helper()
+	svc, err := turn.New(turn.Config{Store: store, Tools: func() *tool.Registry { return f.reg }, Owner: owner, ReadTurnWindow: time.Minute})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = svc.Shutdown(ctx)
+	})
+	if got := f.run(svc, "s1", turn.TurnRequest{ID: "warm-" + owner, Calls: calls("warm-" + owner + "=read")}); got.Status != turn.StatusCompleted {
+		f.t.Fatalf("warming %s: %s", owner, got.Status)
+	}
+	return svc
+}
+
+// A repost to a replica that knows the session but not the turn runs the
+// reads once more, optimistically; the record is refused (the turn id is
+// taken) and the answer comes from the first record: nothing is written.
+func TestAllReadRepostOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	f, cs := readsFixture(t, time.Minute)
+	other := replica(f, f.store, "owner-b")
+	req := turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=read")}
+	first := f.run(f.svc, "s1", req)
+	linesBefore, readsBefore := f.kinds("s1", ""), f.count("read")
+	sub, err := other.Submit(context.Background(), "s1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sub.Replayed || statuses(sub.Turn) != statuses(first) || sub.Turn.Status != turn.StatusCompleted {
+		t.Fatalf("repost: replayed %v %s %q, want %q", sub.Replayed, sub.Turn.Status, statuses(sub.Turn), statuses(first))
+	}
+	if got := f.count("read") - readsBefore; got != 2 {
+		t.Fatalf("the repost ran %d reads, want 2 (run once more, then refused)", got)
+	}
+	if got := f.kinds("s1", ""); !slices.Equal(got, linesBefore) {
+		t.Fatalf("ledger after the repost\n got %v\nwant %v", got, linesBefore)
+	}
+	// Now the replica knows the id: a third post runs nothing.
+	if _, err := other.Submit(context.Background(), "s1", req); err != nil || f.count("read")-readsBefore != 2 {
+		t.Fatalf("third post: %v, %d reads", err, f.count("read")-readsBefore)
+	}
 	if cs.records.Load() != 1 {
-		t.Fatalf("%d records, want 1", cs.records.Load())
+		t.Fatalf("%d records through the first service, want 1", cs.records.Load())
+	}
+}
+
+// Once the service knows the session, an all-read turn needs no read of the
+// store: one write records it.
+func TestAllReadWarmSessionNeedsNoRead(t *testing.T) {
+	t.Parallel()
+	f, cs := readsFixture(t, time.Minute)
+	for i := range 3 {
+		got := f.run(f.svc, "s1", turn.TurnRequest{ID: fmt.Sprintf("t%d", i), Calls: calls(fmt.Sprintf("a%d=read", i))})
+		if got.Status != turn.StatusCompleted || statuses(got) != fmt.Sprintf("a%d=ok", i) {
+			t.Fatalf("t%d: %s %q", i, got.Status, statuses(got))
+		}
+	}
+	if got := cs.calls(); got != [4]int64{1, 0, 3, 0} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want one lookup and three records", got)
+	}
+	// A session created by an ordinary turn is known too.
+	f.run(f.svc, "s2", turn.TurnRequest{ID: "t1", Calls: calls("w=write")})
+	f.run(f.svc, "s2", turn.TurnRequest{ID: "t2", Calls: calls("r=read")})
+	if got := cs.calls(); got != [4]int64{1, 1, 4, 2} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 1 4 2]", got)
+	}
+}
+
+// answeredScenario posts, in session s1: on first, t0 answering a and w
+// (a write, so recorded the ordinary way) and t1 answering b by the
+// all-read path; then on second, which knows the session but has seen none
+// of these, t2 repeating a and b with a new c, all reads. It returns t2.
+func answeredScenario(f *fixture, first, second *turn.Service) turn.Turn {
+	f.t.Helper()
+	f.run(first, "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read", "w=write")})
+	f.run(first, "s1", turn.TurnRequest{ID: "t1", Calls: calls("b=read")})
+	return f.run(second, "s1", turn.TurnRequest{ID: "t2", Calls: calls("a=read", "b=read", "c=read")})
+}
+
+// A call id answered in an earlier turn, posted again in an all-read turn
+// to a replica that knows the session but not the answer: the optimistic
+// run's record is refused (ErrCallsAnswered) and the ordinary path replays
+// it. The recorded turn and the ledger are exactly those of a service that
+// never takes the all-read path; only the reads ran once more.
+func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
+	t.Parallel()
+	f, cs := readsFixture(t, time.Minute)
+	var refused atomic.Int64
+	other := &countingStore{Store: f.store, beforeRecord: func(r turn.Record) error {
+		if r.Turn.ID == "t2" {
+			refused.Add(1)
+		}
+		return nil
+	}}
+	second := replica(f, other, "owner-b")
+	got := answeredScenario(f, f.svc, second)
+
+	// The same posts through one service that records every turn first.
+	g := newFixture(t)
+	ordinary, err := turn.New(turn.Config{Store: g.store, Tools: func() *tool.Registry { return g.reg }, Owner: "owner-o", ReadTurnWindow: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ordinary.Shutdown(ctx)
+	})
+	g.run(ordinary, "s1", turn.TurnRequest{ID: "warm-owner-b", Calls: calls("warm-owner-b=read")})
+	want := answeredScenario(g, ordinary, ordinary)
+
+	if got.Status != turn.StatusCompleted || statuses(got) != statuses(want) || statuses(got) != "a=ok b=ok c=ok" {
+		t.Fatalf("t2 %s %q, want %q", got.Status, statuses(got), statuses(want))
+	}
+	for i, res := range got.Results {
+		if res.ReplayedFrom != want.Results[i].ReplayedFrom {
+			t.Fatalf("result %d replayed from %q, want %q", i, res.ReplayedFrom, want.Results[i].ReplayedFrom)
+		}
+	}
+	if got.Results[0].ReplayedFrom != "t0" || got.Results[1].ReplayedFrom != "t1" || got.Results[2].ReplayedFrom != "" {
+		t.Fatalf("t2 results %+v", got.Results)
+	}
+	wantKinds := []string{"turn_received", "call_replayed:a", "call_replayed:b", "call_admitted:c", "call_answered:c", "turn_settled"}
+	if k := f.kinds("s1", "t2"); !slices.Equal(k, wantKinds) || !slices.Equal(g.kinds("s1", "t2"), wantKinds) {
+		t.Fatalf("ledger of t2\n got %v\nordinary %v\n want %v", k, g.kinds("s1", "t2"), wantKinds)
+	}
+	if a, b := f.kinds("s1", ""), g.kinds("s1", ""); !slices.Equal(a, b) {
+		t.Fatalf("session ledger\n got %v\nordinary %v", a, b)
+	}
+	stored, err := f.svc.GetTurn(context.Background(), turn.TurnKey{SessionID: "s1", TurnID: "t2"})
+	if err != nil || statuses(stored) != statuses(want) || stored.Results[0].ReplayedFrom != "t0" {
+		t.Fatalf("stored t2 %q: %v", statuses(stored), err)
+	}
+	// t2 was tried whole once and refused; its reads ran then (3) and its
+	// new call once more on the ordinary path: warm 1, t0 1, t1 1, t2 3+1.
+	if refused.Load() != 1 || f.count("read") != 7 || g.count("read") != 4 {
+		t.Fatalf("t2 records %d, reads %d (ordinary service %d); want 1, 7 and 4", refused.Load(), f.count("read"), g.count("read"))
+	}
+	// The process that wrote the answers sends a turn repeating one the
+	// ordinary way at once: nothing runs again.
+	before := f.count("read")
+	t3 := f.run(f.svc, "s1", turn.TurnRequest{ID: "t3", Calls: calls("b=read", "d=read")})
+	if statuses(t3) != "b=ok d=ok" || t3.Results[0].ReplayedFrom != "t1" || f.count("read") != before+1 {
+		t.Fatalf("t3 %q (b replayed from %q) with %d reads; want b replayed from t1 and one read", statuses(t3), t3.Results[0].ReplayedFrom, f.count("read")-before)
+	}
+	// A service that does not know the session yet reads it, sees the
+	// answered call and takes the ordinary path before any tool runs.
+	cold, err := turn.New(turn.Config{Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-c", ReadTurnWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cold.Shutdown(ctx)
+	})
+	before, lookups := f.count("read"), cs.lookups.Load()
+	t4 := f.run(cold, "s1", turn.TurnRequest{ID: "t4", Calls: calls("a=read", "e=read")})
+	if statuses(t4) != "a=ok e=ok" || t4.Results[0].ReplayedFrom != "t0" || f.count("read") != before+1 || cs.lookups.Load() != lookups+1 {
+		t.Fatalf("t4 %q replayed from %q, %d reads, %d lookups; want a replayed from t0, one read, one lookup",
+			statuses(t4), t4.Results[0].ReplayedFrom, f.count("read")-before, cs.lookups.Load()-lookups)
+	}
+}
+
+// A read outlasting the window in a turn that repeats an answered call id:
+// recording it as running first finds the answer, gives the optimistic run
+// up (cancelling its wave) and the ordinary path replays the call.
+func TestSlowReadWithAnsweredCallReplays(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	held := &tool.Spec{Name: "held", Effect: dispatch.EffectRead, Impl: dispatch.ToolFunc(
+		func(ctx context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+			select {
+			case <-release:
+				return dispatch.OK(c.Arguments, true)
+			case <-ctx.Done():
+				return dispatch.Fail("cancelled", "stopped")
+			}
+		})}
+	f, cs := readsFixture(t, 20*time.Millisecond, held)
+	// f.svc knows the session; another replica answers a.
+	f.run(f.svc, "s1", turn.TurnRequest{ID: "tw", Calls: calls("x=read")})
+	f.run(f.service("owner-b", time.Now), "s1", turn.TurnRequest{ID: "t0", Calls: calls("a=read")})
+	sub, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: "t1", Calls: calls("a=read", "b=held")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Replayed || sub.Turn.Status != turn.StatusRunning {
+		t.Fatalf("submitted replayed %v %s, want running", sub.Replayed, sub.Turn.Status)
+	}
+	close(release)
+	done, err := f.svc.Await(context.Background(), turn.TurnKey{SessionID: "s1", TurnID: "t1"})
+	if err != nil || done.Status != turn.StatusCompleted || statuses(done) != "a=ok b=ok" || done.Results[0].ReplayedFrom != "t0" {
+		t.Fatalf("settled %s %q (a replayed from %q): %v", done.Status, statuses(done), done.Results[0].ReplayedFrom, err)
+	}
+	want := []string{"turn_received", "call_replayed:a", "call_admitted:b", "call_answered:b", "turn_settled"}
+	if got := f.kinds("s1", "t1"); !slices.Equal(got, want) {
+		t.Fatalf("ledger of t1\n got %v\nwant %v", got, want)
+	}
+	// tw looked up and recorded; t1 received once (the ordinary path) and
+	// settled by one commit; no record of t1 was tried.
+	if got := cs.calls(); got != [4]int64{1, 1, 1, 1} {
+		t.Fatalf("store calls lookup/receive/record/commit = %v, want [1 1 1 1]", got)
+	}
+	// tw, t0, and t1's a once, optimistically, before the window ended.
+	if f.count("read") != 3 {
+		t.Fatalf("read ran %d times, want 3", f.count("read"))
 	}
 }
 

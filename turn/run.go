@@ -55,10 +55,10 @@ type run struct {
 	// against each other; the fields below are under it.
 	recMu      sync.Mutex
 	unrecorded bool
-	head       Turn // the turn as received, without results (unrecorded only)
-	received   Line // its turn_received line (unrecorded only)
-	finished   bool // the wave ended (recorded whole, or not at all)
-	conflict   bool // recording found the turn id taken
+	head       Turn  // the turn as received, without results (unrecorded only)
+	received   Line  // its turn_received line (unrecorded only)
+	finished   bool  // the wave ended (recorded whole, or not at all)
+	conflict   error // why recording was refused: Submit takes the ordinary path
 }
 
 type callState struct {
@@ -234,10 +234,15 @@ func (r *run) settle(status Status) {
 		time.Sleep(delay)
 	}
 	if whole && err != nil {
-		if errors.Is(err, ErrTurnExists) {
+		switch {
+		case errors.Is(err, ErrTurnExists):
 			// Posted twice at once: Submit answers from the other's record.
 			s.log.Info("turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
-		} else {
+		case errors.Is(err, ErrCallsAnswered), errors.Is(err, ErrNotFound):
+			// The optimistic run's assumptions failed: Submit runs the turn
+			// the ordinary way, which replays the answered calls.
+			s.log.Debug("turn not recorded whole; running it the ordinary way", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "reason", err)
+		default:
 			s.log.Error("recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 		}
 		r.settleErr = fmt.Errorf("recording turn: %w", err)

@@ -209,6 +209,11 @@ type Service struct {
 	// notes tells turn changes to watchers and other replicas (notify.go).
 	notes notes
 
+	// sessions caches sessions read from the store; recent remembers ids
+	// written (sessioncache.go).
+	sessions *sessionCache
+	recent   *recentIDs
+
 	mu      sync.Mutex
 	active  map[TurnKey]*run
 	closing bool
@@ -231,6 +236,8 @@ func New(cfg Config) (*Service, error) {
 		cancelHooks: cancelHooks,
 		hookWake:    make(chan struct{}, 1),
 		notes:       newNotes(),
+		sessions:    newSessionCache(sessionCacheSize),
+		recent:      newRecentIDs(recentIDsSize),
 		cfg:         cfg,
 		log:         cfg.Logger,
 		base:        base,
@@ -310,6 +317,7 @@ func (s *Service) GetSession(ctx context.Context, id string) (Session, error) {
 	if err != nil {
 		return Session{}, fmt.Errorf("reading session: %w", err)
 	}
+	s.sessions.put(sess)
 	return sess, nil
 }
 
@@ -386,6 +394,7 @@ func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest)
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recording turn: %w", err)
 	}
+	s.sessions.put(received.Session)
 	// Seq 1 means this turn created the session: no call can have been
 	// answered in it yet, so prepare skips that lookup.
 	r, err := s.prepare(ctx, received.Session, t, nil, received.Seq == 1)

@@ -13,6 +13,10 @@ var (
 	ErrSessionExists = errors.New("session already exists")
 	ErrTurnExists    = errors.New("turn already exists")
 	ErrLeaseLost     = errors.New("turn lease held by another owner")
+	// ErrCallsAnswered: RecordTurn found one of the turn's call ids
+	// answered earlier in the session (see Answered), so the turn, which
+	// ran without replaying it, is not recorded.
+	ErrCallsAnswered = errors.New("a call id of the turn was answered earlier in the session")
 	// ErrUnavailable wraps failures to reach the store (connection refused,
 	// timeouts): the caller may retry later.
 	ErrUnavailable = errors.New("store unavailable")
@@ -95,11 +99,16 @@ type Store interface {
 	// RecordTurn records, atomically, a turn that ran to its end before
 	// anything of it was stored (see Record): it inserts r.Turn without a
 	// lease, appends r.Lines to the session's ledger (consecutive seqs, no
-	// gaps) and writes r.Results, r.Outputs and r.Webhook. When the turn id
-	// is already recorded in the session it writes nothing and returns
-	// ErrTurnExists; when the session does not exist, ErrNotFound. A store
-	// may commit concurrent calls in one transaction (group commit); each
-	// call's writes still apply all or nothing.
+	// gaps) and writes r.Results, r.Outputs and r.Webhook. It writes
+	// nothing and returns, checked in this order: ErrNotFound when the
+	// session does not exist; ErrTurnExists when the turn id is already
+	// recorded in the session; ErrCallsAnswered when any call id of
+	// r.Turn.Calls has an answer in the session as Answered defines it (a
+	// final result that is not itself a replay) — the check and the write
+	// are one atomic step as far as the store's own serialisation of a
+	// session's writers goes. A store may commit concurrent calls in one
+	// transaction (group commit); each call's writes still apply, or are
+	// refused, all or nothing and independently of the others'.
 	RecordTurn(ctx context.Context, r Record) error
 
 	// Answered returns, for each of callIDs that has a final result in the

@@ -11,8 +11,10 @@
 // (ledger_batches: a seq range and the lines as a JSON array; see
 // codec.LinesJSON), read back line by line.
 //
-// A turn of reads only is looked up (LookupTurn) and, once it ran, recorded
-// whole (RecordTurn). Both group concurrent calls into one statement (see
+// A turn of reads only is recorded whole once it ran (RecordTurn, which
+// refuses it when its turn id is taken or one of its call ids was answered
+// earlier); a service that does not know its session yet looks it up first
+// (LookupTurn). Both group concurrent calls into one statement (see
 // group): the lookups of waiting turns share one read, their records one
 // transaction, one commit and one WAL flush (group commit). A few
 // statements of each kind run at once; the next batches form meanwhile.

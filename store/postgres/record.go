@@ -149,29 +149,53 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // Group commit. RecordTurn calls that arrive while a recording statement
 // runs queue up; the next statement records all of them (up to
 // maxRecordBatch) in one transaction (see group), so concurrent turns share
-// its commit and WAL flush. Each turn still applies all or nothing: the statement
-// inserts its turn only if its session exists and its id is free, and
-// writes its lines, results, outputs and webhook only if it did.
+// its commit and WAL flush. Each turn still applies all or nothing: the
+// statement inserts its turn only if its session exists, none of its call
+// ids is answered in the session and its id is free, and writes its lines,
+// results, outputs and webhook only if it did. A refused turn leaves the
+// others of its batch as they are.
 //
-// The statement's CTEs, in order: batch lists the turns with their
-// position (ord) and line counts; t inserts them; ins keeps those inserted,
-// with where their lines start among their session's lines of this batch
-// (before) and their session's total; seq moves each session's last_seq
-// past its total (one update per session row, which also serialises the
-// session's writers as every ledger write does) and returns the seq before
-// it; the fragments write the inserted turns' rows. The final SELECT says,
-// per turn, whether it was inserted and whether its session exists.
+// The statement's CTEs, in order: answered lists the turns (by position,
+// ord) one of whose call ids ($c_turn, $c_id: each call id with its turn's
+// position) has an answer in the turn's session — the predicate of
+// sqlAnswered, one index probe on results_call per call id, in one pass
+// over the call ids; batch lists the turns with their line counts and
+// whether their session exists and they are answered; t inserts the turns
+// that pass; ins
+// keeps those inserted, with where their lines start among their session's
+// lines of this batch (before) and their session's total; seq moves each
+// session's last_seq past its total (one update per session row, which
+// also serialises the session's writers as every ledger write does) and
+// returns the seq before it; the fragments write the inserted turns' rows.
+// The final SELECT says, per turn, whether it was inserted, whether its
+// session exists and whether it was refused for its answered calls (and
+// not for its turn id, taken before the statement began).
+//
+// A session's turns are never in two statements running at once (see
+// newRecorder), so one statement's answers are committed before the next
+// statement of the session checks its calls. Writers of the session outside
+// this group (the ordinary path's commits, other replicas) may commit an
+// answer after the statement's snapshot was taken: the check is as good as
+// reading the answers just before the write, never worse.
 const (
-	recordHead = `WITH batch AS (
-    SELECT * FROM unnest(@t_session::text[], @t_id::text[], @t_nlines::bigint[])
-        WITH ORDINALITY AS b (session_id, id, nlines, ord)
+	recordHead = `WITH answered AS MATERIALIZED (
+    SELECT DISTINCT c.turn
+    FROM unnest(@c_turn::bigint[], @c_id::text[]) AS c (turn, call_id)
+    JOIN unnest(@t_session::text[]) WITH ORDINALITY AS s (session_id, ord) ON s.ord = c.turn
+    WHERE EXISTS (SELECT FROM results r WHERE r.session_id = s.session_id AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '')
+), batch AS (
+    SELECT b.*,
+        EXISTS (SELECT FROM sessions s WHERE s.id = b.session_id) AS session_found,
+        EXISTS (SELECT FROM answered a WHERE a.turn = b.ord) AS answered
+    FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
+        @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[], @t_nlines::bigint[])
+        WITH ORDINALITY AS b (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, nlines, ord)
 ), t AS (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
-    SELECT x.session_id, x.id, x.status, x.mode, x.failure_policy, x.calls::json, x.hash, x.created_at, x.settled_at
-    FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
-        @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[])
-        AS x (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
-    WHERE EXISTS (SELECT FROM sessions s WHERE s.id = x.session_id)
+    SELECT b.session_id, b.id, b.status, b.mode, b.failure_policy, b.calls::json, b.hash, b.created_at, b.settled_at
+    FROM batch b
+    WHERE b.session_found AND NOT b.answered
     ON CONFLICT (session_id, id) DO NOTHING
     RETURNING session_id, id
 ), ins AS (
@@ -225,7 +249,9 @@ const (
 )`
 
 	recordTail = `
-SELECT b.ord, i.ord IS NOT NULL, EXISTS (SELECT FROM sessions s WHERE s.id = b.session_id)
+SELECT b.ord, i.ord IS NOT NULL, b.session_found,
+    CASE WHEN b.answered THEN NOT EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.id)
+        ELSE false END
 FROM batch b LEFT JOIN ins i ON i.ord = b.ord
 ORDER BY b.ord`
 )
@@ -295,7 +321,8 @@ func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
 }
 
 // execRecord runs the recording statement for batch and returns each
-// call's outcome: nil, turn.ErrTurnExists or turn.ErrNotFound (no session).
+// call's outcome: nil, turn.ErrNotFound (no session), turn.ErrCallsAnswered
+// or turn.ErrTurnExists.
 func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -308,10 +335,10 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 	outcomes := make([]error, len(batch))
 	seen := 0
 	var (
-		ord                int64
-		inserted, sessionE bool
+		ord                          int64
+		inserted, sessionE, answered bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionE}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionE, &answered}, func() error {
 		i := int(ord) - 1
 		if i < 0 || i >= len(batch) {
 			return fmt.Errorf("recording turns: row for turn %d of %d", ord, len(batch))
@@ -321,6 +348,8 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 		case inserted:
 		case !sessionE:
 			outcomes[i] = fmt.Errorf("%s: session: %w", batch[i].rec.op, turn.ErrNotFound)
+		case answered:
+			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op, turn.ErrCallsAnswered)
 		default:
 			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op, turn.ErrTurnExists)
 		}
@@ -387,6 +416,11 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 	tLines := make([]int64, n)
 
 	tBatch := make([]string, n)
+	var nc int
+	for _, c := range batch {
+		nc += len(c.rec.r.Turn.Calls)
+	}
+	cTurn, cID := make([]int64, 0, nc), make([]string, 0, nc)
 
 	rTurn := make([]int64, 0, nr)
 	rIdx, rAttempts := make([]int32, 0, nr), make([]int32, 0, nr)
@@ -413,6 +447,9 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 		tCreated[i], tSettled[i] = pgtype.Timestamptz{Time: t.CreatedAt, Valid: true}, nullTime(t.SettledAt)
 		tLines[i] = int64(len(e.r.Lines))
 		tBatch[i] = string(e.lines)
+		for _, call := range t.Calls {
+			cTurn, cID = append(cTurn, ord), append(cID, call.ID)
+		}
 		for j, r := range e.res {
 			rTurn = append(rTurn, ord)
 			rIdx, rAttempts = append(rIdx, int32(r.Index)), append(rAttempts, int32(r.Attempts))
@@ -444,8 +481,8 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 	args := map[string]any{
 		"t_session": tSession, "t_id": tID, "t_status": tStatus, "t_mode": tMode, "t_policy": tPolicy,
 		"t_calls": tCalls, "t_hash": tHash, "t_created": tCreated, "t_settled": tSettled, "t_nlines": tLines,
-		"t_lines": tBatch,
-		"r_turn":  rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
+		"t_lines": tBatch, "c_turn": cTurn, "c_id": cID,
+		"r_turn": rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
 		"r_output": rOutput, "r_err_code": rCode, "r_err_msg": rMsg, "r_truncated": rTruncated, "r_bytes": rBytes,
 		"r_lines": rLines, "r_output_id": rOutputID, "r_attempts": rAttempts, "r_started": rStarted,
 		"r_finished": rFinished, "r_replayed": rReplayed,

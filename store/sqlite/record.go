@@ -70,10 +70,18 @@ const (
 	sqlInsertSettledTurn = `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (session_id, id) DO NOTHING`
+
+	// sqlAnyAnswered reports whether any of the call ids in the JSON array
+	// ?2 has an answer in session ?1, with sqlAnswered's predicate.
+	sqlAnyAnswered = `SELECT EXISTS (SELECT 1 FROM results
+    WHERE session_id = ?1 AND call_id IN (SELECT value FROM json_each(?2))
+        AND status <> 'started' AND status <> '' AND replayed_from = '')`
 )
 
 // RecordTurn records r in one transaction; see turn.Store. The embedded
-// store has one writer connection, so there is no commit to share.
+// store has one writer connection, so there is no commit to share, and the
+// check of the turn's call ids against earlier answers sees every write
+// before it.
 func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 	if err := codec.CheckRecord(r); err != nil {
 		return err
@@ -93,7 +101,15 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	var noSession, exists bool
+	ids := make([]string, len(t.Calls))
+	for i, c := range t.Calls {
+		ids[i] = c.ID
+	}
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var noSession, exists, answered bool
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var found int
 		if err := tx.QueryRowContext(ctx, sqlSessionExists, k.SessionID).Scan(&found); err != nil {
@@ -112,6 +128,13 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 			exists = err == nil
 			return errRollback
 		}
+		// After the insert: a taken turn id is reported before answered calls.
+		if err := tx.QueryRowContext(ctx, sqlAnyAnswered, k.SessionID, string(idsJSON)).Scan(&answered); err != nil {
+			return err
+		}
+		if answered {
+			return errRollback
+		}
 		if err := w.apply(ctx, tx); err != nil {
 			return err
 		}
@@ -122,6 +145,8 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 		return fmt.Errorf("%s: session: %w", op, turn.ErrNotFound)
 	case exists:
 		return fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+	case answered:
+		return fmt.Errorf("%s: %w", op, turn.ErrCallsAnswered)
 	}
 	return wrap(op, err)
 }

@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"RecordTurn", testRecordTurn},
 		{"RecordTurnRefused", testRecordTurnRefused},
 		{"RecordTurnConcurrent", testRecordTurnConcurrent},
+		{"RecordTurnCallsAnswered", testRecordTurnCallsAnswered},
+		{"RecordTurnCallsAnsweredConcurrent", testRecordTurnCallsAnsweredConcurrent},
 		{"OutputExpiry", testOutputExpiry},
 		{"ClaimTurns", testClaimTurns},
 		{"ClaimTurnsConcurrent", testClaimTurnsConcurrent},
