@@ -171,6 +171,13 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // session exists and whether it was refused for its answered calls (and
 // not for its turn id, taken before the statement began).
 //
+// The existence checks are LIMIT 1 subqueries rather than EXISTS on
+// purpose: pgx prepares the statement, and a plan made while the tables
+// were nearly empty (a new database) would otherwise turn EXISTS into a
+// hash join over a sequential scan of results, kept with the cached plan
+// while the table grows; a subquery with a LIMIT is not pulled up, and is
+// planned as an index probe per call id at any table size.
+//
 // A session's turns are never in two statements running at once (see
 // newRecorder), so one statement's answers are committed before the next
 // statement of the session checks its calls. Writers of the session outside
@@ -182,11 +189,11 @@ const (
     SELECT DISTINCT c.turn
     FROM unnest(@c_turn::bigint[], @c_id::text[]) AS c (turn, call_id)
     JOIN unnest(@t_session::text[]) WITH ORDINALITY AS s (session_id, ord) ON s.ord = c.turn
-    WHERE EXISTS (SELECT FROM results r WHERE r.session_id = s.session_id AND r.call_id = c.call_id
-        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '')
+    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = s.session_id AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '' LIMIT 1) r
 ), batch AS (
     SELECT b.*,
-        EXISTS (SELECT FROM sessions s WHERE s.id = b.session_id) AS session_found,
+        (SELECT true FROM sessions s WHERE s.id = b.session_id LIMIT 1) IS NOT NULL AS session_found,
         EXISTS (SELECT FROM answered a WHERE a.turn = b.ord) AS answered
     FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
         @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[], @t_nlines::bigint[])
@@ -250,7 +257,7 @@ const (
 
 	recordTail = `
 SELECT b.ord, i.ord IS NOT NULL, b.session_found,
-    CASE WHEN b.answered THEN NOT EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.id)
+    CASE WHEN b.answered THEN (SELECT true FROM turns t WHERE t.session_id = b.session_id AND t.id = b.id LIMIT 1) IS NULL
         ELSE false END
 FROM batch b LEFT JOIN ins i ON i.ord = b.ord
 ORDER BY b.ord`
