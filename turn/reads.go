@@ -72,6 +72,7 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 		sess = lk.Session
 	}
 	r, _ := s.newRun(sess, t, reg, nil)
+	r.logCtx = context.WithoutCancel(ctx)
 	r.unrecorded = true
 	r.head = t
 	r.received = receivedLine(t, t.CreatedAt)

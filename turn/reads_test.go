@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -498,5 +499,60 @@ func TestRecordRaceFallsBackToReplay(t *testing.T) {
 	}
 	if got := f.kinds("s1", ""); !slices.Equal(got, []string{"turn_received"}) {
 		t.Fatalf("ledger %v, want only the other replica's turn_received", got)
+	}
+}
+
+// requestKey marks a submitting request's context in TestWaveLogsCarryRequest.
+type requestKey struct{}
+
+// ctxHandler records each log message with the requestKey value of the
+// context it was logged with.
+type ctxHandler struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *ctxHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *ctxHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *ctxHandler) WithGroup(string) slog.Handler            { return h }
+func (h *ctxHandler) Handle(ctx context.Context, r slog.Record) error {
+	v, _ := ctx.Value(requestKey{}).(string)
+	h.mu.Lock()
+	h.got = append(h.got, r.Message+" | "+v)
+	h.mu.Unlock()
+	return nil
+}
+
+// The log lines a wave writes for a submitted turn carry the submitting
+// request's context values (the logger's request id), though the wave runs
+// detached from the request's cancellation.
+func TestWaveLogsCarryRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cs := &countingStore{Store: f.store, beforeRecord: func(turn.Record) error { return errors.New("disk full") }}
+	h := &ctxHandler{}
+	svc, err := turn.New(turn.Config{
+		Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-a",
+		ReadTurnWindow: time.Minute, Logger: slog.New(h),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = svc.Shutdown(ctx)
+	})
+	if _, err := svc.CreateSession(context.Background(), turn.SessionSpec{ID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.WithValue(context.Background(), requestKey{}, "req-7")
+	if _, err := svc.Submit(ctx, "s1", turn.TurnRequest{ID: "t1", Calls: calls("a=read")}); err == nil {
+		t.Fatal("Submit succeeded though recording failed")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Contains(h.got, "recording turn failed; nothing of it is stored | req-7") {
+		t.Fatalf("log lines %q: want the failed record logged with the request's context", h.got)
 	}
 }

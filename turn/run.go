@@ -55,10 +55,14 @@ type run struct {
 	// against each other; the fields below are under it.
 	recMu      sync.Mutex
 	unrecorded bool
-	head       Turn  // the turn as received, without results (unrecorded only)
-	received   Line  // its turn_received line (unrecorded only)
-	finished   bool  // the wave ended (recorded whole, or not at all)
-	conflict   error // why recording was refused: Submit takes the ordinary path
+	head       Turn // the turn as received, without results (unrecorded only)
+	received   Line // its turn_received line (unrecorded only)
+	finished   bool // the wave ended (recorded whole, or not at all)
+	// logCtx carries the values of the request that submitted the turn (its
+	// request id, for the logger) without its cancellation: the wave's log
+	// lines belong to that request. Background for a recovered turn.
+	logCtx   context.Context
+	conflict error // why recording was refused: Submit takes the ordinary path
 }
 
 type callState struct {
@@ -105,6 +109,7 @@ func (s *Service) newRun(sess Session, t Turn, reg *tool.Registry, recorded []Re
 		index:   make(map[string]int, len(t.Calls)),
 		calls:   make([]callState, len(t.Calls)),
 		done:    make(chan struct{}),
+		logCtx:  context.Background(),
 	}
 	ids := make([]string, 0, len(t.Calls))
 	for i, c := range t.Calls {
@@ -177,12 +182,12 @@ func (r *run) execute() {
 	switch {
 	case err != nil && errors.Is(err, ErrLeaseLost):
 		// Another owner took the turn over; it will settle it.
-		s.log.Warn("turn lease lost; another owner continues it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+		s.log.WarnContext(r.logCtx, "turn lease lost; another owner continues it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
 		r.settleErr = fmt.Errorf("running turn: %w", err)
 		r.final = r.turn
 		return
 	case err != nil:
-		s.log.Error("wave aborted", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		s.log.ErrorContext(r.logCtx, "wave aborted", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 		r.settleErr = fmt.Errorf("running turn: %w", err)
 		r.final = r.turn
 		return
@@ -237,26 +242,26 @@ func (r *run) settle(status Status) {
 		switch {
 		case errors.Is(err, ErrTurnExists):
 			// Posted twice at once: Submit answers from the other's record.
-			s.log.Info("turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+			s.log.InfoContext(r.logCtx, "turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
 		case errors.Is(err, ErrCallsAnswered), errors.Is(err, ErrNotFound):
 			// The optimistic run's assumptions failed: Submit runs the turn
 			// the ordinary way, which replays the answered calls.
-			s.log.Debug("turn not recorded whole; running it the ordinary way", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "reason", err)
+			s.log.DebugContext(r.logCtx, "turn not recorded whole; running it the ordinary way", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "reason", err)
 		default:
-			s.log.Error("recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+			s.log.ErrorContext(r.logCtx, "recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 		}
 		r.settleErr = fmt.Errorf("recording turn: %w", err)
 		r.final = r.turn
 		return
 	}
 	if errors.Is(err, ErrLeaseLost) {
-		s.log.Warn("turn lease lost before settling; its new owner settles it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+		s.log.WarnContext(r.logCtx, "turn lease lost before settling; its new owner settles it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
 		r.settleErr = fmt.Errorf("settling turn: %w", err)
 		r.final = r.turn
 		return
 	}
 	if err != nil {
-		s.log.Error("settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		s.log.ErrorContext(r.logCtx, "settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 		r.settleErr = fmt.Errorf("settling turn: %w", err)
 		r.final = r.turn
 		return

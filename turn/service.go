@@ -403,6 +403,7 @@ func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest)
 		// lease expires.
 		return Submitted{}, err
 	}
+	r.logCtx = context.WithoutCancel(ctx)
 	s.launch(r)
 	return Submitted{Turn: visible(t)}, nil
 }
