@@ -138,7 +138,7 @@ func (r Resolved) TimeoutAt() time.Time {
 // now is truncated to microseconds first, so a duration under 1µs counts as
 // zero. Resolve does not check the default fields an override replaces.
 func Resolve(now time.Time, defaults, override Options) (Resolved, error) {
-	o := defaults.merge(override)
+	o := defaults.Merge(override)
 	now = now.UTC().Truncate(time.Microsecond)
 
 	deadline, err := parseDeadline(now, o.Deadline)
@@ -191,8 +191,9 @@ func (o Options) Validate() error {
 	return err
 }
 
-// merge returns o with the fields override sets replaced.
-func (o Options) merge(override Options) Options {
+// Merge returns o with the fields override sets replaced: a tool's
+// configured options over a builtin's, a call's over the tool's.
+func (o Options) Merge(override Options) Options {
 	if override.Deadline != "" {
 		o.Deadline = override.Deadline
 	}

@@ -486,7 +486,7 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 		if rt.Pending != nil {
 			if b.Deferred {
 				// The config's pending: refines the builtin's own defaults.
-				b.Pending = mergePending(b.Pending, *rt.Pending)
+				b.Pending = b.Pending.Merge(*rt.Pending)
 				if ap, ok := b.Impl.(*approvalTool); ok {
 					c := *ap
 					c.defaults = b.Pending
@@ -660,23 +660,6 @@ func absoluteURL(field, raw string, env func(string) (string, bool)) (string, st
 	}
 	u.Fragment, u.RawFragment = "", ""
 	return u.String(), ""
-}
-
-// mergePending returns base with the fields over sets replaced.
-func mergePending(base, over completion.Options) completion.Options {
-	if over.Deadline != "" {
-		base.Deadline = over.Deadline
-	}
-	if over.HeartbeatTimeout != "" {
-		base.HeartbeatTimeout = over.HeartbeatTimeout
-	}
-	if over.OnTimeout != "" {
-		base.OnTimeout = over.OnTimeout
-	}
-	if over.OnCancel != "" {
-		base.OnCancel = over.OnCancel
-	}
-	return base
 }
 
 // optionsProblem describes an error of completion.Options.Validate as a
@@ -934,17 +917,7 @@ func (l *loader) line(path ...any) int {
 		if ln := line(n); ln > 0 {
 			best = ln
 		}
-		switch k := p.(type) {
-		case string:
-			n = l.child(n, k)
-		case int:
-			seq, ok := unwrap(n).(*ast.SequenceNode)
-			if !ok || k >= len(seq.Values) {
-				n = nil
-			} else {
-				n = seq.Values[k]
-			}
-		}
+		n = l.step(n, p)
 	}
 	if n != nil {
 		if ln := line(n); ln > 0 {
@@ -962,18 +935,23 @@ func (l *loader) nodeAt(path ...any) ast.Node {
 		if n == nil {
 			return nil
 		}
-		switch k := p.(type) {
-		case string:
-			n = l.child(n, k)
-		case int:
-			seq, ok := unwrap(n).(*ast.SequenceNode)
-			if !ok || k >= len(seq.Values) {
-				return nil
-			}
-			n = seq.Values[k]
-		}
+		n = l.step(n, p)
 	}
 	return n
+}
+
+// step returns n's child at p: the value under a key (string) or the
+// element at a sequence index (int); nil when there is none.
+func (l *loader) step(n ast.Node, p any) ast.Node {
+	switch k := p.(type) {
+	case string:
+		return l.child(n, k)
+	case int:
+		if seq, ok := unwrap(n).(*ast.SequenceNode); ok && k >= 0 && k < len(seq.Values) {
+			return seq.Values[k]
+		}
+	}
+	return nil
 }
 
 // child returns the value under key in a mapping node.
