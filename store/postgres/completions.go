@@ -175,29 +175,19 @@ func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Com
 // turn.CompletionStore. Replicas starting together may each generate one:
 // the insert keeps the first committed and every replica reads that back.
 func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
-	const op = "reading completion secret"
-	var v string
-	err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
-	if err == nil {
-		return v, nil
+	get := func() (string, bool, error) {
+		var v string
+		err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", false, nil
+		}
+		return v, err == nil, wrap("reading completion secret", err)
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", wrap(op, err)
+	insert := func(v string) error {
+		_, err := s.pool.Exec(ctx, sqlInsertSetting, codec.SecretName, v)
+		return wrap("storing completion secret", err)
 	}
-	gen, err := generate()
-	if err != nil {
-		return "", fmt.Errorf("%s: generating: %w", op, err)
-	}
-	if gen == "" {
-		return "", fmt.Errorf("%s: generated an empty secret", op)
-	}
-	if _, err := s.pool.Exec(ctx, sqlInsertSetting, codec.SecretName, gen); err != nil {
-		return "", wrap("storing completion secret", err)
-	}
-	if err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v); err != nil {
-		return "", wrap(op, err)
-	}
-	return v, nil
+	return codec.Secret(get, insert, generate)
 }
 
 // RecordLate: the gate is the turn's existence, so a line for an unknown

@@ -12,6 +12,33 @@ import (
 // SecretName is the settings row that holds the completion secret.
 const SecretName = "completion_secret"
 
+// Secret is turn.CompletionStore.Secret over a store's two statements: get
+// reads the secret (found false when there is none), insert stores one
+// unless one is already there; both return errors the store has already
+// wrapped. A secret read is returned; otherwise generate's is inserted and
+// the stored one read back, so that callers racing on an empty store all
+// return the first committed.
+func Secret(get func() (v string, found bool, err error), insert func(string) error, generate func() (string, error)) (string, error) {
+	if v, found, err := get(); err != nil || found {
+		return v, err
+	}
+	gen, err := generate()
+	if err != nil {
+		return "", fmt.Errorf("generating the completion secret: %w", err)
+	}
+	if gen == "" {
+		return "", errors.New("generating the completion secret: generated an empty secret")
+	}
+	if err := insert(gen); err != nil {
+		return "", err
+	}
+	v, found, err := get()
+	if err == nil && !found {
+		err = errors.New("reading completion secret: the secret stored is gone")
+	}
+	return v, err
+}
+
 // Fingerprint names a completion in errors and logs: the first 4 bytes of
 // its key hash in hex, the same string as completion.Hash.Fingerprint (which
 // the service logs), so that a store error and a log line about one key
