@@ -332,23 +332,10 @@ func (r *runner) body(i int) []byte {
 	rng := mrand.New(mrand.NewPCG(r.seed1+uint64(i), r.seed2))
 	w := r.w
 	b := make([]byte, 0, 64+96*w.Calls)
-	id := strconv.AppendInt([]byte("t"), int64(i), 10)
-	b = append(b, `{"id":"`...)
-	b = append(b, id...)
-	b = append(b, `","calls":[`...)
-	for k := range w.Calls {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"id":"`...)
-		b = append(b, id...)
-		b = append(b, '.')
-		b = strconv.AppendInt(b, int64(k), 10)
-		b = append(b, `","name":"`...)
+	return loadtest.AppendTurn(b, i, w.Calls, func(b []byte, _ int) []byte {
 		if w.Tools == ToolBuiltin {
 			r.reads.Add(1)
-			b = r.builtinCall(b, rng)
-			continue
+			return r.builtinCall(b, rng)
 		}
 		name, lat := ToolWrite, w.Latency
 		switch {
@@ -366,9 +353,8 @@ func (r *runner) body(i int) []byte {
 		b = strconv.AppendInt(b, lat.Sample(rng).Microseconds(), 10)
 		b = append(b, `,"bytes":`...)
 		b = strconv.AppendInt(b, w.OutputBytes, 10)
-		b = append(b, "}}"...)
-	}
-	return append(b, "]}"...)
+		return append(b, "}}"...)
+	})
 }
 
 // builtinCall appends the rest of a call to echo (instant; with a pad

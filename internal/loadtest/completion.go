@@ -120,37 +120,9 @@ func DeferredToolConfig(name, url, effect string) []byte {
 `, name, effect, url)
 }
 
-// DeferredTurn returns a body function for Park: turn i is
-//
-//	{"id":"t<i>","calls":[{"id":"t<i>.0","name":"<tool>","arguments":{"n":<i>,"k":0}}, …]}
-//
-// with calls calls of tool.
-func DeferredTurn(tool string, calls int) func(i int) []byte {
-	return func(i int) []byte {
-		b := make([]byte, 0, 32+(48+len(tool))*calls)
-		id := strconv.AppendInt([]byte("t"), int64(i), 10)
-		b = append(b, `{"id":"`...)
-		b = append(b, id...)
-		b = append(b, `","calls":[`...)
-		for k := range calls {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"id":"`...)
-			b = append(b, id...)
-			b = append(b, '.')
-			b = strconv.AppendInt(b, int64(k), 10)
-			b = append(b, `","name":"`...)
-			b = append(b, tool...)
-			b = append(b, `","arguments":{"n":`...)
-			b = strconv.AppendInt(b, int64(i), 10)
-			b = append(b, `,"k":`...)
-			b = strconv.AppendInt(b, int64(k), 10)
-			b = append(b, "}}"...)
-		}
-		return append(b, "]}"...)
-	}
-}
+// DeferredTurn returns a body function for Park: ToolTurn's turns of
+// calls calls of the deferring tool.
+func DeferredTurn(tool string, calls int) func(i int) []byte { return ToolTurn(tool, calls) }
 
 // ParkedTurn is a turn in status waiting, with the completion keys of its
 // parked calls in call order.

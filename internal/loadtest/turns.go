@@ -111,27 +111,46 @@ func postTurn(ctx context.Context, client *http.Client, url string, body []byte)
 // turnd runs them all concurrently in one wave and the measurement is
 // turnd's own overhead. Call ids are unique per turn, so nothing is
 // replayed.
-func EchoTurn(calls int) func(i int) []byte {
+func EchoTurn(calls int) func(i int) []byte { return ToolTurn("echo", calls) }
+
+// ToolTurn returns a body function: turn i is
+//
+//	{"id":"t<i>","calls":[{"id":"t<i>.0","name":"<tool>","arguments":{"n":<i>,"k":0}}, …]}
+//
+// with calls calls of tool.
+func ToolTurn(tool string, calls int) func(i int) []byte {
 	return func(i int) []byte {
-		b := make([]byte, 0, 32+64*calls)
-		id := strconv.AppendInt([]byte("t"), int64(i), 10)
-		b = append(b, `{"id":"`...)
-		b = append(b, id...)
-		b = append(b, `","calls":[`...)
-		for k := range calls {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"id":"`...)
-			b = append(b, id...)
-			b = append(b, '.')
-			b = strconv.AppendInt(b, int64(k), 10)
-			b = append(b, `","name":"echo","arguments":{"n":`...)
+		b := make([]byte, 0, 32+(48+len(tool))*calls)
+		return AppendTurn(b, i, calls, func(b []byte, k int) []byte {
+			b = append(b, tool...)
+			b = append(b, `","arguments":{"n":`...)
 			b = strconv.AppendInt(b, int64(i), 10)
 			b = append(b, `,"k":`...)
 			b = strconv.AppendInt(b, int64(k), 10)
-			b = append(b, "}}"...)
-		}
-		return append(b, "]}"...)
+			return append(b, "}}"...)
+		})
 	}
+}
+
+// AppendTurn appends turn i's body, {"id":"t<i>","calls":[…]}, with calls
+// calls whose ids are t<i>.<k> (unique per turn, so nothing is replayed).
+// call appends the rest of call k after its `"name":"`: the name, its
+// closing quote, the arguments and the call's closing brace.
+func AppendTurn(b []byte, i, calls int, call func(b []byte, k int) []byte) []byte {
+	id := strconv.AppendInt([]byte("t"), int64(i), 10)
+	b = append(b, `{"id":"`...)
+	b = append(b, id...)
+	b = append(b, `","calls":[`...)
+	for k := range calls {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":"`...)
+		b = append(b, id...)
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(k), 10)
+		b = append(b, `","name":"`...)
+		b = call(b, k)
+	}
+	return append(b, "]}"...)
 }
