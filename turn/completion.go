@@ -304,18 +304,22 @@ func settledLine(k TurnKey, status Status, at time.Time) Line {
 // applyEarly applies the early deliveries of a turn whose calls are parked
 // (a delivery that raced its call's pending answer). It is called after a
 // wave parks calls and after an early delivery; whichever comes second
-// finds both the park and the payload.
-func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
+// finds both the park and the payload. It reports whether a call of the
+// turn was still pending when it looked (true too when it could not look).
+func (s *Service) applyEarly(ctx context.Context, k TurnKey) (parked bool) {
 	if s.completions == nil {
-		return
+		return false
 	}
 	ctx = context.WithoutCancel(ctx)
 	cs, err := s.completions.TurnCompletions(ctx, k)
 	if err != nil {
 		s.log.ErrorContext(ctx, "reading a turn's completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
-		return
+		return true
 	}
 	for _, c := range cs {
+		if c.Status == CompletionPending {
+			parked = true
+		}
 		if c.Status != CompletionEarly || c.Deadline.IsZero() {
 			continue // not early, or its call is not parked yet
 		}
@@ -324,6 +328,7 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
 			s.log.ErrorContext(ctx, "applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
 		}
 	}
+	return parked
 }
 
 // settleResolved settles a waiting turn none of whose calls is pending any
@@ -332,7 +337,9 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) {
 // wave, counting the call as pending when it parked, then leaves the turn
 // waiting. Resolve locks the turn row before it decides, so one of the two
 // (the delivery's Resolve, or this one after the waiting commit) always
-// sees the turn waiting with nothing pending.
+// sees the turn waiting with nothing pending. The wave calls it only when
+// applyEarly, reading after the waiting commit, found no call pending: a
+// call pending then is resolved by a Resolve that sees the turn waiting.
 func (s *Service) settleResolved(ctx context.Context, k TurnKey, callbackURL string, created time.Time) {
 	if s.completions == nil {
 		return

@@ -276,8 +276,9 @@ func (r *run) settle(status Status) {
 	if status == StatusWaiting {
 		// A delivery may have raced the pending answer (kept as early), or
 		// resolved a parked call while later calls of the wave still ran.
-		s.applyEarly(ctx, r.key)
-		s.settleResolved(ctx, r.key, r.session.CallbackURL, r.turn.CreatedAt)
+		if !s.applyEarly(ctx, r.key) {
+			s.settleResolved(ctx, r.key, r.session.CallbackURL, r.turn.CreatedAt)
+		}
 		if t, err := s.store.GetTurn(ctx, r.key); err == nil {
 			r.final = t
 		}
