@@ -399,17 +399,7 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if err != nil {
 		return nil, wrap("renewing leases", err)
 	}
-	held := make(map[turn.TurnKey]bool, len(renewed))
-	for _, k := range renewed {
-		held[k] = true
-	}
-	var lost []turn.TurnKey
-	for _, k := range keys {
-		if !held[k] {
-			lost = append(lost, k)
-		}
-	}
-	return lost, nil
+	return codec.Lost(keys, renewed), nil
 }
 
 // collectKeys reads (session_id, id) rows and closes rows.

@@ -223,3 +223,19 @@ func OutputTurn(o turn.Output, k turn.TurnKey) string {
 	}
 	return o.TurnID
 }
+
+// Lost returns the keys, in their order, whose lease renewal did not renew
+// them (absent from renewed): turns another owner has taken over.
+func Lost(keys, renewed []turn.TurnKey) []turn.TurnKey {
+	held := make(map[turn.TurnKey]bool, len(renewed))
+	for _, k := range renewed {
+		held[k] = true
+	}
+	var lost []turn.TurnKey
+	for _, k := range keys {
+		if !held[k] {
+			lost = append(lost, k)
+		}
+	}
+	return lost
+}
