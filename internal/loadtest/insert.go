@@ -23,12 +23,19 @@ import (
 // scratch schema created for the run and dropped after it, so the caller's
 // schemas are untouched; dbURL needs the CREATE privilege on its database.
 func InsertBaseline(ctx context.Context, dbURL string, clients int, d time.Duration) (Result, error) {
+	return insertBaseline(ctx, dbURL, "loadtest_"+randomID(6), clients, d)
+}
+
+// insertBaseline is InsertBaseline with the scratch schema's name chosen by
+// the caller (the tests, to check that this very schema is dropped while
+// other runs may be using schemas of their own).
+func insertBaseline(ctx context.Context, dbURL, scratch string, clients int, d time.Duration) (Result, error) {
 	admin, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return Result{}, fmt.Errorf("insert baseline: connecting: %w", err)
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	schema := pgx.Identifier{"loadtest_" + randomID(6)}.Sanitize()
+	schema := pgx.Identifier{scratch}.Sanitize()
 	table := schema + ".bench_insert"
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return Result{}, fmt.Errorf("insert baseline: creating the scratch schema: %w", err)
