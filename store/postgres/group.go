@@ -8,9 +8,9 @@ import (
 // group runs the calls of one kind that arrive while statements of that
 // kind run as one statement, next: concurrent turns share the statement's
 // round trip, its per-statement work in the server and, for writes, its
-// commit and WAL flush. Up to par statements of a group run at a time (a
-// few, so that one waiting for its WAL flush does not hold up the rest, and
-// so that the group's work is not confined to one server process); the
+// commit and WAL flush. Up to par statements of a group run at a time
+// (Options.GroupStatements: more let the group's work spread over several
+// server processes, fewer make larger batches and less work per call); the
 // next batches form meanwhile, and a lone call runs at once.
 //
 // A caller that finds fewer than par statements running leads: it runs a

@@ -37,9 +37,6 @@ LEFT JOIN LATERAL (
     ORDER BY r.call_id, r.finished_at NULLS LAST, r.started_at NULLS LAST, r.turn_id, r.idx
 ) a ON true`
 
-// groupPar is how many statements of each group run at once (see group).
-const groupPar = 2
-
 // maxLookupBatch caps the turns of one lookup statement.
 const maxLookupBatch = 64
 
@@ -51,8 +48,8 @@ type lookupCall struct {
 	done              chan error
 }
 
-func newLookups(s *Store) *group[*lookupCall] {
-	return &group[*lookupCall]{max: maxLookupBatch, par: groupPar, exec: s.lookupBatch}
+func newLookups(s *Store, par int) *group[*lookupCall] {
+	return &group[*lookupCall]{max: maxLookupBatch, par: par, exec: s.lookupBatch}
 }
 
 // LookupTurn reads the session, whether the turn id is taken and the
@@ -277,13 +274,13 @@ type recordCall struct {
 	done chan error
 }
 
-func newRecorder(s *Store) *group[*recordCall] {
+func newRecorder(s *Store, par int) *group[*recordCall] {
 	// Keyed by session: two statements running at once never touch the
 	// same session row (nor the same turn key), so they cannot deadlock on
 	// each other, and a session's turns of one statement need no ordering.
 	return &group[*recordCall]{
 		max:  maxRecordBatch,
-		par:  groupPar,
+		par:  par,
 		key:  func(c *recordCall) any { return c.rec.key.SessionID },
 		exec: s.recordBatch,
 	}

@@ -36,6 +36,14 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// ApplicationName is shown in pg_stat_activity. Default: "turnd".
 	ApplicationName string
+	// GroupStatements is how many group-commit statements of each kind
+	// (recording whole turns, looking them up) run at once. Calls that
+	// arrive meanwhile wait and share the next statement, so fewer
+	// statements mean larger batches and less database CPU per turn, and
+	// more let a busy database use more cores. Default: GOMAXPROCS / 2, at
+	// least 1 (on 2 cores one statement at a time took about a third less
+	// database CPU per turn than two, at the same latency).
+	GroupStatements int
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -58,6 +66,9 @@ func (o Options) WithDefaults() Options {
 	if o.ApplicationName == "" {
 		o.ApplicationName = "turnd"
 	}
+	if o.GroupStatements == 0 {
+		o.GroupStatements = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	return o
 }
 
@@ -65,6 +76,8 @@ func (o Options) validate() error {
 	switch {
 	case o.MaxConns < 1:
 		return fmt.Errorf("MaxConns %d: must be at least 1", o.MaxConns)
+	case o.GroupStatements < 1:
+		return fmt.Errorf("GroupStatements %d: must be at least 1", o.GroupStatements)
 	case o.MinConns < 0 || o.MinConns > o.MaxConns:
 		return fmt.Errorf("MinConns %d: must be between 0 and MaxConns (%d)", o.MinConns, o.MaxConns)
 	case o.MaxConnLifetime < 0, o.MaxConnIdleTime < 0, o.HealthCheckPeriod < 0, o.ConnectTimeout < 0:
@@ -115,7 +128,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, wrap("opening postgres store", err)
 	}
 	st := &Store{pool: pool}
-	st.lookups, st.records = newLookups(st), newRecorder(st)
+	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }
 
