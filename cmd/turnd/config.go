@@ -50,6 +50,10 @@ type config struct {
 	// WebhookSecret signs turnd's own outgoing webhooks: turn.settled
 	// callbacks and cancel_url requests (TURND_WEBHOOK_SECRET).
 	WebhookSecret string
+	// KeepGC is set when the environment chooses the garbage collector's
+	// target (GOGC): serve then leaves it alone instead of setting
+	// serveGCPercent.
+	KeepGC bool
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
@@ -62,6 +66,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		return def
 	}
 	var c config
+	_, c.KeepGC = env("GOGC")
 	var grace, delay, lease, maxBody, maxCalls string
 	// Parsed before the flags so that the environment's value is the flag's
 	// default; any strconv.ParseBool spelling (true, 1, TRUE, ...) counts.

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -355,6 +356,8 @@ func TestMetricsListener(t *testing.T) {
 		`turnd_calls_total{outcome="ok",tool="echo"} 1`, "turnd_pending_calls 0",
 		"go_goroutines", "process_resident_memory_bytes",
 		`turnd_http_requests_total{code="200",method="POST",route="/v1/sessions/{session_id}/turns"} 1`,
+		// serve sets the collector's target, unless GOGC chose one.
+		"go_gc_gogc_percent " + cmp.Or(os.Getenv("GOGC"), fmt.Sprint(serveGCPercent)) + "\n",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the scrape lacks %s", want)
