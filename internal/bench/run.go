@@ -71,8 +71,11 @@ func Run(ctx context.Context, t Target, w Workload, progress func(Snapshot), int
 	if _, err := parseBase(t.URL); err != nil {
 		return Load{}, err
 	}
-	r := newRunner(t, w)
-	defer r.transport.CloseIdleConnections()
+	r, err := newRunner(t, w)
+	if err != nil {
+		return Load{}, err
+	}
+	defer r.close()
 	return r.run(ctx, progress, interval)
 }
 
@@ -89,7 +92,10 @@ type runner struct {
 	token     string
 	transport *http.Transport
 	client    *http.Client
-	prefix    string // the run's session id prefix
+	// h1 posts to an http:// turnd, with less CPU than client (see
+	// loadtest.Client); client posts to an https:// one.
+	h1     *loadtest.Client
+	prefix string // the path of the run's sessions, up to their number
 
 	seed1, seed2 uint64
 
@@ -103,7 +109,7 @@ type runner struct {
 	firstErr string
 }
 
-func newRunner(t Target, w Workload) *runner {
+func newRunner(t Target, w Workload) (*runner, error) {
 	base, _ := parseBase(t.URL)
 	n := w.maxInFlight()
 	tr := &http.Transport{
@@ -116,14 +122,35 @@ func newRunner(t Target, w Workload) *runner {
 	r := &runner{
 		w: w, base: base, token: t.Token, transport: tr,
 		client: &http.Client{Transport: tr, Timeout: time.Duration(w.waitSeconds()+60) * time.Second},
-		prefix: base + "/v1/sessions/bench-" + randomID(4) + "-",
+		prefix: "/v1/sessions/bench-" + randomID(4) + "-",
 		errs:   map[string]int{},
 		seed1:  w.Seed, seed2: w.Seed ^ 0x9e3779b97f4a7c15,
 	}
 	if w.Seed == 0 {
 		r.seed1, r.seed2 = mrand.Uint64(), mrand.Uint64()
 	}
-	return r
+	if strings.HasPrefix(base, "http://") {
+		h := http.Header{}
+		if t.Token != "" {
+			h.Set("Authorization", "Bearer "+t.Token)
+		}
+		var err error
+		r.h1, err = loadtest.NewClient(base, loadtest.ClientOptions{Header: h, Timeout: r.client.Timeout, MaxBody: maxAnswer})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// maxAnswer is the largest turn answer read.
+const maxAnswer = 256 << 20
+
+func (r *runner) close() {
+	r.transport.CloseIdleConnections()
+	if r.h1 != nil {
+		r.h1.Close()
+	}
 }
 
 func randomID(n int) string {
@@ -294,14 +321,14 @@ func (r *runner) warm(ctx context.Context, s int) error {
 		name, args = "echo", `{"warm":true}`
 	}
 	body := `{"id":"warm","calls":[{"id":"warm.0","name":"` + name + `","arguments":` + args + `}]}`
-	_, kind, msg := r.post(ctx, r.sessionURL(s), []byte(body), 1)
+	_, kind, msg := r.post(ctx, r.sessionPath(s), []byte(body), 1)
 	if kind != "" {
 		return fmt.Errorf("session %d: %s: %s", s, kind, msg)
 	}
 	return nil
 }
 
-func (r *runner) sessionURL(s int) string { return r.prefix + strconv.Itoa(s) + "/turns" }
+func (r *runner) sessionPath(s int) string { return r.prefix + strconv.Itoa(s) + "/turns" }
 
 // turn builds, posts and accounts turn i on session s; its latency counts
 // from start.
@@ -309,7 +336,7 @@ func (r *runner) turn(ctx context.Context, s, i int, start time.Time) {
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	body := r.body(i)
-	truncated, kind, msg := r.post(ctx, r.sessionURL(s), body, r.w.Calls)
+	truncated, kind, msg := r.post(ctx, r.sessionPath(s), body, r.w.Calls)
 	if kind == "" {
 		d := time.Since(start)
 		r.ok.Add(1)
@@ -376,19 +403,8 @@ func (r *runner) builtinCall(b []byte, rng *mrand.Rand) []byte {
 // post posts a turn and checks its answer: 200, completed, one ok result
 // per call. It returns the number of truncated results, or the kind of
 // failure and a message.
-func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (truncated int, kind, msg string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, "transport", err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	// turnd holds the answer until the turn settles, waiting for deferred
-	// calls included, or the wait runs out.
-	req.Header.Set("Prefer", "wait="+strconv.Itoa(r.w.waitSeconds()))
-	if r.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.token)
-	}
-	resp, err := r.client.Do(req)
+func (r *runner) post(ctx context.Context, path string, body []byte, calls int) (truncated int, kind, msg string) {
+	status, got, err := r.send(ctx, path, body)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -396,12 +412,7 @@ func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (
 		}
 		return 0, "transport", err.Error()
 	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return 0, "transport", "reading the answer: " + err.Error()
-	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusOK:
 	case http.StatusAccepted:
 		return 0, "unsettled", fmt.Sprintf("the turn was not settled after a wait of %ds: %.300s", r.w.waitSeconds(), got)
@@ -409,7 +420,7 @@ func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (
 		var p struct {
 			Code string `json:"code"`
 		}
-		kind := "http_" + strconv.Itoa(resp.StatusCode)
+		kind := "http_" + strconv.Itoa(status)
 		if json.Unmarshal(got, &p) == nil && p.Code != "" {
 			kind += ":" + p.Code
 		}
@@ -451,6 +462,35 @@ func (r *runner) post(ctx context.Context, url string, body []byte, calls int) (
 		}
 	}
 	return truncated, "", ""
+}
+
+// send posts body to path and reads the answer. turnd holds the answer
+// until the turn settles, waiting for deferred calls included, or the wait
+// runs out.
+func (r *runner) send(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	prefer := "wait=" + strconv.Itoa(r.w.waitSeconds())
+	if r.h1 != nil {
+		return r.h1.Post(ctx, path, body, nil, "Prefer", prefer)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", prefer)
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	return resp.StatusCode, got, nil
 }
 
 // ErrorKinds returns the kinds of errors counted, most frequent first.

@@ -21,8 +21,11 @@ func TestTurnBodies(t *testing.T) {
 	delay, _ := ParseDist("fixed:7ms")
 	w := Workload{Concurrency: 1, Turns: 1, Calls: 10, ReadFraction: 0.5, DeferredFraction: 0.2,
 		Latency: lat, DeferredDelay: delay, OutputBytes: 123, Tools: ToolHTTP, Seed: 42}
-	r := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-	defer r.transport.CloseIdleConnections()
+	r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
 	kinds := map[string]int{}
 	ids := map[string]bool{}
 	const turns = 500
@@ -69,7 +72,11 @@ func TestTurnBodies(t *testing.T) {
 func TestBuiltinBodies(t *testing.T) {
 	t.Parallel()
 	w := Workload{Concurrency: 1, Turns: 1, Calls: 2, ReadFraction: 1, OutputBytes: 50, Tools: ToolBuiltin}
-	r := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
 	var b turnBody
 	if err := json.Unmarshal(r.body(3), &b); err != nil {
 		t.Fatal(err)
@@ -84,7 +91,11 @@ func TestBuiltinBodies(t *testing.T) {
 	}
 	w.OutputBytes = 0
 	w.Latency, _ = ParseDist("fixed:2600us")
-	r = newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	r, err = newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
 	raw := string(r.body(0))
 	if !strings.Contains(raw, `"name":"sleep","arguments":{"ms":3}`) {
 		t.Errorf("a 2.6ms latency should sleep 3ms: %s", raw)

@@ -1,15 +1,11 @@
 package loadtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -27,27 +23,25 @@ import (
 // run), each created by its client's first turn, which runs before the
 // window opens along with the connection set-up.
 //
-// The clients share one http.Transport that keeps a connection per client
-// alive, so the window measures requests, not TCP handshakes.
+// The clients share one Client, which keeps a connection per client alive,
+// so the window measures requests, not TCP handshakes.
 func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, body func(i int) []byte) (Result, error) {
-	transport := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        2 * clients,
-		MaxIdleConnsPerHost: 2 * clients,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
+	client, err := NewClient(baseURL, ClientOptions{})
+	if err != nil {
+		return Result{}, fmt.Errorf("turns: %w", err)
 	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: time.Minute}
-
-	base := strings.TrimSuffix(baseURL, "/") + "/v1/sessions/lt-" + randomID(4) + "-"
-	urls := make([]string, clients)
-	for c := range urls {
-		urls[c] = base + strconv.Itoa(c) + "/turns"
+	defer client.Close()
+	base := "/v1/sessions/lt-" + randomID(4) + "-"
+	paths := make([]string, clients)
+	bufs := make([][]byte, clients)
+	for c := range paths {
+		paths[c] = base + strconv.Itoa(c) + "/turns"
 	}
 	var next atomic.Int64
 	op := func(ctx context.Context, c int) error {
-		return postTurn(ctx, client, urls[c], body(int(next.Add(1)-1)))
+		var err error
+		bufs[c], err = postTurn(ctx, client, paths[c], body(int(next.Add(1)-1)), bufs[c][:0])
+		return err
 	}
 	r, err := Loop(ctx, clients, d, op, op)
 	if err != nil {
@@ -57,30 +51,20 @@ func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, bo
 }
 
 // postTurn posts one turn and checks its answer: 200, completed, every
-// call answered ok.
-func postTurn(ctx context.Context, client *http.Client, url string, body []byte) error {
+// call answered ok. It reads the answer into buf and returns it.
+func postTurn(ctx context.Context, client *Client, path string, body, buf []byte) ([]byte, error) {
 	var sent struct {
 		Calls []struct{} `json:"calls"`
 	}
 	if err := json.Unmarshal(body, &sent); err != nil {
-		return fmt.Errorf("request body: %w", err)
+		return buf, fmt.Errorf("request body: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	status, got, err := client.Post(ctx, path, body, buf)
 	if err != nil {
-		return err
+		return got, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return fmt.Errorf("reading answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("answer %d: %.300s", resp.StatusCode, got)
+	if status != http.StatusOK {
+		return got, fmt.Errorf("answer %d: %.300s", status, got)
 	}
 	var t struct {
 		Status  string `json:"status"`
@@ -90,17 +74,17 @@ func postTurn(ctx context.Context, client *http.Client, url string, body []byte)
 		} `json:"results"`
 	}
 	if err := json.Unmarshal(got, &t); err != nil {
-		return fmt.Errorf("answer: %w", err)
+		return got, fmt.Errorf("answer: %w", err)
 	}
 	if t.Status != "completed" || len(t.Results) != len(sent.Calls) {
-		return fmt.Errorf("turn %s with %d results for %d calls: %.300s", t.Status, len(t.Results), len(sent.Calls), got)
+		return got, fmt.Errorf("turn %s with %d results for %d calls: %.300s", t.Status, len(t.Results), len(sent.Calls), got)
 	}
 	for _, res := range t.Results {
 		if res.Status != "ok" {
-			return fmt.Errorf("call %s answered %s: %.300s", res.CallID, res.Status, got)
+			return got, fmt.Errorf("call %s answered %s: %.300s", res.CallID, res.Status, got)
 		}
 	}
-	return nil
+	return got, nil
 }
 
 // EchoTurn returns a body function for Turns: turn i is

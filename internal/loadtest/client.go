@@ -1,0 +1,249 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Client posts JSON requests to one plain-HTTP server over HTTP/1.1
+// keep-alive connections of its own: one request at a time per connection,
+// idle connections kept for the next request. It is what the load tools
+// drive turnd with instead of net/http's client, whose transport hands
+// every request and response between goroutines: on a machine whose cores
+// the load generator shares with the server and the database, the client's
+// CPU is taken from what it measures, so it is kept small (as wrk's or
+// pgbench's is). Responses are parsed by net/http (http.ReadResponse:
+// Content-Length and chunked bodies alike). Safe for concurrent use.
+type Client struct {
+	addr    string // host:port dialled
+	prefix  string // the base URL's path, prepended to every request's
+	header  []byte // the header lines every request carries
+	timeout time.Duration
+	limit   int64
+	dialer  net.Dialer
+
+	mu     sync.Mutex
+	idle   []*clientConn
+	closed bool
+}
+
+type clientConn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	buf []byte // the request being written
+}
+
+// ClientOptions configure NewClient.
+type ClientOptions struct {
+	// Header is sent with every request (Content-Type: application/json is
+	// always sent).
+	Header http.Header
+	// Timeout bounds one request from writing it to reading the whole
+	// answer, within the context's deadline. Default: 1 minute.
+	Timeout time.Duration
+	// MaxBody is the largest answer body read; a larger one is an error.
+	// Default: 4 MiB.
+	MaxBody int64
+}
+
+// NewClient returns a client for the server at baseURL, an http:// URL
+// (https is not spoken: use net/http for it).
+func NewClient(baseURL string, o ClientOptions) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if u.Scheme != "http" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("client: %q: want a plain http://host[:port][/path] URL", baseURL)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	var h bytes.Buffer
+	fmt.Fprintf(&h, "Host: %s\r\nContent-Type: application/json\r\n", u.Host)
+	for k, vs := range o.Header {
+		for _, v := range vs {
+			if !validHeader(k) || !validHeader(v) {
+				return nil, fmt.Errorf("client: header %q: not a valid header line", k)
+			}
+			fmt.Fprintf(&h, "%s: %s\r\n", http.CanonicalHeaderKey(k), v)
+		}
+	}
+	c := &Client{addr: addr, prefix: u.EscapedPath(), header: h.Bytes(),
+		timeout: o.Timeout, limit: o.MaxBody,
+		dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}}
+	if c.timeout <= 0 {
+		c.timeout = time.Minute
+	}
+	if c.limit <= 0 {
+		c.limit = 4 << 20
+	}
+	if len(c.prefix) > 0 && c.prefix[len(c.prefix)-1] == '/' {
+		c.prefix = c.prefix[:len(c.prefix)-1]
+	}
+	return c, nil
+}
+
+func validHeader(s string) bool {
+	for i := range len(s) {
+		if s[i] == '\r' || s[i] == '\n' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Post sends body to path (below the base URL's path, with its query if
+// any) with the extra header lines given as name, value pairs, and appends
+// the answer's body to dst. A request on a kept connection that is reset
+// before any byte of an answer comes back (the server closed the connection
+// while it was idle) is sent again, once, on a new connection, as net/http's
+// transport does: turnd answers a turn posted twice from its record.
+func (c *Client) Post(ctx context.Context, path string, body, dst []byte, header ...string) (status int, answer []byte, err error) {
+	if len(header)%2 != 0 {
+		return 0, dst, errors.New("client: header: want name, value pairs")
+	}
+	for _, h := range header {
+		if !validHeader(h) {
+			return 0, dst, fmt.Errorf("client: header %q: not a valid header line", h)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		cc, reused, err := c.conn(ctx)
+		if err != nil {
+			return 0, dst, err
+		}
+		status, answer, keep, answered, err := c.roundTrip(ctx, cc, path, body, dst, header)
+		if err == nil && keep {
+			c.put(cc)
+		} else {
+			_ = cc.c.Close()
+		}
+		if err != nil && reused && !answered && attempt == 0 && isReset(err) && ctx.Err() == nil {
+			continue // a kept connection the server closed: once more, on a new one
+		}
+		return status, answer, err
+	}
+}
+
+// roundTrip writes the request on cc and reads its answer. answered says
+// whether any byte of an answer came back.
+func (c *Client) roundTrip(ctx context.Context, cc *clientConn, path string, body, dst []byte, header []string) (status int, answer []byte, keep, answered bool, err error) {
+	deadline := time.Now().Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := cc.c.SetDeadline(deadline); err != nil {
+		return 0, dst, false, false, err
+	}
+	// A cancelled context ends the request at once: the deadline moves to
+	// the past and the connection is not kept.
+	stop := context.AfterFunc(ctx, func() { _ = cc.c.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if !stop() {
+			// The deadline may have moved after the answer was read: the
+			// answer stands, the connection goes.
+			keep = false
+			if err != nil {
+				err = context.Cause(ctx)
+			}
+		}
+	}()
+
+	b := append(cc.buf[:0], "POST "...)
+	b = append(b, c.prefix...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\n"...)
+	b = append(b, c.header...)
+	for i := 0; i < len(header); i += 2 {
+		b = append(b, header[i]...)
+		b = append(b, ": "...)
+		b = append(b, header[i+1]...)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	cc.buf = b
+	if _, err := cc.c.Write(b); err != nil {
+		return 0, dst, false, false, err
+	}
+	if _, err := cc.r.Peek(1); err != nil {
+		return 0, dst, false, false, err
+	}
+	resp, err := http.ReadResponse(cc.r, nil)
+	if err != nil {
+		return 0, dst, false, true, fmt.Errorf("reading the answer: %w", err)
+	}
+	buf := bytes.NewBuffer(dst)
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, c.limit+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return resp.StatusCode, buf.Bytes(), false, true, fmt.Errorf("reading the answer: %w", err)
+	}
+	if n > c.limit {
+		return resp.StatusCode, buf.Bytes(), false, true, fmt.Errorf("the answer exceeds %d bytes", c.limit)
+	}
+	return resp.StatusCode, buf.Bytes(), !resp.Close, true, nil
+}
+
+// conn returns an idle connection, or a new one.
+func (c *Client) conn(ctx context.Context) (cc *clientConn, reused bool, err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, false, errors.New("client: closed")
+	}
+	if n := len(c.idle); n > 0 {
+		cc = c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return cc, true, nil
+	}
+	c.mu.Unlock()
+	conn, err := c.dialer.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return &clientConn{c: conn, r: bufio.NewReaderSize(conn, 16<<10)}, false, nil
+}
+
+func (c *Client) put(cc *clientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = cc.c.Close()
+		return
+	}
+	c.idle = append(c.idle, cc)
+}
+
+// Close closes the idle connections; requests in flight close theirs when
+// they end. Posting after Close is an error.
+func (c *Client) Close() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle, c.closed = nil, true
+	c.mu.Unlock()
+	for _, cc := range idle {
+		_ = cc.c.Close()
+	}
+}
+
+// isReset reports a connection the peer closed or reset.
+func isReset(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

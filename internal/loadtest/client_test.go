@@ -1,0 +1,202 @@
+package loadtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turnd/turnd/internal/loadtest"
+)
+
+// echoServer answers every request with its method, path, headers of
+// interest and body, and counts the connections it accepted.
+func echoServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+func TestClientPosts(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("0123456789", 10_000) // chunked: more than the server buffers
+	srv, conns := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Query().Get("big") != "" {
+			w.Header().Set("Content-Type", "text/plain")
+			for i := 0; i < len(big); i += 4096 {
+				_, _ = io.WriteString(w, big[i:min(i+4096, len(big))])
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s %s host=%s type=%s auth=%s prefer=%s len=%d body=%s",
+			r.Method, r.URL.RequestURI(), r.Host, r.Header.Get("Content-Type"), r.Header.Get("Authorization"),
+			r.Header.Get("Prefer"), r.ContentLength, body)
+	})
+	c, err := loadtest.NewClient(srv.URL+"/base/", loadtest.ClientOptions{Header: http.Header{"authorization": {"Bearer tok"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var buf []byte
+	for i := range 5 {
+		body := fmt.Sprintf(`{"i":%d}`, i)
+		status, got, err := c.Post(t.Context(), "/v1/x?q=1", []byte(body), buf[:0], "Prefer", "wait=5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("POST /base/v1/x?q=1 host=%s type=application/json auth=Bearer tok prefer=wait=5 len=%d body=%s",
+			strings.TrimPrefix(srv.URL, "http://"), len(body), body)
+		if status != http.StatusCreated || string(got) != want {
+			t.Errorf("post %d: %d %q, want 201 %q", i, status, got, want)
+		}
+		buf = got
+	}
+	status, got, err := c.Post(t.Context(), "/big?big=1", nil, []byte("kept:"))
+	if err != nil || status != http.StatusOK || string(got) != "kept:"+big {
+		t.Errorf("chunked answer: %d, %d bytes, %v; want 200 and the %d bytes after dst", status, len(got), err, len(big))
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for sequential requests, want 1 kept alive", n)
+	}
+}
+
+func TestClientReconnects(t *testing.T) {
+	t.Parallel()
+	var closeNext atomic.Bool
+	srv, conns := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if closeNext.Swap(false) {
+			w.Header().Set("Connection", "close")
+		}
+		_, _ = io.Copy(w, r.Body)
+	})
+	c, err := loadtest.NewClient(srv.URL, loadtest.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	post := func(body string) {
+		t.Helper()
+		status, got, err := c.Post(t.Context(), "/", []byte(body), nil)
+		if err != nil || status != http.StatusOK || string(got) != body {
+			t.Fatalf("post %q: %d %q %v", body, status, got, err)
+		}
+	}
+	post("a")
+	// The server ends the connection with its answer: the next request
+	// dials.
+	closeNext.Store(true)
+	post("b")
+	post("c")
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (one closed by the server's answer)", n)
+	}
+	// The server closes the idle connection: the request written to it is
+	// sent again on a new one.
+	srv.CloseClientConnections()
+	post("d")
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3 (the idle one closed by the server)", n)
+	}
+}
+
+func TestClientFailures(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/large":
+			_, _ = io.WriteString(w, strings.Repeat("x", 2000))
+		case "/hangup":
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	})
+	defer close(release)
+	c, err := loadtest.NewClient(srv.URL, loadtest.ClientOptions{Timeout: 200 * time.Millisecond, MaxBody: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, _, err = c.Post(t.Context(), "/slow", nil, nil)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("a request past the timeout: %v, want a timeout", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	if _, _, err = c.Post(ctx, "/slow", nil, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled request: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 150*time.Millisecond {
+		t.Errorf("the cancelled request returned after %v", d)
+	}
+	if _, _, err = c.Post(t.Context(), "/large", nil, nil); err == nil || !strings.Contains(err.Error(), "exceeds 1000 bytes") {
+		t.Errorf("an answer over MaxBody: %v", err)
+	}
+	if _, _, err = c.Post(t.Context(), "/hangup", nil, nil); err == nil {
+		t.Error("a connection closed without an answer gave no error")
+	}
+	if _, _, err = c.Post(t.Context(), "/", nil, nil, "X-Odd"); err == nil {
+		t.Error("an odd header list was accepted")
+	}
+	if _, _, err = c.Post(t.Context(), "/", nil, nil, "X-Bad", "a\r\nX-Injected: 1"); err == nil {
+		t.Error("a header value with a line break was accepted")
+	}
+	// After all that, the client still works.
+	if status, got, err := c.Post(t.Context(), "/", nil, nil); err != nil || status != http.StatusOK || string(got) != "ok" {
+		t.Errorf("a request after the failures: %d %q %v", status, got, err)
+	}
+	c.Close()
+	if _, _, err = c.Post(t.Context(), "/", nil, nil); err == nil {
+		t.Error("a request after Close was accepted")
+	}
+
+	for _, u := range []string{"https://127.0.0.1:1", "http://", "http://h/p?q=1", "http://u:p@h", "://x", "ftp://h"} {
+		if _, err := loadtest.NewClient(u, loadtest.ClientOptions{}); err == nil {
+			t.Errorf("NewClient(%q) accepted it", u)
+		}
+	}
+	if _, err := loadtest.NewClient("http://h", loadtest.ClientOptions{Header: http.Header{"X": {"a\nb"}}}); err == nil {
+		t.Error("NewClient accepted a header value with a line break")
+	}
+	if _, _, err := mustClient(t, "http://127.0.0.1:1").Post(t.Context(), "/", nil, nil); err == nil {
+		t.Error("a request to a closed port gave no error")
+	}
+}
+
+func mustClient(t *testing.T, u string) *loadtest.Client {
+	t.Helper()
+	c, err := loadtest.NewClient(u, loadtest.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
