@@ -49,6 +49,10 @@ func (s *Spec) CompileSchema(schema json.RawMessage) error {
 		return err
 	}
 	s.InputSchema = schema
+	if acceptsAnyObject(schema) {
+		s.validate = nil // Validate's object check is all it asks
+		return nil
+	}
 	s.validate = func(args any) error {
 		if err := sch.Validate(args); err != nil {
 			return &argumentsError{msg: describeValidation(err)}
@@ -89,6 +93,28 @@ func compileSchema(name string, schema json.RawMessage) (*jsonschema.Schema, err
 	return sch, nil
 }
 
+// acceptsAnyObject reports whether a compiled schema accepts every JSON
+// object: it says no more than "type": "object", besides annotations that
+// do not validate.
+func acceptsAnyObject(schema json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(schema, &obj) != nil {
+		return false
+	}
+	for k, v := range obj {
+		switch k {
+		case "type":
+			if string(v) != `"object"` {
+				return false
+			}
+		case "title", "description", "$comment", "examples":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // refuseLoader keeps a schema from reaching the file system or network.
 type refuseLoader struct{}
 
@@ -103,6 +129,15 @@ func normalizeArguments(args json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{}`)
 	}
 	return args
+}
+
+// isObject reports, without decoding them, whether arguments are valid
+// JSON that decodeArguments accepts without error: an object, or missing or
+// null.
+func isObject(args json.RawMessage) bool {
+	t := normalizeArguments(args)
+	t = bytes.TrimLeft(t, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
 }
 
 // decodeArguments parses arguments the way the validator wants them

@@ -28,8 +28,12 @@ tools:
   - name: optional
     input_schema: {type: object, properties: {q: {type: string}}}
     http: {url: 'http://x/'}
+  - name: anyobject
+    input_schema: {type: object, description: Any object, title: T}
+    http: {url: 'http://x/'}
 `)
 	search, loose, optional := lookup(t, reg, "search"), lookup(t, reg, "loose"), lookup(t, reg, "optional")
+	anyObject := lookup(t, reg, "anyobject")
 	tests := []struct {
 		name string
 		spec *Spec
@@ -55,6 +59,15 @@ tools:
 		{"no schema: string", loose, `"q"`, "arguments must be a JSON object, got string"},
 		{"no schema: not JSON", loose, `{`, "arguments are not valid JSON: unexpected EOF"},
 		{"optional: null", optional, ` null `, ""},
+		// A schema that only says "object" is checked without decoding;
+		// the errors are the same.
+		{"any object: object", anyObject, ` {"a": [1, {"b": null}], "a": "\u00e9"} `, ""},
+		{"any object: empty", anyObject, ``, ""},
+		{"any object: null", anyObject, `null`, ""},
+		{"any object: string", anyObject, `"q"`, "arguments must be a JSON object, got string"},
+		{"any object: number", anyObject, ` 1 `, "arguments must be a JSON object, got number"},
+		{"any object: not JSON", anyObject, `{"a":`, "arguments are not valid JSON: unexpected EOF"},
+		{"any object: trailing garbage", anyObject, `{} {}`, "arguments are not valid JSON: invalid character after top-level value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +85,44 @@ tools:
 			}
 		})
 	}
+}
+
+func TestAcceptsAnyObject(t *testing.T) {
+	t.Parallel()
+	for schema, want := range map[string]bool{
+		`{}`:                true,
+		`{"type":"object"}`: true,
+		`{"type":"object","description":"x","title":"t","$comment":"c","examples":[{}]}`: true,
+		`{"type":["object"]}`:                                   false,
+		`{"type":"object","properties":{}}`:                     false,
+		`{"type":"object","additionalProperties":false}`:        false,
+		`{"required":["a"]}`:                                    false,
+		`{"$ref":"#/$defs/a","$defs":{"a":{}}}`:                 false,
+		`{"$schema":"http://json-schema.org/draft-07/schema#"}`: false,
+		`[]`: false,
+	} {
+		if got := acceptsAnyObject(json.RawMessage(schema)); got != want {
+			t.Errorf("acceptsAnyObject(%s) = %v, want %v", schema, got, want)
+		}
+	}
+}
+
+// FuzzIsObject: the check without decoding accepts only what decoding
+// accepts as an object.
+func FuzzIsObject(f *testing.F) {
+	for _, s := range []string{``, `null`, ` {} `, `{"a":1}`, `{"a":`, `{} x`, `[]`, `"s"`, "{\"\xff\":1}", `{"a":{"b":[1,2,{"c":null}]}}`, ` nul`, `{"a":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast := isObject(b)
+		_, err := decodeArguments(b)
+		if fast && err != nil {
+			t.Fatalf("isObject(%q) = true, decodeArguments: %v", b, err)
+		}
+		if !fast && err == nil {
+			t.Fatalf("isObject(%q) = false, decodeArguments accepts it", b)
+		}
+	})
 }
 
 func TestCompileSchema(t *testing.T) {
