@@ -87,3 +87,16 @@ func BenchmarkProjectJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProjectJSONSmall: an output well within the budget, as most are.
+func BenchmarkProjectJSONSmall(b *testing.B) {
+	raw := []byte(`{"n":12345,"k":3,"path":"/srv/data/report.txt","ok":true,"tags":["a","b"]}`)
+	p := mustNew(b, Config{})
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := p.ProjectJSON(raw)
+		if err != nil || !r.JSON || r.Truncated {
+			b.Fatalf("ProjectJSON: %v, %s", err, summary(r))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -65,6 +66,12 @@ func FuzzProjectJSON(f *testing.F) {
 		p := fuzzProjector(t, limit%1024, shape>>6, shape)
 		r, err := p.ProjectJSON(raw)
 		checkJSON(t, p, raw, r, err)
+		// ProjectJSON's short cut for small outputs answers what the
+		// tree would.
+		tr, terr := p.projectTree(raw)
+		if fmt.Sprint(err) != fmt.Sprint(terr) || !reflect.DeepEqual(r, tr) {
+			t.Fatalf("ProjectJSON = %s, %v; through the tree %s, %v", summary(r), err, summary(tr), terr)
+		}
 		if err == nil && r.JSON && r.Truncated && utf8.Valid(raw) && len(raw) <= crossCheckLimit {
 			if dropped := checkShape(t, p, decodeOrdered(t, raw), decodeOrdered(t, r.Text)); dropped != r.DroppedItems {
 				t.Fatalf("DroppedItems = %d, markers count %d", r.DroppedItems, dropped)

@@ -53,6 +53,22 @@ func wholeLevel(n *node) int {
 // Project(raw), whose JSON field is false. Input that is not JSON yields an
 // error wrapping ErrInvalidJSON, so the caller can use Project itself.
 func (p *Projector) ProjectJSON(raw []byte) (Result, error) {
+	if len(raw) <= p.sizeCap {
+		// Within the size cap, and so within the node budget: the parse
+		// below would only validate it (most outputs end here), unless
+		// it has too many lines.
+		if lines := joinedLines(raw, nil); lines <= int64(p.lineCap) {
+			if err := validateJSON(raw); err != nil {
+				return Result{}, err
+			}
+			return Result{JSON: true, OriginalBytes: int64(len(raw)), OriginalLines: lines, Text: bytes.Clone(raw)}, nil
+		}
+	}
+	return p.projectTree(raw)
+}
+
+// projectTree is ProjectJSON through the parsed tree, whatever the size.
+func (p *Projector) projectTree(raw []byte) (Result, error) {
 	t, err := p.parseJSON(raw, 1, nil)
 	for scale := 2; errors.Is(err, errTooManyNodes); scale *= 2 {
 		if scale > p.sizeCap {
