@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ import (
 //	LOADTEST_MAXCONNS    turnd's pool size (default 32; turnd's own default is max(8, 4×GOMAXPROCS))
 //	LOADTEST_SETTLE      pause after a turns phase so that PostgreSQL publishes its counters (default 11s; 0 skips the counters)
 //	LOADTEST_CPUPROFILE  write a CPU profile of the first turns phase to this file
+//	GOGC                 the collector's target; unset, 400, as `turnd serve` sets it
 //	LOADTEST_SETUP_SQL   SQL to run in the benchmark's schema before measuring, for experiments
 //	                     (e.g. dropping a constraint to see what it costs)
 //	LOADTEST_EXPERIMENT  comma-separated what-ifs, to size an optimisation before writing it:
@@ -92,6 +94,11 @@ func benchComparison(b *testing.B, name string, phases []string) {
 	if os.Getenv("DATABASE_URL") == "" {
 		b.Skip("DATABASE_URL is not set: this benchmark needs PostgreSQL (. scripts/pg.sh; pg_start starts a throwaway one)")
 	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// What `turnd serve` runs at unless GOGC is set (serveGCPercent in
+		// cmd/turnd); the clients in this process share it.
+		defer debug.SetGCPercent(debug.SetGCPercent(servedGCPercent))
+	}
 	m := lastComparison[name]
 	if b.N == 1 || m == nil {
 		// -benchtime Nx with N > 1 calls the benchmark again after a first
@@ -104,6 +111,9 @@ func benchComparison(b *testing.B, name string, phases []string) {
 		b.ReportMetric(v, unit)
 	}
 }
+
+// servedGCPercent is the garbage collector's target of `turnd serve`.
+const servedGCPercent = 400
 
 type benchConfig struct {
 	clients    int
