@@ -205,3 +205,22 @@ func TestInsertBaseline(t *testing.T) {
 		t.Errorf("counters went backwards: %+v", d)
 	}
 }
+
+func TestQuickCheck(t *testing.T) {
+	t.Parallel()
+	for answer, want := range map[string]bool{
+		`{"id":"t","session_id":"s","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"ok"}]}`: true,
+		`{"id":"t","status":"completed","results":[]}`:                                                               true,
+		`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok","output":"\"status\":\"error\""}]}`:  true,
+		`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"error"}]}`: false,
+		`{"id":"t","status":"failed","results":[{"call_id":"a","status":"ok"}]}`:                                     false,
+		`{"id":"t","status":"running","results":[]}`:                                                                 false,
+		`{"id":"t","results":[]}`: false,
+		``:                        false,
+		`not json`:                false,
+	} {
+		if got := loadtest.QuickCheck([]byte(answer)); got != want {
+			t.Errorf("QuickCheck(%s) = %v, want %v", answer, got, want)
+		}
+	}
+}
