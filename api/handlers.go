@@ -56,7 +56,7 @@ func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req turnRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := decodeTurnRequest(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -100,7 +100,7 @@ func (s *server) submitTurn(w http.ResponseWriter, r *http.Request, tr turn.Turn
 			write(w, r, sub.Turn)
 			return
 		}
-		writeJSON(w, http.StatusAccepted, toTurnWire(sub.Turn))
+		writeTurnJSON(w, http.StatusAccepted, sub.Turn)
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+sessionID+"/turns/"+sub.Turn.ID)
@@ -137,7 +137,7 @@ func (s *server) writeTurn(w http.ResponseWriter, _ *http.Request, t turn.Turn) 
 	if !t.Status.Settled() {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, toTurnWire(t))
+	writeTurnJSON(w, status, t)
 }
 
 // waitPreference reads RFC 7240 `Prefer: wait=N` (seconds), capped at
@@ -182,7 +182,7 @@ func (s *server) getTurn(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, toTurnWire(t))
+		writeTurnJSON(w, http.StatusOK, t)
 		return
 	}
 	t, err := s.svc.GetTurn(r.Context(), k)
@@ -190,7 +190,7 @@ func (s *server) getTurn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toTurnWire(t))
+	writeTurnJSON(w, http.StatusOK, t)
 }
 
 func (s *server) getLedger(w http.ResponseWriter, r *http.Request) {

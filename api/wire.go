@@ -210,7 +210,12 @@ func timePtr(t time.Time) *time.Time {
 // decodeJSON reads one JSON value into v. Unknown fields are ignored (a
 // client may send more than this version knows); trailing data is an error.
 func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	return decodeJSONFrom(r.Body, v)
+}
+
+// decodeJSONFrom is decodeJSON of a body.
+func decodeJSONFrom(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
