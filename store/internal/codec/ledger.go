@@ -73,17 +73,25 @@ func appendString(b []byte, s string) []byte {
 	}
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
+	for i := 0; i < len(s); {
+		// The run of bytes that need no escape, at once.
+		j := i
+		for j < len(s) && s[j] >= 0x20 && s[j] != '"' && s[j] != '\\' {
+			j++
+		}
+		b = append(b, s[i:j]...)
+		if j == len(s) {
+			break
+		}
+		switch c := s[j]; {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
 		case c == '\n':
 			b = append(b, '\\', 'n')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		default:
-			b = append(b, c)
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
+		i = j + 1
 	}
 	return append(b, '"')
 }

@@ -1,10 +1,12 @@
 package codec_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
@@ -94,4 +96,55 @@ func TestLineStrings(t *testing.T) {
 			t.Errorf("%q came back as %q", s, got[0].CallID)
 		}
 	}
+}
+
+// FuzzLineStrings: any string comes back from the ledger as encoding/json
+// would give it back, and is written byte for byte as one escape per byte
+// that needs one (the format rows already stored use).
+func FuzzLineStrings(f *testing.F) {
+	for _, s := range []string{"", "plain", "q\"b\\s/", "ctl\x00\x01\n\r\t\x1f", "é😀\u2028<&>", "bad\xff\xfeutf8", `a"b"c\\`} {
+		f.Add(s)
+	}
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: "k"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+		if err != nil {
+			t.Fatalf("%q: %v (%s)", s, err, b)
+		}
+		var want string
+		q, _ := json.Marshal(s)
+		_ = json.Unmarshal(q, &want)
+		if got[0].CallID != want {
+			t.Fatalf("%q came back as %q", s, got[0].CallID)
+		}
+		if utf8.ValidString(s) {
+			enc := []byte(`,"c":` + escapeEachByte(s) + `,`)
+			if !bytes.Contains(b, enc) {
+				t.Fatalf("%q written as %s, want %s inside", s, b, enc)
+			}
+		}
+	})
+}
+
+// escapeEachByte is the ledger's string escape, one byte at a time.
+func escapeEachByte(s string) string {
+	const hex = "0123456789abcdef"
+	b := []byte{'"'}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
 }
