@@ -2,6 +2,7 @@ package turn
 
 import (
 	"container/list"
+	"hash/maphash"
 	"sync"
 )
 
@@ -90,8 +91,13 @@ const recentIDsSize = 8192
 // call id seen here runs no tool again.
 type recentIDs struct {
 	mu   sync.Mutex
-	set  map[recentID]struct{}
-	ring []recentID
+	seed maphash.Seed
+	// The ids' hashes, not the ids: a map of integers is cheaper to keep
+	// and probe. Two ids with one hash would make one look remembered when
+	// only the other is, sending its turn the ordinary way: slower, never
+	// wrong. 0 marks an empty slot of ring.
+	set  map[uint64]struct{}
+	ring []uint64
 	next int
 }
 
@@ -102,7 +108,11 @@ type recentID struct {
 }
 
 func newRecentIDs(size int) *recentIDs {
-	return &recentIDs{set: make(map[recentID]struct{}), ring: make([]recentID, size)}
+	return &recentIDs{seed: maphash.MakeSeed(), set: make(map[uint64]struct{}, size), ring: make([]uint64, size)}
+}
+
+func (r *recentIDs) hash(id recentID) uint64 {
+	return max(maphash.Comparable(r.seed, id), 1)
 }
 
 // add remembers ids, forgetting the oldest when full.
@@ -110,14 +120,15 @@ func (r *recentIDs) add(ids ...recentID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
-		if _, ok := r.set[id]; ok {
+		h := r.hash(id)
+		if _, ok := r.set[h]; ok {
 			continue
 		}
-		if old := r.ring[r.next]; old != (recentID{}) {
+		if old := r.ring[r.next]; old != 0 {
 			delete(r.set, old)
 		}
-		r.ring[r.next] = id
-		r.set[id] = struct{}{}
+		r.ring[r.next] = h
+		r.set[h] = struct{}{}
 		r.next = (r.next + 1) % len(r.ring)
 	}
 }
@@ -126,11 +137,11 @@ func (r *recentIDs) add(ids ...recentID) {
 func (r *recentIDs) known(t Turn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.set[recentID{session: t.SessionID, id: t.ID}]; ok {
+	if _, ok := r.set[r.hash(recentID{session: t.SessionID, id: t.ID})]; ok {
 		return true
 	}
 	for _, c := range t.Calls {
-		if _, ok := r.set[recentID{session: t.SessionID, call: true, id: c.ID}]; ok {
+		if _, ok := r.set[r.hash(recentID{session: t.SessionID, call: true, id: c.ID})]; ok {
 			return true
 		}
 	}
