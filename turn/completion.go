@@ -298,7 +298,12 @@ func resultAt(t Turn, c Completion) Result {
 }
 
 func settledLine(k TurnKey, status Status, at time.Time) Line {
-	return Line{SessionID: k.SessionID, TurnID: k.TurnID, Kind: LineTurnSettled, At: at, Data: mustJSON(map[string]any{"status": status})}
+	return Line{SessionID: k.SessionID, TurnID: k.TurnID, Kind: LineTurnSettled, At: at, Data: settledData(status)}
+}
+
+// settledData is a turn_settled line's data, {"status":…}.
+func settledData(status Status) json.RawMessage {
+	return append(appendJSONString(append(make([]byte, 0, 24), `{"status":`...), string(status)), '}')
 }
 
 // applyEarly applies the early deliveries of a turn whose calls are parked

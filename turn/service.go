@@ -541,20 +541,24 @@ func visible(t Turn) Turn {
 }
 
 func receivedLine(t Turn, at time.Time) Line {
-	type callRef struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	}
-	refs := make([]callRef, len(t.Calls))
+	b := make([]byte, 0, 64+48*len(t.Calls))
+	b = append(b, `{"calls":[`...)
 	for i, c := range t.Calls {
-		refs[i] = callRef{c.ID, c.Name}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, c.ID)
+		b = append(b, `,"name":`...)
+		b = appendJSONString(b, c.Name)
+		b = append(b, '}')
 	}
-	data, _ := json.Marshal(struct {
-		Calls         []callRef `json:"calls"`
-		Mode          string    `json:"mode"`
-		FailurePolicy string    `json:"failure_policy"`
-	}{refs, string(t.Mode), string(t.FailurePolicy)})
-	return Line{SessionID: t.SessionID, TurnID: t.ID, Kind: LineTurnReceived, At: at, Data: data}
+	b = append(b, `],"mode":`...)
+	b = appendJSONString(b, string(t.Mode))
+	b = append(b, `,"failure_policy":`...)
+	b = appendJSONString(b, string(t.FailurePolicy))
+	b = append(b, '}')
+	return Line{SessionID: t.SessionID, TurnID: t.ID, Kind: LineTurnReceived, At: at, Data: b}
 }
 
 // DefaultBudget returns the budget config of sessions that set none.
