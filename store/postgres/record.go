@@ -296,7 +296,7 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", enc.op, err)
+		return fmt.Errorf("%s: %w", enc.op(), err)
 	}
 	call := &recordCall{rec: enc, done: make(chan error, 1)}
 	s.records.do(ctx, call)
@@ -317,7 +317,7 @@ func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
 	}
 	for i, c := range batch {
 		if err != nil {
-			c.done <- wrap(c.rec.op, err)
+			c.done <- wrap(c.rec.op(), err)
 			continue
 		}
 		c.done <- outcomes[i]
@@ -351,11 +351,11 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 		switch {
 		case inserted:
 		case !sessionE:
-			outcomes[i] = fmt.Errorf("%s: session: %w", batch[i].rec.op, turn.ErrNotFound)
+			outcomes[i] = fmt.Errorf("%s: session: %w", batch[i].rec.op(), turn.ErrNotFound)
 		case answered:
-			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op, turn.ErrCallsAnswered)
+			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op(), turn.ErrCallsAnswered)
 		default:
-			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op, turn.ErrTurnExists)
+			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op(), turn.ErrTurnExists)
 		}
 		return nil
 	})
@@ -371,7 +371,6 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 // encodedRecord is a turn.Record checked and encoded for the recording
 // statement (invalid JSON fails its own call, before it joins a batch).
 type encodedRecord struct {
-	op    string
 	key   turn.TurnKey
 	r     turn.Record
 	calls []byte
@@ -380,25 +379,30 @@ type encodedRecord struct {
 	res   []turn.Result
 }
 
+// op names the recording in errors.
+func (e *encodedRecord) op() string {
+	return fmt.Sprintf("recording turn %s/%s", e.key.SessionID, e.key.TurnID)
+}
+
 func encodeRecord(r turn.Record) (encodedRecord, error) {
 	if err := codec.CheckRecord(r); err != nil {
 		return encodedRecord{}, err
 	}
 	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
-	e := encodedRecord{op: fmt.Sprintf("recording turn %s/%s", k.SessionID, k.TurnID), key: k, r: r}
+	e := encodedRecord{key: k, r: r}
 	var err error
 	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
-		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+		return encodedRecord{}, fmt.Errorf("%s: %w", e.op(), err)
 	}
 	if e.lines, err = codec.LinesJSON(k, r.Lines); err != nil {
-		return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+		return encodedRecord{}, fmt.Errorf("%s: %w", e.op(), err)
 	}
 	e.res = codec.Results(r.Results)
 	e.outs = make([]*string, len(e.res))
 	for i, res := range e.res {
-		out, err := codec.RawJSON(fmt.Sprintf("result %d output", res.Index), res.Output)
+		out, err := codec.OutputJSON(res.Index, res.Output)
 		if err != nil {
-			return encodedRecord{}, fmt.Errorf("%s: %w", e.op, err)
+			return encodedRecord{}, fmt.Errorf("%s: %w", e.op(), err)
 		}
 		e.outs[i] = nullText(out)
 	}

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"fmt"
-
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/store/internal/codec"
@@ -127,7 +125,7 @@ func resultsArgs(args map[string]any, results []turn.Result) (int, error) {
 	outputIDs, replayed := make([]string, m), make([]string, m)
 	started, finished := make([]pgtype.Timestamptz, m), make([]pgtype.Timestamptz, m)
 	for i, r := range rs {
-		out, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
+		out, err := codec.OutputJSON(r.Index, r.Output)
 		if err != nil {
 			return 0, err
 		}

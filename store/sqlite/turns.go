@@ -219,7 +219,7 @@ func encodeWrites(k turn.TurnKey, ls []turn.Line, results []turn.Result, outputs
 	w := writes{key: k, lines: encoded, results: codec.Results(results), keptOuts: outputs}
 	w.outputs = make([]any, len(w.results))
 	for i, r := range w.results {
-		o, err := codec.RawJSON(fmt.Sprintf("result %d output", r.Index), r.Output)
+		o, err := codec.OutputJSON(r.Index, r.Output)
 		if err != nil {
 			return writes{}, err
 		}

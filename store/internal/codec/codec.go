@@ -24,6 +24,18 @@ func RawJSON(what string, m json.RawMessage) ([]byte, error) {
 	return m, nil
 }
 
+// OutputJSON is RawJSON for the output of the result at index; the label
+// of its error is only formatted for an error.
+func OutputJSON(index int, m json.RawMessage) ([]byte, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(m) {
+		return nil, fmt.Errorf("result %d output is not valid JSON", index)
+	}
+	return m, nil
+}
+
 // Tools encodes a session's granted tools: nil (NULL, every tool granted)
 // stays distinct from an empty list (no tool granted).
 func Tools(tools []string) ([]byte, error) {
