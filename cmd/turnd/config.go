@@ -51,8 +51,8 @@ type config struct {
 	// callbacks and cancel_url requests (TURND_WEBHOOK_SECRET).
 	WebhookSecret string
 	// KeepGC is set when the environment chooses the garbage collector's
-	// target (GOGC): serve then leaves it alone instead of setting
-	// serveGCPercent.
+	// target (GOGC, not empty): serve then leaves it alone instead of
+	// setting serveGCPercent.
 	KeepGC bool
 }
 
@@ -66,7 +66,8 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		return def
 	}
 	var c config
-	_, c.KeepGC = env("GOGC")
+	gogc, _ := env("GOGC")
+	c.KeepGC = gogc != "" // empty is unset, as for every other variable
 	var grace, delay, lease, maxBody, maxCalls string
 	// Parsed before the flags so that the environment's value is the flag's
 	// default; any strconv.ParseBool spelling (true, 1, TRUE, ...) counts.

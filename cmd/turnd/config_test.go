@@ -106,10 +106,9 @@ func TestParseConfig(t *testing.T) {
 		{name: "no-migrate env false", env: map[string]string{"TURND_NO_MIGRATE": "false"}, want: func(*config) {}},
 		{name: "no-migrate env not a boolean", env: map[string]string{"TURND_NO_MIGRATE": "yes please"}, wantErr: "TURND_NO_MIGRATE", usage: true},
 		{name: "zero grace", args: []string{"--shutdown-grace", "0s"}, want: func(c *config) { c.ShutdownGrace = 0 }},
-		// GOGC set (even empty, which the runtime reads as its default)
-		// keeps the runtime's collector target.
+		// GOGC set keeps the runtime's collector target; empty is unset.
 		{name: "GOGC set", env: map[string]string{"GOGC": "100"}, want: func(c *config) { c.KeepGC = true }},
-		{name: "GOGC empty", env: map[string]string{"GOGC": ""}, want: func(c *config) { c.KeepGC = true }},
+		{name: "GOGC empty", env: map[string]string{"GOGC": ""}, want: func(*config) {}},
 
 		// DATABASE_URL: flag, then env, then the _FILE variant.
 		{name: "database url file", env: map[string]string{"DATABASE_URL_FILE": dbFile}, want: func(c *config) { c.DatabaseURL = "postgres://from-file/db" }},
