@@ -94,7 +94,7 @@ func benchComparison(b *testing.B, name string, phases []string) {
 	if os.Getenv("DATABASE_URL") == "" {
 		b.Skip("DATABASE_URL is not set: this benchmark needs PostgreSQL (. scripts/pg.sh; pg_start starts a throwaway one)")
 	}
-	if _, set := os.LookupEnv("GOGC"); !set {
+	if os.Getenv("GOGC") == "" {
 		// What `turnd serve` runs at unless GOGC is set (serveGCPercent in
 		// cmd/turnd); the clients in this process share it.
 		defer debug.SetGCPercent(debug.SetGCPercent(servedGCPercent))
