@@ -92,8 +92,12 @@ func (s *Service) Watch(k TurnKey) (changed <-chan struct{}, stop func()) {
 
 // changed is called after every write that changed turn k (see observed):
 // it wakes k's watchers here and queues the publication for the others.
-func (s *Service) changed(k TurnKey) {
-	publish := s.cfg.Notifier != nil && s.started.Load() && !s.stopped()
+func (s *Service) changed(k TurnKey) { s.note(k, true) }
+
+// note wakes k's watchers here and, with publish, queues the publication
+// for the other replicas.
+func (s *Service) note(k TurnKey, publish bool) {
+	publish = publish && s.cfg.Notifier != nil && s.started.Load() && !s.stopped()
 	n := &s.notes
 	n.mu.Lock()
 	for ch := range n.watchers[k] {
@@ -346,7 +350,12 @@ func (o observed) ReceiveTurn(ctx context.Context, r Receive) (ReceiveResult, er
 func (o observed) RecordTurn(ctx context.Context, r Record) error {
 	err := o.Store.RecordTurn(ctx, r)
 	if err == nil {
-		o.svc.changed(TurnKey{r.Turn.SessionID, r.Turn.ID})
+		// Not published: a turn recorded whole did not exist before, and
+		// every watcher reads its turn before waiting (a turn not found is
+		// not waited for), so no replica can be waiting on this change, and
+		// none runs the turn. Its later changes (a parked call's delivery)
+		// are published as they come.
+		o.svc.note(TurnKey{r.Turn.SessionID, r.Turn.ID}, false)
 		o.svc.recent.add(append(answeredIDs(r.Turn.SessionID, r.Results), recentID{session: r.Turn.SessionID, id: r.Turn.ID})...)
 	} else if errors.Is(err, ErrTurnExists) {
 		o.svc.recent.add(recentID{session: r.Turn.SessionID, id: r.Turn.ID})

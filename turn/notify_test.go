@@ -16,6 +16,7 @@ import (
 type bus struct {
 	mu        sync.Mutex
 	listeners map[*busMember]func(turn.TurnKey)
+	published map[turn.TurnKey]int // publications per key
 }
 
 type busMember struct{ b *bus }
@@ -25,6 +26,12 @@ func (b *bus) member() *busMember { return &busMember{b} }
 func (m *busMember) Publish(_ context.Context, keys ...turn.TurnKey) error {
 	m.b.mu.Lock()
 	defer m.b.mu.Unlock()
+	if m.b.published == nil {
+		m.b.published = map[turn.TurnKey]int{}
+	}
+	for _, k := range keys {
+		m.b.published[k]++
+	}
 	for other, f := range m.b.listeners {
 		if other != m {
 			for _, k := range keys {
@@ -210,6 +217,47 @@ func TestWatchRemoteChanges(t *testing.T) {
 	}
 	b.mu.Unlock()
 	waitSignal(t, w, "a reconnection")
+}
+
+// A turn of reads recorded whole is not published: it did not exist
+// before, so no replica can be watching it; turns written step by step are.
+func TestRecordedWholeIsNotPublished(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := &bus{}
+	a := f.replica("owner-a", b.member(), 10*time.Second)
+	f.replica("owner-b", b.member(), 10*time.Second)
+	waitListening(t, b, 2)
+	published := func(tid string) int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.published[turn.TurnKey{SessionID: "s", TurnID: tid}]
+	}
+	submit := func(tid string, cs ...string) {
+		t.Helper()
+		if _, err := a.Submit(context.Background(), "s", turn.TurnRequest{ID: tid, Calls: calls(cs...)}); err != nil {
+			t.Fatalf("turn %s: %v", tid, err)
+		}
+		tr, err := a.WaitSettled(context.Background(), turn.TurnKey{SessionID: "s", TurnID: tid})
+		if err != nil || tr.Status != turn.StatusCompleted {
+			t.Fatalf("turn %s: %v %+v", tid, err, tr)
+		}
+	}
+	submit("first", "f1=read") // the session becomes known to a
+	submit("reads", "r1=read", "r2=read")
+	submit("writes", "w1=write")
+	// The notify loop publishes in order: once the write turn's changes
+	// are out, anything queued before them is too.
+	deadline := time.Now().Add(10 * time.Second)
+	for published("writes") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the write turn's changes were never published")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := published("reads"); n != 0 {
+		t.Errorf("the turn of reads recorded whole was published %d times", n)
+	}
 }
 
 // A cancel posted to the replica that does not run the turn cancels the
