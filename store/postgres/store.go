@@ -37,15 +37,12 @@ type Options struct {
 	// ApplicationName is shown in pg_stat_activity. Default: "turnd".
 	ApplicationName string
 	// GroupStatements is how many group-commit statements of each kind
-	// (recording whole turns, looking them up) run at once. Calls that
-	// arrive meanwhile wait and share the next statement, so fewer
-	// statements mean larger batches and less database CPU per turn; more
-	// let one statement run while another waits for its commit's WAL flush,
-	// and a busy database use more cores. Default: GOMAXPROCS / 2, at least
-	// 2 (on 2 cores, one at a time made batches twice as large, at about 15%
-	// less database CPU per turn, but turns waited for each flush: 10–25%
-	// fewer turns/s than two; three made batches of 5 at 50% more database
-	// CPU per turn, and fewer turns/s).
+	// (recording whole turns, looking them up) may run at once; beyond the
+	// first, one starts only when a quarter of a full batch waits (see
+	// group). Calls that arrive meanwhile wait and share the next
+	// statement: larger batches cost the database less per turn, and a
+	// second statement lets a large queue be written while the first waits
+	// for its WAL flush. Default: GOMAXPROCS / 2, at least 2.
 	GroupStatements int
 }
 
