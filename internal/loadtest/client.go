@@ -23,8 +23,8 @@ import (
 // every request and response between goroutines: on a machine whose cores
 // the load generator shares with the server and the database, the client's
 // CPU is taken from what it measures, so it is kept small (as wrk's or
-// pgbench's is). Responses are parsed by net/http (http.ReadResponse:
-// Content-Length and chunked bodies alike). Safe for concurrent use.
+// pgbench's is). It reads answers with a Content-Length, chunked, or
+// ending with the connection. Safe for concurrent use.
 type Client struct {
 	addr    string // host:port dialled
 	prefix  string // the base URL's path, prepended to every request's
@@ -184,20 +184,142 @@ func (c *Client) roundTrip(ctx context.Context, cc *clientConn, path string, bod
 	if _, err := cc.r.Peek(1); err != nil {
 		return 0, dst, false, false, err
 	}
-	resp, err := http.ReadResponse(cc.r, nil)
+	status, answer, keep, err = c.readAnswer(cc.r, dst)
 	if err != nil {
-		return 0, dst, false, true, fmt.Errorf("reading the answer: %w", err)
+		return status, answer, false, true, fmt.Errorf("reading the answer: %w", err)
 	}
-	buf := bytes.NewBuffer(dst)
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, c.limit+1))
-	_ = resp.Body.Close()
+	return status, answer, keep, true, nil
+}
+
+// readAnswer reads one HTTP/1.1 response from r and appends its body to
+// dst: the status line, the header fields it needs (Content-Length,
+// Transfer-Encoding: chunked, Connection: close), then a body of that
+// length, or chunked, or (neither) up to the end of the connection. keep
+// says the connection may carry the next request.
+func (c *Client) readAnswer(r *bufio.Reader, dst []byte) (status int, answer []byte, keep bool, err error) {
+	line, err := readLine(r)
 	if err != nil {
-		return resp.StatusCode, buf.Bytes(), false, true, fmt.Errorf("reading the answer: %w", err)
+		return 0, dst, false, err
 	}
-	if n > c.limit {
-		return resp.StatusCode, buf.Bytes(), false, true, fmt.Errorf("the answer exceeds %d bytes", c.limit)
+	proto, rest, _ := bytes.Cut(line, []byte(" "))
+	code, _, _ := bytes.Cut(rest, []byte(" "))
+	if !bytes.HasPrefix(proto, []byte("HTTP/1.")) || len(code) != 3 {
+		return 0, dst, false, fmt.Errorf("malformed status line %q", line)
 	}
-	return resp.StatusCode, buf.Bytes(), !resp.Close, true, nil
+	if status, err = strconv.Atoi(string(code)); err != nil || status < 100 {
+		return 0, dst, false, fmt.Errorf("malformed status line %q", line)
+	}
+	length, chunked := int64(-1), false
+	keep = string(proto) == "HTTP/1.1"
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			return status, dst, false, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return status, dst, false, fmt.Errorf("malformed header line %q", line)
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil || length < 0 {
+				return status, dst, false, fmt.Errorf("malformed Content-Length %q", value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			if !bytes.EqualFold(value, []byte("chunked")) {
+				return status, dst, false, fmt.Errorf("unsupported Transfer-Encoding %q", value)
+			}
+			chunked = true
+		case bytes.EqualFold(name, []byte("Connection")):
+			if bytes.EqualFold(value, []byte("close")) {
+				keep = false
+			}
+		}
+	}
+	if status < 200 || status == http.StatusNoContent || status == http.StatusNotModified {
+		if status < 200 {
+			return status, dst, false, fmt.Errorf("unexpected interim answer %d", status)
+		}
+		return status, dst, keep, nil
+	}
+	switch {
+	case chunked:
+		for {
+			line, err := readLine(r)
+			if err != nil {
+				return status, dst, false, err
+			}
+			size, _, _ := bytes.Cut(line, []byte(";"))
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(size)), 16, 64)
+			if err != nil || n < 0 {
+				return status, dst, false, fmt.Errorf("malformed chunk size %q", line)
+			}
+			if n == 0 {
+				for { // trailer fields, up to the blank line
+					line, err := readLine(r)
+					if err != nil {
+						return status, dst, false, err
+					}
+					if len(line) == 0 {
+						return status, dst, keep, nil
+					}
+				}
+			}
+			if dst, err = c.readBody(r, dst, n); err != nil {
+				return status, dst, false, err
+			}
+			if line, err := readLine(r); err != nil || len(line) != 0 {
+				return status, dst, false, fmt.Errorf("malformed chunk end: %v", err)
+			}
+		}
+	case length >= 0:
+		dst, err = c.readBody(r, dst, length)
+		return status, dst, keep && err == nil, err
+	default:
+		dst, err = c.readBody(r, dst, -1)
+		return status, dst, false, err
+	}
+}
+
+// readBody appends n bytes of r to dst (n < 0: up to the end), within the
+// client's limit on the whole answer.
+func (c *Client) readBody(r *bufio.Reader, dst []byte, n int64) ([]byte, error) {
+	if n < 0 {
+		buf := bytes.NewBuffer(dst)
+		m, err := buf.ReadFrom(io.LimitReader(r, c.limit+1-int64(len(dst))))
+		if err == nil && m > c.limit {
+			err = fmt.Errorf("the answer exceeds %d bytes", c.limit)
+		}
+		return buf.Bytes(), err
+	}
+	if int64(len(dst))+n > c.limit {
+		return dst, fmt.Errorf("the answer exceeds %d bytes", c.limit)
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	_, err := io.ReadFull(r, dst[start:])
+	return dst, err
+}
+
+// readLine returns the next line of r without its CRLF (or LF); the slice
+// is valid until r is read again.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, errors.New("a header line is too long")
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
 }
 
 // conn returns an idle connection, or a new one.

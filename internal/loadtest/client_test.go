@@ -200,3 +200,67 @@ func mustClient(t *testing.T, u string) *loadtest.Client {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// TestClientAnswers feeds the client raw answers from a loopback listener.
+func TestClientAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		answer string
+		status int
+		body   string
+		err    string
+	}{
+		{"length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 200, "hello", ""},
+		{"lower-case names, LF only", "HTTP/1.1 201 Created\ncontent-length: 2\n\nok", 201, "ok", ""},
+		{"chunked with extension and trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n", 200, "abc0123456789", ""},
+		{"to the end", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil closed", 200, "until closed", ""},
+		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", 204, "", ""},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 200, "ok", ""},
+		{"not HTTP", "SSH-2.0-x\r\n\r\n", 0, "", "malformed status line"},
+		{"bad code", "HTTP/1.1 2x0 OK\r\n\r\n", 0, "", "malformed status line"},
+		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 200, "", "malformed Content-Length"},
+		{"bad chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 200, "", "malformed chunk size"},
+		{"gzip", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 200, "", "unsupported Transfer-Encoding"},
+		{"header without colon", "HTTP/1.1 200 OK\r\nnonsense\r\n\r\n", 200, "", "malformed header line"},
+		{"interim", "HTTP/1.1 100 Continue\r\n\r\n", 100, "", "unexpected interim answer"},
+		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 200, "abc", "unexpected EOF"},
+		{"over the limit", "HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n", 200, "", "exceeds 1000 bytes"},
+		{"chunks over the limit", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3E8\r\n" + strings.Repeat("x", 1000) + "\r\n1\r\nx\r\n0\r\n\r\n", 200, "", "exceeds 1000 bytes"},
+		{"to the end over the limit", "HTTP/1.1 200 OK\r\n\r\n" + strings.Repeat("x", 1001), 200, "", "exceeds 1000 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				buf := make([]byte, 4096)
+				_, _ = conn.Read(buf) // the request
+				_, _ = io.WriteString(conn, tt.answer)
+			}()
+			c, err := loadtest.NewClient("http://"+ln.Addr().String(), loadtest.ClientOptions{MaxBody: 1000, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			status, got, err := c.Post(t.Context(), "/", []byte("{}"), nil)
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("error %v, want one saying %q", err, tt.err)
+			case tt.err == "" && (status != tt.status || string(got) != tt.body):
+				t.Errorf("got %d %q, want %d %q", status, got, tt.status, tt.body)
+			}
+		})
+	}
+}
