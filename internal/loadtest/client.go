@@ -109,8 +109,10 @@ func validHeader(s string) bool {
 // any) with the extra header lines given as name, value pairs, and appends
 // the answer's body to dst. A request on a kept connection that is reset
 // before any byte of an answer comes back (the server closed the connection
-// while it was idle) is sent again, once, on a new connection, as net/http's
-// transport does: turnd answers a turn posted twice from its record.
+// while it was idle) is sent again, once, on a newly dialled connection.
+// net/http's transport would not send a POST again; this client does
+// because what it posts is turns, which turnd answers from its record when
+// one comes twice: post nothing through it that is unsafe to repeat.
 func (c *Client) Post(ctx context.Context, path string, body, dst []byte, header ...string) (status int, answer []byte, err error) {
 	if len(header)%2 != 0 {
 		return 0, dst, errors.New("client: header: want name, value pairs")
@@ -121,18 +123,23 @@ func (c *Client) Post(ctx context.Context, path string, body, dst []byte, header
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		cc, reused, err := c.conn(ctx)
+		cc, reused, err := c.conn(ctx, attempt > 0)
 		if err != nil {
-			return 0, dst, err
+			return 0, dst, fmt.Errorf("posting %s: %w", path, err)
 		}
 		status, answer, keep, answered, err := c.roundTrip(ctx, cc, path, body, dst, header)
-		if err == nil && keep {
+		if err == nil && keep && cc.r.Buffered() == 0 {
 			c.put(cc)
 		} else {
+			// Broken, closing, or holding bytes past its answer that
+			// the next request would read as its own.
 			_ = cc.c.Close()
 		}
 		if err != nil && reused && !answered && attempt == 0 && isReset(err) && ctx.Err() == nil {
 			continue // a kept connection the server closed: once more, on a new one
+		}
+		if err != nil {
+			err = fmt.Errorf("posting %s: %w", path, err)
 		}
 		return status, answer, err
 	}
@@ -178,8 +185,14 @@ func (c *Client) roundTrip(ctx context.Context, cc *clientConn, path string, bod
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, body...)
 	cc.buf = b
-	if _, err := cc.c.Write(b); err != nil {
-		return 0, dst, false, false, err
+	if _, werr := cc.c.Write(b); werr != nil {
+		// The server may have answered before reading the whole request
+		// (413 for a body over its limit) and closed the connection: that
+		// answer, when it came, is the outcome.
+		if status, answer, _, err := c.readAnswer(cc.r, dst); err == nil {
+			return status, answer, false, true, nil
+		}
+		return 0, dst, false, false, werr
 	}
 	if _, err := cc.r.Peek(1); err != nil {
 		return 0, dst, false, false, err
@@ -197,6 +210,7 @@ func (c *Client) roundTrip(ctx context.Context, cc *clientConn, path string, bod
 // length, or chunked, or (neither) up to the end of the connection. keep
 // says the connection may carry the next request.
 func (c *Client) readAnswer(r *bufio.Reader, dst []byte) (status int, answer []byte, keep bool, err error) {
+	base := len(dst) // the body starts here
 	line, err := readLine(r)
 	if err != nil {
 		return 0, dst, false, err
@@ -269,7 +283,7 @@ func (c *Client) readAnswer(r *bufio.Reader, dst []byte) (status int, answer []b
 					}
 				}
 			}
-			if dst, err = c.readBody(r, dst, n); err != nil {
+			if dst, err = c.readBody(r, dst, base, n); err != nil {
 				return status, dst, false, err
 			}
 			if line, err := readLine(r); err != nil || len(line) != 0 {
@@ -277,26 +291,27 @@ func (c *Client) readAnswer(r *bufio.Reader, dst []byte) (status int, answer []b
 			}
 		}
 	case length >= 0:
-		dst, err = c.readBody(r, dst, length)
+		dst, err = c.readBody(r, dst, base, length)
 		return status, dst, keep && err == nil, err
 	default:
-		dst, err = c.readBody(r, dst, -1)
+		dst, err = c.readBody(r, dst, base, -1)
 		return status, dst, false, err
 	}
 }
 
 // readBody appends n bytes of r to dst (n < 0: up to the end), within the
-// client's limit on the whole answer.
-func (c *Client) readBody(r *bufio.Reader, dst []byte, n int64) ([]byte, error) {
+// client's limit on the body, which starts at dst[base].
+func (c *Client) readBody(r *bufio.Reader, dst []byte, base int, n int64) ([]byte, error) {
+	room := c.limit - int64(len(dst)-base)
 	if n < 0 {
 		buf := bytes.NewBuffer(dst)
-		m, err := buf.ReadFrom(io.LimitReader(r, c.limit+1-int64(len(dst))))
-		if err == nil && m > c.limit {
+		m, err := buf.ReadFrom(io.LimitReader(r, room+1))
+		if err == nil && m > room {
 			err = fmt.Errorf("the answer exceeds %d bytes", c.limit)
 		}
 		return buf.Bytes(), err
 	}
-	if int64(len(dst))+n > c.limit {
+	if n > room {
 		return dst, fmt.Errorf("the answer exceeds %d bytes", c.limit)
 	}
 	start := len(dst)
@@ -322,14 +337,14 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return line, nil
 }
 
-// conn returns an idle connection, or a new one.
-func (c *Client) conn(ctx context.Context) (cc *clientConn, reused bool, err error) {
+// conn returns an idle connection (unless fresh), or a new one.
+func (c *Client) conn(ctx context.Context, fresh bool) (cc *clientConn, reused bool, err error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, false, errors.New("client: closed")
 	}
-	if n := len(c.idle); n > 0 {
+	if n := len(c.idle); n > 0 && !fresh {
 		cc = c.idle[n-1]
 		c.idle = c.idle[:n-1]
 		c.mu.Unlock()

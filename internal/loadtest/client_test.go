@@ -1,6 +1,7 @@
 package loadtest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -262,5 +263,104 @@ func TestClientAnswers(t *testing.T) {
 				t.Errorf("got %d %q, want %d %q", status, got, tt.status, tt.body)
 			}
 		})
+	}
+}
+
+// TestClientDeadIdleConnections: when the server closed several kept
+// connections, the retry dials instead of taking the next dead one.
+func TestClientDeadIdleConnections(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	var inFlight atomic.Int64
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if inFlight.Add(1) == 1 && r.URL.Path == "/pair" {
+			<-hold // keeps the first of two concurrent requests, so both conns stay
+		}
+		inFlight.Add(-1)
+		_, _ = io.Copy(w, r.Body)
+	})
+	c := mustClient(t, srv.URL)
+	done := make(chan error, 1)
+	go func() { _, _, err := c.Post(t.Context(), "/pair", []byte("a"), nil); done <- err }()
+	for inFlight.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, _, err := c.Post(t.Context(), "/pair", []byte("b"), nil); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Two idle connections now; the server closes both.
+	srv.CloseClientConnections()
+	status, got, err := c.Post(t.Context(), "/", []byte("after"), nil)
+	if err != nil || status != http.StatusOK || string(got) != "after" {
+		t.Errorf("a post after the server closed the idle connections: %d %q %v", status, got, err)
+	}
+}
+
+// rawServer answers each connection's first request with answer, then
+// keeps reading (closeAfter false) or closes.
+func rawServer(t *testing.T, answer string, closeAfter bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				buf := make([]byte, 512)
+				_, _ = conn.Read(buf) // the request's start only
+				_, _ = io.WriteString(conn, answer)
+				if !closeAfter {
+					_, _ = io.Copy(io.Discard, conn)
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+func TestClientAnswerEdges(t *testing.T) {
+	t.Parallel()
+	// The limit counts the body, not what dst held before it.
+	c, err := loadtest.NewClient(rawServer(t, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n0123456789abcdef", true), loadtest.ClientOptions{MaxBody: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, got, err := c.Post(t.Context(), "/", nil, []byte("prefix")); err == nil || !strings.Contains(err.Error(), "exceeds 10 bytes") {
+		t.Errorf("an answer to the end over the limit after a prefix: %q, %v", got, err)
+	}
+	c2, err := loadtest.NewClient(rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n", true), loadtest.ClientOptions{MaxBody: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, _, err := c2.Post(t.Context(), "/", nil, []byte("x")); err == nil || !strings.Contains(err.Error(), "exceeds 10 bytes") {
+		t.Errorf("a huge Content-Length after a prefix: %v", err)
+	}
+	// Bytes past the answer: the connection is not kept, so the next
+	// request reads its own answer.
+	extra := mustClient(t, rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n", false))
+	for i := range 2 {
+		if status, got, err := extra.Post(t.Context(), "/", nil, nil); err != nil || status != 200 || string(got) != "ok" {
+			t.Errorf("post %d to a server sending bytes past its answer: %d %q %v", i, status, got, err)
+		}
+	}
+	// An answer sent before the body was read (413) and the connection
+	// closed: the answer is the outcome, not the failed write.
+	early := mustClient(t, rawServer(t, "HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbig", true))
+	status, got, err := early.Post(t.Context(), "/", bytes.Repeat([]byte("x"), 8<<20), nil)
+	if err != nil || status != http.StatusRequestEntityTooLarge || string(got) != "big" {
+		t.Errorf("an early 413: %d %q %v", status, got, err)
 	}
 }

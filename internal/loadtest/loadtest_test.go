@@ -208,19 +208,25 @@ func TestInsertBaseline(t *testing.T) {
 
 func TestQuickCheck(t *testing.T) {
 	t.Parallel()
-	for answer, want := range map[string]bool{
-		`{"id":"t","session_id":"s","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"ok"}]}`: true,
-		`{"id":"t","status":"completed","results":[]}`:                                                               true,
-		`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok","output":"\"status\":\"error\""}]}`:  true,
-		`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"error"}]}`: false,
-		`{"id":"t","status":"failed","results":[{"call_id":"a","status":"ok"}]}`:                                     false,
-		`{"id":"t","status":"running","results":[]}`:                                                                 false,
-		`{"id":"t","results":[]}`: false,
-		``:                        false,
-		`not json`:                false,
+	for _, tc := range []struct {
+		answer string
+		calls  int
+		want   bool
+	}{
+		{`{"id":"t","session_id":"s","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"ok"}]}`, 2, true},
+		{`{"id":"t","status":"completed","results":[]}`, 0, true},
+		{`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok","output":"\"status\":\"error\""}]}`, 1, true},
+		{`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok"}]}`, 2, false}, // a result missing
+		{`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"ok"}]}`, 1, false},
+		{`{"id":"t","status":"completed","results":[{"call_id":"a","status":"ok"},{"call_id":"b","status":"error"}]}`, 2, false},
+		{`{"id":"t","status":"failed","results":[{"call_id":"a","status":"ok"}]}`, 1, false},
+		{`{"id":"t","status":"running","results":[]}`, 0, false},
+		{`{"id":"t","results":[]}`, 0, false},
+		{``, 0, false},
+		{`not json`, 0, false},
 	} {
-		if got := loadtest.QuickCheck([]byte(answer)); got != want {
-			t.Errorf("QuickCheck(%s) = %v, want %v", answer, got, want)
+		if got := loadtest.QuickCheck([]byte(tc.answer), tc.calls); got != tc.want {
+			t.Errorf("QuickCheck(%s, %d) = %v, want %v", tc.answer, tc.calls, got, tc.want)
 		}
 	}
 }
