@@ -350,11 +350,11 @@ func (o observed) ReceiveTurn(ctx context.Context, r Receive) (ReceiveResult, er
 func (o observed) RecordTurn(ctx context.Context, r Record) error {
 	err := o.Store.RecordTurn(ctx, r)
 	if err == nil {
-		// Not published: a turn recorded whole did not exist before, and
-		// every watcher reads its turn before waiting (a turn not found is
-		// not waited for), so no replica can be waiting on this change, and
-		// none runs the turn. Its later changes (a parked call's delivery)
-		// are published as they come.
+		// Not published: RecordTurn records only a turn that did not
+		// exist (else ErrTurnExists), and every watcher reads its turn
+		// before waiting (a turn not found is not waited for), so no
+		// replica can be waiting on this change, and none runs the turn,
+		// which is settled.
 		o.svc.note(TurnKey{r.Turn.SessionID, r.Turn.ID}, false)
 		o.svc.recent.add(append(answeredIDs(r.Turn.SessionID, r.Results), recentID{session: r.Turn.SessionID, id: r.Turn.ID})...)
 	} else if errors.Is(err, ErrTurnExists) {

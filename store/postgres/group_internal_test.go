@@ -2,9 +2,10 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 // TestGroupSecondStatementWaitsForAQuarter: a lone call runs at once; while
@@ -12,71 +13,118 @@ import (
 // waits, and the running statement's runner takes what waits otherwise.
 func TestGroupSecondStatementWaitsForAQuarter(t *testing.T) {
 	t.Parallel()
-	type call struct {
-		id   int
-		done chan struct{}
-	}
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var batches [][]int
-	started := make(chan int, 16)
-	g := &group[*call]{max: 8, par: 2, exec: func(_ context.Context, batch []*call) {
-		ids := make([]int, len(batch))
-		for i, c := range batch {
-			ids[i] = c.id
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			id   int
+			done chan struct{}
 		}
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var batches [][]int
+		g := &group[*call]{max: 8, par: 2, exec: func(_ context.Context, batch []*call) {
+			ids := make([]int, len(batch))
+			for i, c := range batch {
+				ids[i] = c.id
+			}
+			mu.Lock()
+			batches = append(batches, ids)
+			first := len(batches) == 1
+			mu.Unlock()
+			if first {
+				<-release // the first statement runs until released
+			}
+			for _, c := range batch {
+				close(c.done)
+			}
+		}}
+		statements := func() int {
+			synctest.Wait() // every goroutine of the test is blocked
+			mu.Lock()
+			defer mu.Unlock()
+			return len(batches)
+		}
+		submit := func(id int) *call {
+			c := &call{id: id, done: make(chan struct{})}
+			go g.do(context.Background(), c)
+			return c
+		}
+		first := submit(1)
+		if n := statements(); n != 1 {
+			t.Fatalf("%d statements for a lone call, want 1", n)
+		}
+		second := submit(2) // one waits: fewer than a quarter of 8
+		if n := statements(); n != 1 {
+			t.Fatalf("%d statements with one call waiting, want still 1", n)
+		}
+		third := submit(3) // two wait: a second statement takes both
+		<-second.done
+		<-third.done
+		close(release)
+		<-first.done
+		fourth := submit(4) // nothing runs: at once again
+		<-fourth.done
+		synctest.Wait()
 		mu.Lock()
-		batches = append(batches, ids)
-		n := len(batches)
-		mu.Unlock()
-		started <- n
-		if n == 1 {
-			<-release // the first statement runs until released
+		defer mu.Unlock()
+		if fmt.Sprint(batches) != "[[1] [2 3] [4]]" {
+			t.Errorf("batches %v, want [[1] [2 3] [4]]", batches)
 		}
-		for _, c := range batch {
-			close(c.done)
-		}
-	}}
-	var wg sync.WaitGroup
-	submit := func(id int) *call {
-		c := &call{id: id, done: make(chan struct{})}
-		wg.Go(func() { g.do(context.Background(), c) })
-		return c
-	}
-	wait := func(what string) int {
-		t.Helper()
-		select {
-		case n := <-started:
-			return n
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no statement started: %s", what)
-			return 0
-		}
-	}
-	first := submit(1)
-	wait("a lone call")
-	// One call waits: fewer than a quarter of 8, no second statement.
-	second := submit(2)
-	select {
-	case <-started:
-		t.Fatal("a second statement started for one waiting call")
-	case <-time.After(50 * time.Millisecond):
-	}
-	// Two wait: a second statement takes both.
-	third := submit(3)
-	wait("two waiting calls")
-	<-second.done
-	<-third.done
-	close(release)
-	<-first.done
-	// With nothing running, a lone call runs at once again.
-	fourth := submit(4)
-	wait("a lone call after the others")
-	<-fourth.done
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(batches) != 3 || len(batches[1]) != 2 || batches[2][0] != 4 {
-		t.Errorf("batches %v, want [[1] [2 3] [4]]", batches)
+	})
+}
+
+// TestGroupKeyedCallsUnderLoad: with keyed calls and up to par statements,
+// every call is answered once, no key is in two running statements or
+// twice in one, and the group ends idle.
+func TestGroupKeyedCallsUnderLoad(t *testing.T) {
+	t.Parallel()
+	for par := 1; par <= 3; par++ {
+		t.Run(fmt.Sprint("par ", par), func(t *testing.T) {
+			t.Parallel()
+			type call struct {
+				key  int
+				done chan struct{}
+			}
+			var mu sync.Mutex
+			busy := map[int]bool{}
+			g := &group[*call]{max: 8, par: par, key: func(c *call) any { return c.key }}
+			g.exec = func(_ context.Context, batch []*call) {
+				mu.Lock()
+				mine := map[int]bool{}
+				for _, c := range batch {
+					if busy[c.key] || mine[c.key] {
+						t.Errorf("key %d in two statements at once or twice in one", c.key)
+					}
+					mine[c.key] = true
+				}
+				for k := range mine {
+					busy[k] = true
+				}
+				mu.Unlock()
+				mu.Lock()
+				for k := range mine {
+					delete(busy, k)
+				}
+				mu.Unlock()
+				for _, c := range batch {
+					close(c.done)
+				}
+			}
+			var wg sync.WaitGroup
+			for w := range 32 {
+				wg.Go(func() {
+					for i := range 100 {
+						c := &call{key: (w + i) % 3, done: make(chan struct{})}
+						g.do(context.Background(), c)
+						<-c.done
+					}
+				})
+			}
+			wg.Wait()
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if len(g.queue) != 0 || g.running != 0 || len(g.busy) != 0 {
+				t.Errorf("after the load: %d queued, %d running, %d busy keys", len(g.queue), g.running, len(g.busy))
+			}
+		})
 	}
 }
