@@ -225,7 +225,24 @@ func TestRecordedWholeIsNotPublished(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	b := &bus{}
-	a := f.replica("owner-a", b.member(), 10*time.Second)
+	// A window no wave of this test outlasts, however slow the machine:
+	// a read turn that outlasted it would be recorded step by step, and
+	// published.
+	a, err := turn.New(turn.Config{
+		Store: f.store, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-a",
+		LeaseTTL: 10 * time.Second, Notifier: b.member(), ReadTurnWindow: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
 	f.replica("owner-b", b.member(), 10*time.Second)
 	waitListening(t, b, 2)
 	published := func(tid string) int {
