@@ -292,46 +292,30 @@ func (s *jsonScanner) value(i, depth int) int {
 		return -1
 	}
 	switch c := b[i]; c {
-	case '{':
+	case '{', '[':
 		if depth >= maxScanDepth {
 			return -1
 		}
-		if i = s.space(i + 1); i < len(b) && b[i] == '}' {
+		end := byte(']')
+		if c == '{' {
+			end = '}'
+		}
+		if i = s.space(i + 1); i < len(b) && b[i] == end {
 			return i + 1
 		}
 		for {
-			if i >= len(b) || b[i] != '"' {
-				return -1
-			}
-			if i = s.str(i); i < 0 {
-				return -1
-			}
-			if i = s.space(i); i >= len(b) || b[i] != ':' {
-				return -1
-			}
-			if i = s.value(s.space(i+1), depth+1); i < 0 {
-				return -1
-			}
-			if i = s.space(i); i >= len(b) {
-				return -1
-			}
-			switch b[i] {
-			case ',':
+			if c == '{' { // a member's key and colon
+				if i >= len(b) || b[i] != '"' {
+					return -1
+				}
+				if i = s.str(i); i < 0 {
+					return -1
+				}
+				if i = s.space(i); i >= len(b) || b[i] != ':' {
+					return -1
+				}
 				i = s.space(i + 1)
-			case '}':
-				return i + 1
-			default:
-				return -1
 			}
-		}
-	case '[':
-		if depth >= maxScanDepth {
-			return -1
-		}
-		if i = s.space(i + 1); i < len(b) && b[i] == ']' {
-			return i + 1
-		}
-		for {
 			if i = s.value(i, depth+1); i < 0 {
 				return -1
 			}
@@ -341,7 +325,7 @@ func (s *jsonScanner) value(i, depth int) int {
 			switch b[i] {
 			case ',':
 				i = s.space(i + 1)
-			case ']':
+			case end:
 				return i + 1
 			default:
 				return -1
