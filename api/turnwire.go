@@ -284,6 +284,21 @@ func (s *jsonScanner) space(i int) int {
 	return i
 }
 
+// sep reads what follows a member or an item ending before i: a comma
+// (more, next is where the next one starts) or the container's closing
+// byte end (not more, next is just past it). ok is false for anything else.
+func (s *jsonScanner) sep(i int, end byte) (next int, more, ok bool) {
+	if i = s.space(i); i < len(s.b) {
+		switch s.b[i] {
+		case ',':
+			return s.space(i + 1), true, true
+		case end:
+			return i + 1, false, true
+		}
+	}
+	return i, false, false
+}
+
 // value returns the index just past the JSON value that starts at b[i], or
 // -1 if none does (or it is nested deeper than maxScanDepth).
 func (s *jsonScanner) value(i, depth int) int {
@@ -319,16 +334,11 @@ func (s *jsonScanner) value(i, depth int) int {
 			if i = s.value(i, depth+1); i < 0 {
 				return -1
 			}
-			if i = s.space(i); i >= len(b) {
+			more, ok := false, false
+			if i, more, ok = s.sep(i, end); !ok {
 				return -1
-			}
-			switch b[i] {
-			case ',':
-				i = s.space(i + 1)
-			case end:
-				return i + 1
-			default:
-				return -1
+			} else if !more {
+				return i
 			}
 		}
 	case '"':
@@ -561,17 +571,12 @@ func scanTurnRequest(body []byte, req *turnRequest) bool {
 				return false
 			}
 			seen |= bit
-			if i = s.space(j); i >= len(body) {
+			more := false
+			if i, more, ok = s.sep(j, '}'); !ok {
 				return false
-			}
-			if body[i] == '}' {
-				i++
+			} else if !more {
 				break
 			}
-			if body[i] != ',' {
-				return false
-			}
-			i = s.space(i + 1)
 		}
 	}
 	if s.space(i) != len(body) {
@@ -634,16 +639,9 @@ func callsField(s *jsonScanner, i int, calls []callSpans) (int, []callSpans, boo
 			return i, calls, false
 		}
 		calls = append(calls, c)
-		if i = s.space(i); i >= len(b) {
-			return i, calls, false
-		}
-		switch b[i] {
-		case ',':
-			i = s.space(i + 1)
-		case ']':
-			return i + 1, calls, true
-		default:
-			return i, calls, false
+		more := false
+		if i, more, ok = s.sep(i, ']'); !ok || !more {
+			return i, calls, ok
 		}
 	}
 }
@@ -691,16 +689,9 @@ func callObject(s *jsonScanner, i int) (int, callSpans, bool) {
 			return i, c, false
 		}
 		seen |= bit
-		if i = s.space(j); i >= len(b) {
-			return i, c, false
-		}
-		switch b[i] {
-		case ',':
-			i = s.space(i + 1)
-		case '}':
-			return i + 1, c, true
-		default:
-			return i, c, false
+		more := false
+		if i, more, ok = s.sep(j, '}'); !ok || !more {
+			return i, c, ok
 		}
 	}
 }
