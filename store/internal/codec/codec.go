@@ -15,23 +15,22 @@ import (
 // exactly. It rejects invalid JSON here rather than as a driver error
 // half-way through a transaction.
 func RawJSON(what string, m json.RawMessage) ([]byte, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	if !json.Valid(m) {
-		return nil, fmt.Errorf("%s is not valid JSON", what)
-	}
-	return m, nil
+	return validJSON(m, func() string { return what })
 }
 
 // OutputJSON is RawJSON for the output of the result at index; the label
 // of its error is only formatted for an error.
 func OutputJSON(index int, m json.RawMessage) ([]byte, error) {
+	return validJSON(m, func() string { return fmt.Sprintf("result %d output", index) })
+}
+
+// validJSON is RawJSON with its label made only when needed.
+func validJSON(m json.RawMessage, what func() string) ([]byte, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
 	if !json.Valid(m) {
-		return nil, fmt.Errorf("result %d output is not valid JSON", index)
+		return nil, fmt.Errorf("%s is not valid JSON", what())
 	}
 	return m, nil
 }
