@@ -2,25 +2,12 @@ package turn
 
 import (
 	"bytes"
-	"encoding/json"
-	"strings"
 	"testing"
 )
 
-// slowCanonical is canonicalJSON without its fast path.
-func slowCanonical(raw []byte) []byte {
-	var v any
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return raw
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return raw
-	}
-	return b
-}
+// slowCanonical is canonicalJSON without its fast paths: the re-encoding
+// that defines it.
+func slowCanonical(raw []byte) []byte { return reencodeJSON(raw) }
 
 var canonicalCases = []struct {
 	raw       string

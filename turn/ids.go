@@ -80,16 +80,23 @@ func requestHash(calls []Call, mode dispatch.Mode, policy dispatch.FailurePolicy
 // and the policy. Arguments that are not JSON make json.Marshal fail, and
 // the hash is then that of no bytes at all; requestHash keeps that too.
 func requestHashJSON(calls []Call, mode dispatch.Mode, policy dispatch.FailurePolicy) string {
-	type canon struct {
+	sum := sha256.Sum256(requestJSON(calls, mode, policy, canonicalJSON))
+	return hex.EncodeToString(sum[:])
+}
+
+// requestJSON is what requestHashJSON hashes, each call's arguments made
+// canonical by canon (the tests pass the canonicalJSON of before
+// canonWriter). nil when json.Marshal fails.
+func requestJSON(calls []Call, mode dispatch.Mode, policy dispatch.FailurePolicy, canon func(json.RawMessage) json.RawMessage) []byte {
+	type request struct {
 		Calls  []Call `json:"calls"`
 		Mode   string `json:"mode"`
 		Policy string `json:"policy"`
 	}
-	c := canon{Calls: make([]Call, len(calls)), Mode: string(mode), Policy: string(policy)}
+	r := request{Calls: make([]Call, len(calls)), Mode: string(mode), Policy: string(policy)}
 	for i, call := range calls {
-		c.Calls[i] = Call{ID: call.ID, Name: call.Name, Arguments: canonicalJSON(call.Arguments)}
+		r.Calls[i] = Call{ID: call.ID, Name: call.Name, Arguments: canon(call.Arguments)}
 	}
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	b, _ := json.Marshal(r)
+	return b
 }

@@ -17,17 +17,7 @@ import (
 // stored with turns were made from these bytes: requestHash must keep
 // producing them. nil when json.Marshal fails.
 func referenceRequestBytes(calls []Call, mode dispatch.Mode, policy dispatch.FailurePolicy) []byte {
-	type canon struct {
-		Calls  []Call `json:"calls"`
-		Mode   string `json:"mode"`
-		Policy string `json:"policy"`
-	}
-	c := canon{Calls: make([]Call, len(calls)), Mode: string(mode), Policy: string(policy)}
-	for i, call := range calls {
-		c.Calls[i] = Call{ID: call.ID, Name: call.Name, Arguments: referenceCanonicalJSON(call.Arguments)}
-	}
-	b, _ := json.Marshal(c)
-	return b
+	return requestJSON(calls, mode, policy, referenceCanonicalJSON)
 }
 
 func referenceRequestHash(calls []Call, mode dispatch.Mode, policy dispatch.FailurePolicy) string {

@@ -81,19 +81,9 @@ func TestLineStrings(t *testing.T) {
 	t.Parallel()
 	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
 	for _, s := range []string{"", "plain", "q\"b\\s/", "ctl\x00\x01\n\r\t\x1f", "é😀\u2028<&>", "bad\xff\xfeutf8"} {
-		b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: turn.LineKind(s)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
-		if err != nil {
-			t.Fatalf("%q: %v (%s)", s, err, b)
-		}
-		var want string
-		q, _ := json.Marshal(s)
-		_ = json.Unmarshal(q, &want)
-		if got[0].CallID != want || string(got[0].Kind) != want {
-			t.Errorf("%q came back as %q", s, got[0].CallID)
+		_, got, want := roundTripString(t, k, s)
+		if got.CallID != want || string(got.Kind) != want {
+			t.Errorf("%q came back as %q", s, got.CallID)
 		}
 	}
 }
@@ -107,19 +97,9 @@ func FuzzLineStrings(f *testing.F) {
 	}
 	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
 	f.Fuzz(func(t *testing.T, s string) {
-		b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: "k"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
-		if err != nil {
-			t.Fatalf("%q: %v (%s)", s, err, b)
-		}
-		var want string
-		q, _ := json.Marshal(s)
-		_ = json.Unmarshal(q, &want)
-		if got[0].CallID != want {
-			t.Fatalf("%q came back as %q", s, got[0].CallID)
+		b, got, want := roundTripString(t, k, s)
+		if got.CallID != want {
+			t.Fatalf("%q came back as %q", s, got.CallID)
 		}
 		if utf8.ValidString(s) {
 			enc := []byte(`,"c":` + escapeEachByte(s) + `,`)
@@ -128,6 +108,23 @@ func FuzzLineStrings(f *testing.F) {
 			}
 		}
 	})
+}
+
+// roundTripString writes s as a line's call id and kind and reads the line
+// back; want is s as encoding/json gives it back (invalid UTF-8 replaced).
+func roundTripString(t *testing.T, k turn.TurnKey, s string) (b []byte, got turn.Line, want string) {
+	t.Helper()
+	b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: turn.LineKind(s)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+	if err != nil {
+		t.Fatalf("%q: %v (%s)", s, err, b)
+	}
+	q, _ := json.Marshal(s)
+	_ = json.Unmarshal(q, &want)
+	return b, lines[0], want
 }
 
 // escapeEachByte is the ledger's string escape, one byte at a time.
