@@ -100,7 +100,7 @@ type runner struct {
 	seed1, seed2 uint64
 
 	ok, failed, inFlight atomic.Int64
-	checked              atomic.Int64 // answers checked, see fullCheckEvery
+	checked              atomic.Int64 // answers checked, see loadtest.FullCheckEvery
 	reads, writes, defs  atomic.Int64
 	truncated            atomic.Int64
 
@@ -143,12 +143,6 @@ func newRunner(t Target, w Workload) (*runner, error) {
 	}
 	return r, nil
 }
-
-// fullCheckEvery: one answer in this many is decoded and checked in full;
-// the others, when loadtest.QuickCheck finds them completed with one ok
-// status per call, count their truncated results by their text. Checking
-// then takes little of the CPU the bench may share with turnd.
-const fullCheckEvery = 8
 
 // maxAnswer is the largest turn answer read.
 const maxAnswer = 256 << 20
@@ -419,7 +413,9 @@ func (r *runner) post(ctx context.Context, path string, body []byte, calls int) 
 		}
 		return 0, "transport", err.Error()
 	}
-	if status == http.StatusOK && r.checked.Add(1)%fullCheckEvery != 0 &&
+	// Most answers are checked by their text (see loadtest.FullCheckEvery),
+	// their truncated results counted by it too.
+	if status == http.StatusOK && r.checked.Add(1)%loadtest.FullCheckEvery != 0 &&
 		loadtest.QuickCheck(got, calls) {
 		return bytes.Count(got, []byte(`"truncated":true,`)), "", ""
 	}

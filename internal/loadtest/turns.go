@@ -42,7 +42,7 @@ func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, bo
 	op := func(ctx context.Context, c int) error {
 		i := int(next.Add(1) - 1)
 		var err error
-		bufs[c], err = postTurn(ctx, client, paths[c], body(i), bufs[c][:0], i%fullCheckEvery == 0)
+		bufs[c], err = postTurn(ctx, client, paths[c], body(i), bufs[c][:0], i%FullCheckEvery == 0)
 		return err
 	}
 	r, err := Loop(ctx, clients, d, op, op)
@@ -52,11 +52,11 @@ func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, bo
 	return r, nil
 }
 
-// fullCheckEvery: one answer in this many is decoded and checked in full;
+// FullCheckEvery: one answer in this many is decoded and checked in full;
 // the others by QuickCheck, so that checking takes little of the CPU the
 // clients share with the server (any answer QuickCheck doubts is decoded
-// too).
-const fullCheckEvery = 8
+// too). Turns and turnd bench both check so.
+const FullCheckEvery = 8
 
 // postTurn posts one turn and checks its answer: 200, completed, every
 // call answered ok (with full, one ok result per call of the request). It
