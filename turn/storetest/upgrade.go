@@ -1,0 +1,95 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/turn"
+)
+
+// Upgradable is what CheckUpgraded needs of a store beyond turn.Store.
+type Upgradable interface {
+	turn.Store
+	Migrate(ctx context.Context) error
+	SchemaVersion(ctx context.Context) (current, latest int, err error)
+}
+
+// UpgradeLineData is the data of the turn_received line a store's upgrade
+// test writes at version 1: spacing and escapes that must come back byte for
+// byte after the migrations.
+const UpgradeLineData = ` {"calls" : ["c0"], "note": "é \u00e9 <b>"} `
+
+// CheckUpgraded migrates s, which holds what a store's upgrade test wrote
+// at version 1 with that version's SQL — session s1 (last seq 2); turn t1,
+// running, leased to "owner", with an ok result "yes" for its call c0
+// "approve"; ledger lines turn_received at now with UpgradeLineData and
+// call_admitted of c0 a second later — and checks that the data comes
+// through and that the store's writes work on it.
+func CheckUpgraded(t *testing.T, s Upgradable, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if current, latest, err := s.SchemaVersion(ctx); err != nil || current != latest || latest < 2 {
+		t.Fatalf("SchemaVersion after Migrate = %d, %d, %v; want the latest (at least 2)", current, latest, err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping after Migrate: %v", err)
+	}
+	lines, err := s.Ledger(ctx, "s1", 0, 10)
+	if err != nil {
+		t.Fatalf("Ledger after Migrate: %v", err)
+	}
+	want := []turn.Line{
+		{Seq: 1, SessionID: "s1", TurnID: "t1", Kind: turn.LineTurnReceived, At: now, Data: json.RawMessage(UpgradeLineData)},
+		{Seq: 2, SessionID: "s1", TurnID: "t1", CallID: "c0", Kind: turn.LineCallAdmitted, At: now.Add(time.Second)},
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Fatalf("migrated ledger\n got %+v\nwant %+v", lines, want)
+	}
+	if tu, err := s.GetTurn(ctx, k); err != nil || tu.Status != turn.StatusRunning || len(tu.Results) != 1 || string(tu.Results[0].Output) != `"yes"` {
+		t.Fatalf("migrated turn %+v: %v", tu, err)
+	}
+
+	// New lines continue the sequence.
+	res, err := s.ReceiveTurn(ctx, upgradeReceive(turn.TurnKey{SessionID: "s1", TurnID: "t2"}, now))
+	if err != nil || res.Seq != 3 {
+		t.Fatalf("ReceiveTurn after Migrate: seq %d, %v; want 3", res.Seq, err)
+	}
+	h := sha256.Sum256([]byte("key"))
+	c := turn.Completion{KeyHash: h, SessionID: k.SessionID, TurnID: k.TurnID, CallID: "c0", CallName: "approve", Status: turn.CompletionIssued, CreatedAt: now}
+	if err := s.IssueCompletion(ctx, c); err != nil {
+		t.Fatalf("IssueCompletion for a turn recorded at version 1: %v", err)
+	}
+	park := turn.Commit{Key: k, LeaseOwner: "owner", Parks: []turn.Park{{KeyHash: h, Deadline: now.Add(time.Hour)}},
+		Lines: []turn.Line{{CallID: "c0", Kind: turn.LineCallPending, At: now}}}
+	if err := s.Commit(ctx, park); err != nil {
+		t.Fatalf("Commit parking: %v", err)
+	}
+	if got, err := s.GetCompletion(ctx, h); err != nil || got.Status != turn.CompletionPending {
+		t.Fatalf("GetCompletion = %v, %v; want it pending", got.Status, err)
+	}
+	lines, err = s.Ledger(ctx, "s1", 2, 10)
+	if err != nil || len(lines) != 2 || lines[0].Seq != 3 || lines[1].Seq != 4 || lines[1].Kind != turn.LineCallPending {
+		t.Fatalf("ledger after new writes: %+v, %v", lines, err)
+	}
+}
+
+func upgradeReceive(k turn.TurnKey, now time.Time) turn.Receive {
+	return turn.Receive{
+		Session: turn.Session{ID: k.SessionID, CreatedAt: now},
+		Turn: turn.Turn{SessionID: k.SessionID, ID: k.TurnID, Status: turn.StatusRunning,
+			Mode: dispatch.ModeOrdered, FailurePolicy: dispatch.PolicyIsolate,
+			Calls: []turn.Call{{ID: "c0", Name: "approve"}}, Hash: "h", CreatedAt: now},
+		Line:       turn.Line{Kind: turn.LineTurnReceived, At: now},
+		LeaseOwner: "owner",
+		LeaseUntil: now.Add(time.Hour),
+	}
+}
