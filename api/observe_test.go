@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,13 +8,13 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/internal/syncbuf"
 	"github.com/turnd/turnd/metrics"
 )
 
@@ -25,23 +24,12 @@ type readyStore struct{ unknownKeysStore }
 func (readyStore) Ping(context.Context) error { return nil }
 
 // logBuffer collects JSON log records from any goroutine.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 func (l *logBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -52,12 +40,6 @@ func (l *logBuffer) records(t *testing.T) []map[string]any {
 		out = append(out, m)
 	}
 	return out
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func debugLogger(w io.Writer) *slog.Logger {

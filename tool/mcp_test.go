@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/syncbuf"
 )
 
 // mcpRig is an MCP server built with the SDK, served over streamable HTTP
@@ -153,22 +154,7 @@ func writeConfig(t testing.TB, dir, content string) string {
 }
 
 // logBuffer collects log output written from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = syncbuf.Buffer
 
 // openLive opens a config with fast MCP reconnects, closed at the end.
 func openLive(t testing.TB, cfg string, env map[string]string) (*Live, *logBuffer) {

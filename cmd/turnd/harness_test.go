@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/syncbuf"
 )
 
 // testVersion is stamped into the test binary with -ldflags -X.
@@ -111,22 +112,7 @@ func freeAddr(t *testing.T) string {
 
 // syncBuffer collects a child's output, written by exec's copying goroutine
 // and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // checkRaces fails the test when a child built with -race reported one.
 func checkRaces(t *testing.T, name, stderr string) {
