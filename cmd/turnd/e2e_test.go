@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -228,28 +227,7 @@ func TestShutdownGrace(t *testing.T) {
 				`{"id":"async","calls":[{"id":"z","name":"sleep","arguments":{"ms":2000}}]}`, "Prefer", "respond-async")
 
 			// A synchronous POST, in flight when the signal arrives.
-			var (
-				wg       sync.WaitGroup
-				syncCode int
-				syncBody []byte
-				syncErr  error
-			)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := httpClient.Post(p.base+"/v1/sessions/s/turns", "application/json",
-					strings.NewReader(`{"id":"sync","calls":[{"id":"y","name":"sleep","arguments":{"ms":1500}}]}`))
-				if err != nil {
-					syncErr = err
-					return
-				}
-				defer resp.Body.Close()
-				syncCode = resp.StatusCode
-				var buf bytes.Buffer
-				_, syncErr = buf.ReadFrom(resp.Body)
-				syncBody = buf.Bytes()
-			}()
-			t.Cleanup(wg.Wait) // the child is killed first (cleanups run last-in first-out)
+			answer := p.postAsync(t, `{"id":"sync","calls":[{"id":"y","name":"sleep","arguments":{"ms":1500}}]}`)
 			// The sync turn is recorded once its POST is received.
 			for deadline := time.Now().Add(settleTimeout); ; {
 				resp, _ := p.do(http.MethodGet, "/v1/sessions/s/turns/sync", nil)
@@ -267,7 +245,7 @@ func TestShutdownGrace(t *testing.T) {
 				t.Fatalf("exit code %d after SIGTERM, want 0", code)
 			}
 			exitedAt := time.Now()
-			wg.Wait()
+			syncCode, syncBody, syncErr := answer()
 			if syncErr != nil || syncCode != http.StatusOK {
 				t.Fatalf("the synchronous POST in flight at SIGTERM: status %d, err %v, body %s", syncCode, syncErr, syncBody)
 			}

@@ -283,6 +283,36 @@ var httpClient = &http.Client{
 
 // do sends a request with a JSON body (nil: none; string or []byte: as is)
 // and returns the response with its body read.
+// postAsync posts body as a turn of session s from a goroutine of its own,
+// for a POST in flight while the test acts on the process, and returns a
+// function that waits for the answer. A cleanup waits for it too (the
+// child is killed first: cleanups run last-in first-out).
+func (p *proc) postAsync(t *testing.T, body string) (answer func() (code int, data []byte, err error)) {
+	t.Helper()
+	done := make(chan struct{})
+	var (
+		code int
+		data []byte
+		err  error
+	)
+	go func() {
+		defer close(done)
+		resp, perr := httpClient.Post(p.base+"/v1/sessions/s/turns", "application/json", strings.NewReader(body))
+		if perr != nil {
+			err = perr
+			return
+		}
+		defer resp.Body.Close()
+		code = resp.StatusCode
+		data, err = io.ReadAll(resp.Body)
+	}()
+	t.Cleanup(func() { <-done })
+	return func() (int, []byte, error) {
+		<-done
+		return code, data, err
+	}
+}
+
 func (p *proc) do(method, path string, body any, header ...string) (*http.Response, []byte) {
 	p.t.Helper()
 	var r io.Reader

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -139,28 +138,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	// Two turns in flight on hold: one asynchronous, one a synchronous POST.
 	p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
 		`{"id":"async","calls":[{"id":"a1","name":"hold"}]}`, "Prefer", "respond-async")
-	var (
-		wg       sync.WaitGroup
-		syncCode int
-		syncBody []byte
-		syncErr  error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		resp, err := httpClient.Post(p.base+"/v1/sessions/s/turns", "application/json",
-			strings.NewReader(`{"id":"sync","calls":[{"id":"b1","name":"hold"}]}`))
-		if err != nil {
-			syncErr = err
-			return
-		}
-		defer resp.Body.Close()
-		syncCode = resp.StatusCode
-		var buf bytes.Buffer
-		_, syncErr = buf.ReadFrom(resp.Body)
-		syncBody = buf.Bytes()
-	}()
-	t.Cleanup(wg.Wait)
+	answer := p.postAsync(t, `{"id":"sync","calls":[{"id":"b1","name":"hold"}]}`)
 	arrived := []string{<-hold.arrived, <-hold.arrived}
 	slices.Sort(arrived)
 	if !slices.Equal(arrived, []string{"a1", "b1"}) {
@@ -182,7 +160,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	if tj.Status != "completed" || tj.result(t, "a1").Status != "ok" || string(tj.result(t, "a1").Output) != `"held"` {
 		t.Errorf("the asynchronous turn in flight at the reload: %s", data)
 	}
-	wg.Wait()
+	syncCode, syncBody, syncErr := answer()
 	if syncErr != nil || syncCode != http.StatusOK {
 		t.Fatalf("the synchronous POST in flight at the reload: status %d, err %v, body %s", syncCode, syncErr, syncBody)
 	}
