@@ -94,12 +94,8 @@ func TestAllReadTurnIsRecordedWhole(t *testing.T) {
 	if f.count("read") != 2 {
 		t.Fatalf("read ran %d times, want 2", f.count("read"))
 	}
-	want := []string{"turn_received", "call_admitted:a", "call_answered:a", "call_admitted:b", "call_answered:b",
-		"call_refused:c", "turn_settled"}
-	got := f.kinds("s1", "")
-	if !slices.Equal(got, want) {
-		t.Fatalf("ledger\n got %v\nwant %v", got, want)
-	}
+	f.wantLedger("s1", "", "turn_received", "call_admitted:a", "call_answered:a", "call_admitted:b", "call_answered:b",
+		"call_refused:c", "turn_settled")
 	stored, err := f.svc.GetTurn(context.Background(), turn.TurnKey{SessionID: "s1", TurnID: "t1"})
 	if err != nil || stored.Status != turn.StatusCompleted || statuses(stored) != statuses(sub.Turn) || stored.SettledAt.IsZero() {
 		t.Fatalf("stored turn %s %q settled %v: %v", stored.Status, statuses(stored), stored.SettledAt, err)
@@ -336,10 +332,7 @@ func TestSlowReadWithAnsweredCallReplays(t *testing.T) {
 	if err != nil || done.Status != turn.StatusCompleted || statuses(done) != "a=ok b=ok" || done.Results[0].ReplayedFrom != "t0" {
 		t.Fatalf("settled %s %q (a replayed from %q): %v", done.Status, statuses(done), done.Results[0].ReplayedFrom, err)
 	}
-	want := []string{"turn_received", "call_replayed:a", "call_admitted:b", "call_answered:b", "turn_settled"}
-	if got := f.kinds("s1", "t1"); !slices.Equal(got, want) {
-		t.Fatalf("ledger of t1\n got %v\nwant %v", got, want)
-	}
+	f.wantLedger("s1", "t1", "turn_received", "call_replayed:a", "call_admitted:b", "call_answered:b", "turn_settled")
 	// tw looked up and recorded; t1 received once (the ordinary path) and
 	// settled by one commit; no record of t1 was tried.
 	if got := cs.calls(); got != [4]int64{1, 1, 1, 1} {
@@ -362,10 +355,7 @@ func TestAllReadAnsweredCallsReplay(t *testing.T) {
 	if t2.Results[0].ReplayedFrom != "t1" || t2.Results[1].ReplayedFrom != "t1" || t2.Results[2].ReplayedFrom != "" {
 		t.Fatalf("t2 results %+v", t2.Results)
 	}
-	want := []string{"turn_received", "call_replayed:a", "call_replayed:w", "call_admitted:b", "call_answered:b", "turn_settled"}
-	if got := f.kinds("s1", "t2"); !slices.Equal(got, want) {
-		t.Fatalf("ledger of t2\n got %v\nwant %v", got, want)
-	}
+	f.wantLedger("s1", "t2", "turn_received", "call_replayed:a", "call_replayed:w", "call_admitted:b", "call_answered:b", "turn_settled")
 }
 
 func TestReadTurnOrdinaryPaths(t *testing.T) {
@@ -446,10 +436,7 @@ func TestSlowReadIsRecordedAfterWindow(t *testing.T) {
 	if got := cs.calls(); got[1] != 1 || got[2] != 0 || got[3] != 1 {
 		t.Fatalf("store calls lookup/receive/record/commit = %v, want one receive and one commit", got)
 	}
-	want := []string{"turn_received", "call_admitted:a", "call_answered:a", "call_admitted:b", "call_answered:b", "turn_settled"}
-	if got := f.kinds("s1", ""); !slices.Equal(got, want) {
-		t.Fatalf("ledger\n got %v\nwant %v", got, want)
-	}
+	f.wantLedger("s1", "", "turn_received", "call_admitted:a", "call_answered:a", "call_admitted:b", "call_answered:b", "turn_settled")
 }
 
 // A failed record leaves nothing behind and is reported: nothing was

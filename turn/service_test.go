@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,15 @@ func (f *fixture) run(svc *turn.Service, session string, req turn.TurnRequest) t
 		f.t.Fatalf("await: %v", err)
 	}
 	return t
+}
+
+// wantLedger fails the test unless the ledger of the session (of the turn,
+// when turnID is set) reads kinds, as kinds lists them.
+func (f *fixture) wantLedger(session, turnID string, kinds ...string) {
+	f.t.Helper()
+	if got := f.kinds(session, turnID); !slices.Equal(got, kinds) {
+		f.t.Fatalf("ledger of %s/%s\n got %v\nwant %v", session, turnID, got, kinds)
+	}
 }
 
 func (f *fixture) kinds(session, turnID string) []string {
