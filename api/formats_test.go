@@ -83,6 +83,30 @@ func checkRecord(t *testing.T, s *stack, sid, tid string) {
 
 // checkAnswers checks one answer per call id, in call order, each saying
 // what it must.
+// readAnswers decodes a 200 answer as a list of the SDK's items and checks
+// them with checkAnswers: pick gives an item's call id and text, or false
+// for an item that is not a what.
+func readAnswers[T any](t *testing.T, r response, what string, pick func(T) (id, text string, ok bool)) []T {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var items []T
+	r.json(t, &items)
+	var ids []string
+	texts := map[string]string{}
+	for _, it := range items {
+		id, text, ok := pick(it)
+		if !ok {
+			t.Fatalf("not a %s: %s", what, r.body)
+		}
+		ids = append(ids, id)
+		texts[id] = text
+	}
+	checkAnswers(t, ids, texts, nil)
+	return items
+}
+
 func checkAnswers(t *testing.T, got []string, texts map[string]string, isError map[string]bool) {
 	t.Helper()
 	if !slices.Equal(got, roundTripIDs) {
@@ -117,22 +141,12 @@ func TestOpenAIChatRoundTrip(t *testing.T) {
 		}
 		read := func(r response) []openai.ChatCompletionMessageParamUnion {
 			t.Helper()
-			if r.status != 200 {
-				t.Fatalf("%d %s", r.status, r.body)
-			}
-			var msgs []openai.ChatCompletionMessageParamUnion
-			r.json(t, &msgs)
-			var ids []string
-			texts := map[string]string{}
-			for _, m := range msgs {
+			return readAnswers(t, r, "tool message", func(m openai.ChatCompletionMessageParamUnion) (string, string, bool) {
 				if m.OfTool == nil {
-					t.Fatalf("not a tool message: %s", r.body)
+					return "", "", false
 				}
-				ids = append(ids, m.OfTool.ToolCallID)
-				texts[m.OfTool.ToolCallID] = m.OfTool.Content.OfString.Value
-			}
-			checkAnswers(t, ids, texts, nil)
-			return msgs
+				return m.OfTool.ToolCallID, m.OfTool.Content.OfString.Value, true
+			})
 		}
 		r := s.do("POST", "/v1/sessions/chat/turns?format=openai.chat", body)
 		if loc := r.header.Get("Location"); loc != "/v1/sessions/chat/turns/chatcmpl-rt1" {
@@ -191,22 +205,12 @@ func TestOpenAIResponsesRoundTrip(t *testing.T) {
 		}
 		read := func(r response) []responses.ResponseInputItemUnionParam {
 			t.Helper()
-			if r.status != 200 {
-				t.Fatalf("%d %s", r.status, r.body)
-			}
-			var out []responses.ResponseInputItemUnionParam
-			r.json(t, &out)
-			var ids []string
-			texts := map[string]string{}
-			for _, it := range out {
+			return readAnswers(t, r, "function_call_output", func(it responses.ResponseInputItemUnionParam) (string, string, bool) {
 				if it.OfFunctionCallOutput == nil {
-					t.Fatalf("not a function_call_output: %s", r.body)
+					return "", "", false
 				}
-				ids = append(ids, it.OfFunctionCallOutput.CallID.Value)
-				texts[it.OfFunctionCallOutput.CallID.Value] = it.OfFunctionCallOutput.Output.OfString.Value
-			}
-			checkAnswers(t, ids, texts, nil)
-			return out
+				return it.OfFunctionCallOutput.CallID.Value, it.OfFunctionCallOutput.Output.OfString.Value, true
+			})
 		}
 		r := s.do("POST", "/v1/sessions/resp/turns?format=openai.responses", resp.RawJSON())
 		if loc := r.header.Get("Location"); loc != "/v1/sessions/resp/turns/resp_rt1" {
