@@ -264,6 +264,10 @@ ORDER BY b.ord`
 // fragments: bit 0 outputs, bit 1 webhooks.
 var recordSQL = variants(recordHead, recordTail, recordOutputs, recordWebhooks)
 
+// recordNames name recordSQL's variants as statements prepared for
+// execBinary.
+var recordNames = [...]string{"turnd_record_0", "turnd_record_1", "turnd_record_2", "turnd_record_3"}
+
 // maxRecordBatch caps the turns of one recording statement.
 const maxRecordBatch = 64
 
@@ -332,17 +336,9 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 	defer cancel()
 	args, parts := recordArgs(batch)
 	stmt := recordSQL[parts]
-	rows, err := s.pool.Query(ctx, stmt.sql, stmt.args(args)...)
-	if err != nil {
-		return nil, err
-	}
 	outcomes := make([]error, len(batch))
 	seen := 0
-	var (
-		ord                          int64
-		inserted, sessionE, answered bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionE, &answered}, func() error {
+	outcome := func(ord int64, inserted, sessionFound, answered bool) error {
 		i := int(ord) - 1
 		if i < 0 || i >= len(batch) {
 			return fmt.Errorf("recording turns: row for turn %d of %d", ord, len(batch))
@@ -350,7 +346,7 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 		seen++
 		switch {
 		case inserted:
-		case !sessionE:
+		case !sessionFound:
 			outcomes[i] = fmt.Errorf("%s: session: %w", batch[i].rec.op(), turn.ErrNotFound)
 		case answered:
 			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op(), turn.ErrCallsAnswered)
@@ -358,7 +354,35 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op(), turn.ErrTurnExists)
 		}
 		return nil
-	})
+	}
+	var err error
+	if s.binary {
+		err = s.execBinary(ctx, recordNames[parts], stmt, stmt.args(args), 4, func(v [][]byte) error {
+			ord, err := binaryInt8(v[0])
+			if err != nil {
+				return err
+			}
+			var flags [3]bool
+			for j := range flags {
+				if flags[j], err = binaryBool(v[j+1]); err != nil {
+					return err
+				}
+			}
+			return outcome(ord, flags[0], flags[1], flags[2])
+		})
+	} else {
+		var rows pgx.Rows
+		if rows, err = s.pool.Query(ctx, stmt.sql, stmt.args(args)...); err != nil {
+			return nil, err
+		}
+		var (
+			ord                              int64
+			inserted, sessionFound, answered bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionFound, &answered}, func() error {
+			return outcome(ord, inserted, sessionFound, answered)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

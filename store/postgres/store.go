@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnd/turnd/migrations"
@@ -92,6 +93,9 @@ type Store struct {
 	// The statements that concurrent turns share (group.go).
 	lookups *group[*lookupCall]
 	records *group[*recordCall]
+	// binary: the pool prepares statements (pgx's default exec mode), so
+	// the hot path may run its own prepared statements (execBinary).
+	binary bool
 }
 
 var _ turn.Store = (*Store)(nil)
@@ -127,7 +131,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store", err)
 	}
-	st := &Store{pool: pool}
+	st := &Store{pool: pool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/turnd/turnd/internal/pgtest"
@@ -21,6 +22,28 @@ func TestConformanceOneGroupStatement(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) turn.Store {
 		s, err := postgres.Open(t.Context(), pgtest.URL(t), postgres.Options{GroupStatements: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	})
+}
+
+// TestConformancePgxEncoding runs the suite on a pool that does not keep
+// prepared statements (default_query_exec_mode=describe_exec, as behind a
+// transaction-pooling proxy): the recording statement then goes through
+// pgx's own encoding instead of execBinary.
+func TestConformancePgxEncoding(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) turn.Store {
+		url := pgtest.URL(t)
+		if strings.Contains(url, "://") {
+			url += "&default_query_exec_mode=describe_exec"
+		} else {
+			url += " default_query_exec_mode=describe_exec"
+		}
+		s, err := postgres.Open(t.Context(), url, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
