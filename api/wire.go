@@ -253,15 +253,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// preferences parses RFC 7240 Prefer headers into name → value.
+// preferences parses RFC 7240 Prefer headers into name → value (nil when
+// there are none).
 func preferences(r *http.Request) map[string]string {
-	out := map[string]string{}
+	var out map[string]string
 	for _, h := range r.Header.Values("Prefer") {
 		for _, part := range strings.Split(h, ",") {
 			pref, _, _ := strings.Cut(part, ";")
 			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
 			name = strings.ToLower(strings.TrimSpace(name))
 			if name != "" {
+				if out == nil {
+					out = map[string]string{}
+				}
 				out[name] = strings.Trim(strings.TrimSpace(value), `"`)
 			}
 		}

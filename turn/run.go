@@ -126,7 +126,12 @@ func (s *Service) newRun(sess Session, t Turn, reg *tool.Registry, recorded []Re
 			r.recorded[res.Index] = res
 		}
 	}
-	r.turn.Results = nil
+	// Room for the wave's results and lines (a received, an admitted and
+	// an answered line per call, and the settled line): a turn of n calls
+	// then appends without growing.
+	n := len(t.Calls)
+	r.turn.Results = make([]Result, 0, n)
+	r.pending.Results, r.pending.Lines = make([]Result, 0, n), make([]Line, 0, 2*n+2)
 	return r, ids
 }
 

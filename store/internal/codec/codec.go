@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,35 +83,30 @@ func DecodeBudget(b []byte) (budget.Config, error) {
 // compact them and escape HTML characters: arguments round-trip byte for
 // byte.
 func Calls(calls []turn.Call) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('[')
+	n := 2
+	for _, c := range calls {
+		n += len(`{"id":"","name":"","arguments":},`) + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
 	for i, c := range calls {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		id, err := json.Marshal(c.ID)
-		if err != nil {
-			return nil, fmt.Errorf("encoding call %d id: %w", i, err)
-		}
-		name, err := json.Marshal(c.Name)
-		if err != nil {
-			return nil, fmt.Errorf("encoding call %d name: %w", i, err)
-		}
-		b.WriteString(`{"id":`)
-		b.Write(id)
-		b.WriteString(`,"name":`)
-		b.Write(name)
+		b = append(b, `{"id":`...)
+		b = appendString(b, c.ID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, c.Name)
 		if len(c.Arguments) > 0 {
 			if !json.Valid(c.Arguments) {
 				return nil, fmt.Errorf("call %d (%s) arguments are not valid JSON", i, c.ID)
 			}
-			b.WriteString(`,"arguments":`)
-			b.Write(c.Arguments)
+			b = append(b, `,"arguments":`...)
+			b = append(b, c.Arguments...)
 		}
-		b.WriteByte('}')
+		b = append(b, '}')
 	}
-	b.WriteByte(']')
-	return b.Bytes(), nil
+	return append(b, ']'), nil
 }
 
 // DecodeCalls reverses Calls.

@@ -71,25 +71,26 @@ func CheckRecord(r turn.Record) error {
 	if k.SessionID == "" || k.TurnID == "" {
 		return errors.New("recording turn: session id and turn id are required")
 	}
-	op := fmt.Sprintf("recording turn %s/%s", k.SessionID, k.TurnID)
+	var err error
 	switch {
 	case !r.Turn.Status.Settled():
-		return fmt.Errorf("%s: status %q is not settled", op, r.Turn.Status)
+		err = fmt.Errorf("status %q is not settled", r.Turn.Status)
 	case r.Turn.SettledAt.IsZero():
-		return fmt.Errorf("%s: no settlement time", op)
+		err = errors.New("no settlement time")
 	case len(r.Lines) == 0 || r.Lines[0].Kind != turn.LineTurnReceived:
-		return fmt.Errorf("%s: the first line must be %s", op, turn.LineTurnReceived)
-	}
-	if err := checkLines(k, r.Lines); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if err := checkOutputs(k, r.Outputs); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if r.Webhook != nil {
-		if err := CheckWebhook(k, r.Webhook); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
+		err = fmt.Errorf("the first line must be %s", turn.LineTurnReceived)
+	default:
+		err = checkLines(k, r.Lines)
+		if err == nil {
+			err = checkOutputs(k, r.Outputs)
 		}
+		if err == nil && r.Webhook != nil {
+			err = CheckWebhook(k, r.Webhook)
+		}
+	}
+	if err != nil {
+		// The label is formatted only on error: this runs on every turn.
+		return fmt.Errorf("recording turn %s/%s: %w", k.SessionID, k.TurnID, err)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
 		b = strconv.AppendInt(b, l.At.UnixMicro(), 10)
 		if len(l.Data) > 0 {
 			b = append(b, `,"d":`...)
-			b = appendString(b, string(l.Data))
+			b = appendString(b, l.Data)
 		}
 		b = append(b, '}')
 	}
@@ -63,9 +63,9 @@ func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
 // appendString appends s as a JSON string: quotes, backslashes and control
 // characters escaped, the rest as is. A string that is not valid UTF-8
 // goes through encoding/json, which replaces the invalid bytes.
-func appendString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		q, err := json.Marshal(s)
+func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
+	if !validUTF8(s) {
+		q, err := json.Marshal(string(s))
 		if err != nil {
 			panic(fmt.Sprintf("codec: encoding a string: %v", err)) // a Go string always marshals
 		}
@@ -94,6 +94,21 @@ func appendString(b []byte, s string) []byte {
 		i = j + 1
 	}
 	return append(b, '"')
+}
+
+func validUTF8[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			return false
+		}
+		i += size
+	}
+	return true
 }
 
 // DecodeLines reverses LinesJSON for the batch of sessionID whose first

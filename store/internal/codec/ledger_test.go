@@ -107,6 +107,17 @@ func FuzzLineStrings(f *testing.F) {
 				t.Fatalf("%q written as %s, want %s inside", s, b, enc)
 			}
 		}
+		// As line data (JSON text, escaped from bytes): back byte for byte.
+		data, _ := json.Marshal(s)
+		data = append(append([]byte(" "), data...), '\n')
+		b, err := codec.LinesJSON(k, []turn.Line{{Kind: "k", Data: data}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+		if err != nil || len(lines) != 1 || !bytes.Equal(lines[0].Data, data) {
+			t.Fatalf("data %q came back as %v (%v)", data, lines, err)
+		}
 	})
 }
 
