@@ -101,6 +101,12 @@ type Metrics struct {
 	webhooks    *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	requestTime *prometheus.HistogramVec
+
+	// Caches of the children the hot path touches (series.go).
+	callS     *series[[2]string, callSeries]
+	attemptS  *series[[2]string, attemptSeries]
+	inFlightS *series[string, prometheus.Gauge]
+	requestS  *series[requestKey, requestSeries]
 }
 
 var _ turn.Observer = (*Metrics)(nil)
@@ -177,6 +183,20 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Buckets: httpBuckets,
 		}, []string{"method", "route", "code"}),
 	}
+	m.callS = newSeries(func(k [2]string) callSeries {
+		return callSeries{dispatch: m.dispatch.WithLabelValues(k[0], k[1]), calls: m.calls.WithLabelValues(k[0], k[1])}
+	})
+	m.attemptS = newSeries(func(k [2]string) attemptSeries {
+		return attemptSeries{inFlight: m.inFlight.WithLabelValues(k[0]), attempt: m.attempt.WithLabelValues(k[0], k[1])}
+	})
+	m.inFlightS = newSeries(func(tool string) prometheus.Gauge { return m.inFlight.WithLabelValues(tool) })
+	m.requestS = newSeries(func(k requestKey) requestSeries {
+		c := statusCode(k.code)
+		return requestSeries{
+			requests:    m.requests.WithLabelValues(k.method, k.route, c),
+			requestTime: m.requestTime.WithLabelValues(k.method, k.route, c),
+		}
+	})
 	cs := []prometheus.Collector{
 		m.dispatch, m.attempt, m.calls, m.inFlight, m.waveSize, m.turnTime, m.turns,
 		m.completions, m.truncations, m.dropped, m.store, m.webhooks, m.requests, m.requestTime,
@@ -218,17 +238,19 @@ func (m *Metrics) WaveStarted(calls int) { m.waveSize.Observe(float64(calls)) }
 
 // CallAccounted implements turn.Observer.
 func (m *Metrics) CallAccounted(tool string, status turn.CallStatus, took time.Duration) {
-	m.dispatch.WithLabelValues(tool, string(status)).Observe(took.Seconds())
-	m.calls.WithLabelValues(tool, string(status)).Inc()
+	c := m.callS.of([2]string{tool, string(status)})
+	c.dispatch.Observe(took.Seconds())
+	c.calls.Inc()
 }
 
 // AttemptStarted implements turn.Observer.
-func (m *Metrics) AttemptStarted(tool string) { m.inFlight.WithLabelValues(tool).Inc() }
+func (m *Metrics) AttemptStarted(tool string) { m.inFlightS.of(tool).Inc() }
 
 // AttemptFinished implements turn.Observer.
 func (m *Metrics) AttemptFinished(tool, outcome string, took time.Duration) {
-	m.inFlight.WithLabelValues(tool).Dec()
-	m.attempt.WithLabelValues(tool, outcome).Observe(took.Seconds())
+	a := m.attemptS.of([2]string{tool, outcome})
+	a.inFlight.Dec()
+	a.attempt.Observe(took.Seconds())
 }
 
 // TurnSettled implements turn.Observer.
@@ -258,10 +280,9 @@ func (m *Metrics) WebhookAttempt(outcome turn.WebhookOutcome) {
 // ObserveRequest records one HTTP request (api.Config.ObserveRequest).
 // route is the matched route pattern, never the raw path.
 func (m *Metrics) ObserveRequest(method, route string, code int, took time.Duration) {
-	c := statusCode(code)
-	method = knownMethod(method)
-	m.requests.WithLabelValues(method, route, c).Inc()
-	m.requestTime.WithLabelValues(method, route, c).Observe(took.Seconds())
+	r := m.requestS.of(requestKey{knownMethod(method), route, code})
+	r.requests.Inc()
+	r.requestTime.Observe(took.Seconds())
 }
 
 // knownMethod bounds the method label: a client may send any token as a
