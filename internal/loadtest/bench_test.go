@@ -318,7 +318,8 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 	}
 
 	st := startStack(b, dbURL, cfg)
-	body := loadtest.EchoTurn(4)
+	const perTurn = 4 // issue 3's turn: 4 reads
+	body := loadtest.EchoTurn(perTurn)
 	direct := &storeTurns{store: st.timed, prefix: "st-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 
 	var inserts, turns []loadtest.Result
@@ -337,7 +338,7 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 				stop = startCPUProfile(b, cfg.cpuProfile)
 			}
 			if kind == "turns" {
-				r, err = loadtest.Turns(ctx, st.url, cfg.clients, cfg.phase, body)
+				r, err = loadtest.Turns(ctx, st.url, cfg.clients, cfg.phase, perTurn, body)
 			} else {
 				r, err = loadtest.Loop(ctx, cfg.clients, cfg.phase, direct.turn, direct.turn)
 			}

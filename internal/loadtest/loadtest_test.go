@@ -93,7 +93,7 @@ func TestTurns(t *testing.T) {
 	f := &fakeTurnd{turns: map[string]string{}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	r, err := loadtest.Turns(t.Context(), srv.URL, 4, 200*time.Millisecond, loadtest.EchoTurn(4))
+	r, err := loadtest.Turns(t.Context(), srv.URL, 4, 200*time.Millisecond, 4, loadtest.EchoTurn(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,23 +118,26 @@ func TestTurnsFailing(t *testing.T) {
 	tests := []struct {
 		name    string
 		handler http.Handler
+		calls   int
 		body    func(int) []byte
 		want    string
 	}{
-		{"server error at warm-up", &fakeTurnd{fail: true}, loadtest.EchoTurn(1), "answer 500"},
+		{"server error at warm-up", &fakeTurnd{fail: true}, 1, loadtest.EchoTurn(1), "answer 500"},
 		{"a result missing", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprint(w, `{"status":"completed","results":[{"call_id":"a","status":"ok"}]}`)
-		}), loadtest.EchoTurn(2), "1 results for 2 calls"},
+		}), 2, loadtest.EchoTurn(2), "1 results for 2 calls"},
 		{"a call failed", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprint(w, `{"status":"completed","results":[{"call_id":"a","status":"error"}]}`)
-		}), loadtest.EchoTurn(1), "call a answered error"},
+		}), 1, loadtest.EchoTurn(1), "call a answered error"},
+		{"bodies of another count than the workload's", &fakeTurnd{turns: map[string]string{}}, 1, loadtest.EchoTurn(2),
+			"request body has 2 calls, the workload 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
-			_, err := loadtest.Turns(t.Context(), srv.URL, 2, 100*time.Millisecond, tt.body)
+			_, err := loadtest.Turns(t.Context(), srv.URL, 2, 100*time.Millisecond, tt.calls, tt.body)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want one saying %q", err, tt.want)
 			}

@@ -165,7 +165,7 @@ func measureRSS(b *testing.B, bin, dataPath, dbURL string) map[string]float64 {
 	idle := mb(loadtest.RSS)
 	b.Logf("idle: VmRSS %.1f MB", idle)
 
-	r, err := loadtest.Turns(context.Background(), base, 8, 2*time.Second, loadtest.EchoTurn(4))
+	r, err := loadtest.Turns(context.Background(), base, 8, 2*time.Second, 4, loadtest.EchoTurn(4))
 	if err != nil {
 		b.Fatalf("turns: %v", err)
 	}

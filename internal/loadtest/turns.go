@@ -18,7 +18,9 @@ import (
 //
 // in a tight loop for d, and every answer must be 200 with the turn
 // completed and one ok result per call of the request. body(i) is the i-th
-// request body; i counts up from 0 across all clients, so it can make turn
+// request body, of calls calls (the clients count the results of most
+// answers without decoding the request; every FullCheckEvery-th request is
+// decoded and must have that many); i counts up from 0 across all clients, so it can make turn
 // and call ids unique (a call id seen before in the session would be
 // replayed, not run — see EchoTurn). The sessions are new (named for the
 // run), each created by its client's first turn, which runs before the
@@ -26,7 +28,7 @@ import (
 //
 // The clients share one Client, which keeps a connection per client alive,
 // so the window measures requests, not TCP handshakes.
-func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, body func(i int) []byte) (Result, error) {
+func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, calls int, body func(i int) []byte) (Result, error) {
 	client, err := NewClient(baseURL, ClientOptions{})
 	if err != nil {
 		return Result{}, fmt.Errorf("turns: %w", err)
@@ -42,7 +44,7 @@ func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, bo
 	op := func(ctx context.Context, c int) error {
 		i := int(next.Add(1) - 1)
 		var err error
-		bufs[c], err = postTurn(ctx, client, paths[c], body(i), bufs[c][:0], i%FullCheckEvery == 0)
+		bufs[c], err = postTurn(ctx, client, paths[c], body(i), calls, bufs[c][:0], i%FullCheckEvery == 0)
 		return err
 	}
 	r, err := Loop(ctx, clients, d, op, op)
@@ -58,10 +60,11 @@ func Turns(ctx context.Context, baseURL string, clients int, d time.Duration, bo
 // too). Turns and turnd bench both check so.
 const FullCheckEvery = 8
 
-// postTurn posts one turn and checks its answer: 200, completed, every
-// call answered ok (with full, one ok result per call of the request). It
-// reads the answer into buf and returns it.
-func postTurn(ctx context.Context, client *Client, path string, body, buf []byte, full bool) ([]byte, error) {
+// postTurn posts one turn of calls calls and checks its answer: 200,
+// completed, every call answered ok (with full, one ok result per call,
+// and the request's calls counted). It reads the answer into buf and
+// returns it.
+func postTurn(ctx context.Context, client *Client, path string, body []byte, calls int, buf []byte, full bool) ([]byte, error) {
 	status, got, err := client.Post(ctx, path, body, buf)
 	if err != nil {
 		return got, err
@@ -69,14 +72,17 @@ func postTurn(ctx context.Context, client *Client, path string, body, buf []byte
 	if status != http.StatusOK {
 		return got, fmt.Errorf("answer %d: %.300s", status, got)
 	}
+	if !full && QuickCheck(got, calls) {
+		return got, nil
+	}
 	var sent struct {
 		Calls []struct{} `json:"calls"`
 	}
 	if err := json.Unmarshal(body, &sent); err != nil {
 		return got, fmt.Errorf("request body: %w", err)
 	}
-	if !full && QuickCheck(got, len(sent.Calls)) {
-		return got, nil
+	if len(sent.Calls) != calls {
+		return got, fmt.Errorf("request body has %d calls, the workload %d", len(sent.Calls), calls)
 	}
 	var t struct {
 		Status  string `json:"status"`
@@ -88,8 +94,8 @@ func postTurn(ctx context.Context, client *Client, path string, body, buf []byte
 	if err := json.Unmarshal(got, &t); err != nil {
 		return got, fmt.Errorf("answer: %w", err)
 	}
-	if t.Status != "completed" || len(t.Results) != len(sent.Calls) {
-		return got, fmt.Errorf("turn %s with %d results for %d calls: %.300s", t.Status, len(t.Results), len(sent.Calls), got)
+	if t.Status != "completed" || len(t.Results) != calls {
+		return got, fmt.Errorf("turn %s with %d results for %d calls: %.300s", t.Status, len(t.Results), calls, got)
 	}
 	for _, res := range t.Results {
 		if res.Status != "ok" {
