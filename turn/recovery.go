@@ -200,5 +200,6 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.cancelHooks()
 	s.cfg.WebhookClient.CloseIdleConnections()
 	s.cancelBase()
+	s.workers.close()
 	return err
 }

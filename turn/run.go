@@ -149,7 +149,7 @@ func (s *Service) launch(r *run) {
 	}
 	s.waves.Add(1)
 	s.mu.Unlock()
-	go func() {
+	s.workers.run(func() {
 		defer s.waves.Done()
 		defer cancel()
 		r.execute()
@@ -162,7 +162,7 @@ func (s *Service) launch(r *run) {
 		}
 		s.mu.Unlock()
 		close(r.done)
-	}()
+	})
 }
 
 func (r *run) execute() {

@@ -218,6 +218,7 @@ type Service struct {
 	active  map[TurnKey]*run
 	closing bool
 	waves   sync.WaitGroup // running waves
+	workers workers        // the goroutines waves run on
 	loops   sync.WaitGroup // background loops
 	stop    chan struct{}
 	started atomic.Bool

@@ -295,14 +295,17 @@ func newRecorder(s *Store, par int) *group[*recordCall] {
 // whatever ctx does (the statement runs with a 30 s timeout): returning
 // early would leave the caller not knowing whether r was recorded.
 func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
-	enc, err := encodeRecord(r)
-	if err != nil {
+	// The call is built in place, on the heap: encodedRecord holds a copy of
+	// r, and returning it by value would take kilobytes of the caller's
+	// goroutine stack (a turn's wave goroutine, which would grow its stack
+	// for it on every turn).
+	call := &recordCall{done: make(chan error, 1)}
+	if err := call.rec.encode(&r); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", enc.op(), err)
+		return fmt.Errorf("%s: %w", call.rec.op(), err)
 	}
-	call := &recordCall{rec: enc, done: make(chan error, 1)}
 	s.records.do(ctx, call)
 	return <-call.done
 }
@@ -408,29 +411,30 @@ func (e *encodedRecord) op() string {
 	return fmt.Sprintf("recording turn %s/%s", e.key.SessionID, e.key.TurnID)
 }
 
-func encodeRecord(r turn.Record) (encodedRecord, error) {
+// encode checks r and encodes it into e.
+func (e *encodedRecord) encode(r *turn.Record) error {
 	if err := codec.CheckRecord(r); err != nil {
-		return encodedRecord{}, err
+		return err
 	}
-	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
-	e := encodedRecord{key: k, r: r}
+	e.key = turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
+	e.r = *r
 	var err error
 	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
-		return encodedRecord{}, fmt.Errorf("%s: %w", e.op(), err)
+		return fmt.Errorf("%s: %w", e.op(), err)
 	}
-	if e.lines, err = codec.LinesJSON(k, r.Lines); err != nil {
-		return encodedRecord{}, fmt.Errorf("%s: %w", e.op(), err)
+	if e.lines, err = codec.LinesJSON(e.key, r.Lines); err != nil {
+		return fmt.Errorf("%s: %w", e.op(), err)
 	}
 	e.res = codec.Results(r.Results)
 	e.outs = make([]*string, len(e.res))
 	for i, res := range e.res {
 		out, err := codec.OutputJSON(res.Index, res.Output)
 		if err != nil {
-			return encodedRecord{}, fmt.Errorf("%s: %w", e.op(), err)
+			return fmt.Errorf("%s: %w", e.op(), err)
 		}
 		e.outs[i] = nullText(out)
 	}
-	return e, nil
+	return nil
 }
 
 // recordArgs lays batch out as the recording statement's arrays (rows of

@@ -83,7 +83,7 @@ ON CONFLICT (session_id, id) DO NOTHING`
 // check of the turn's call ids against earlier answers sees every write
 // before it.
 func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
-	if err := codec.CheckRecord(r); err != nil {
+	if err := codec.CheckRecord(&r); err != nil {
 		return err
 	}
 	t := r.Turn

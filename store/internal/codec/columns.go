@@ -66,7 +66,7 @@ func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 // status with its time, at least the turn_received line first, lines and
 // outputs of the turn's session, a valid webhook. It does not modify r. The
 // errors are those of a store's RecordTurn.
-func CheckRecord(r turn.Record) error {
+func CheckRecord(r *turn.Record) error {
 	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
 	if k.SessionID == "" || k.TurnID == "" {
 		return errors.New("recording turn: session id and turn id are required")
