@@ -19,8 +19,8 @@ const maxCachedSeries = 4096
 // tools times the statuses, the routes times the codes). turnd never
 // deletes a child, so a cached one stays the vector's.
 type series[K comparable, T any] struct {
-	m    atomic.Pointer[map[K]T]
-	mu   sync.Mutex
+	m     atomic.Pointer[map[K]T]
+	mu    sync.Mutex
 	build func(K) T
 }
 
