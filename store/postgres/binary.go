@@ -65,118 +65,90 @@ func appendArrayHeader(b []byte, elem uint32, n int, hasNull bool) []byte {
 // appendNull appends a NULL element.
 func appendNull(b []byte) []byte { return binary.BigEndian.AppendUint32(b, math.MaxUint32) }
 
-// appendBytes appends an element of len(v) bytes.
-func appendBytes(b []byte, v []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-	return append(b, v...)
-}
-
 // appendBinaryParam appends v, a parameter of type oid, in binary format.
 // It knows the slice types the hot-path statements pass; anything else is
 // an error (a bug in the statement's arguments, or a statement whose
 // parameter types differ from what its arguments say).
 func appendBinaryParam(b []byte, oid uint32, v any) ([]byte, error) {
-	mismatch := func() ([]byte, error) {
+	if arrayOID(v) != oid || oid == 0 {
 		return nil, fmt.Errorf("binary parameter: %T for type oid %d", v, oid)
 	}
 	switch v := v.(type) {
 	case []string:
-		if oid != oidTextArray {
-			return mismatch()
-		}
-		b = appendArrayHeader(b, oidText, len(v), false)
-		for _, s := range v {
-			b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
-			b = append(b, s...)
-		}
+		return appendArray(b, oidText, v, func(s string) bool { return false }, appendText[string]), nil
 	case []*string:
-		if oid != oidTextArray {
-			return mismatch()
-		}
-		hasNull := false
-		for _, s := range v {
-			hasNull = hasNull || s == nil
-		}
-		b = appendArrayHeader(b, oidText, len(v), hasNull)
-		for _, s := range v {
-			if s == nil {
-				b = appendNull(b)
-				continue
-			}
-			b = binary.BigEndian.AppendUint32(b, uint32(len(*s)))
-			b = append(b, *s...)
-		}
+		return appendArray(b, oidText, v, func(s *string) bool { return s == nil }, func(b []byte, s *string) []byte { return appendText(b, *s) }), nil
 	case [][]byte:
-		if oid != oidByteaArray {
-			return mismatch()
-		}
-		hasNull := false
-		for _, s := range v {
-			hasNull = hasNull || s == nil
-		}
-		b = appendArrayHeader(b, oidBytea, len(v), hasNull)
-		for _, s := range v {
-			if s == nil {
-				b = appendNull(b)
-				continue
-			}
-			b = appendBytes(b, s)
-		}
+		return appendArray(b, oidBytea, v, func(s []byte) bool { return s == nil }, appendText[[]byte]), nil
 	case []int64:
-		if oid != oidInt8Array {
-			return mismatch()
-		}
-		b = appendArrayHeader(b, oidInt8, len(v), false)
-		for _, n := range v {
-			b = binary.BigEndian.AppendUint32(b, 8)
-			b = binary.BigEndian.AppendUint64(b, uint64(n))
-		}
+		return appendArray(b, oidInt8, v, func(int64) bool { return false }, func(b []byte, n int64) []byte {
+			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(n))
+		}), nil
 	case []int32:
-		if oid != oidInt4Array {
-			return mismatch()
-		}
-		b = appendArrayHeader(b, oidInt4, len(v), false)
-		for _, n := range v {
-			b = binary.BigEndian.AppendUint32(b, 4)
-			b = binary.BigEndian.AppendUint32(b, uint32(n))
-		}
+		return appendArray(b, oidInt4, v, func(int32) bool { return false }, func(b []byte, n int32) []byte {
+			return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(b, 4), uint32(n))
+		}), nil
 	case []bool:
-		if oid != oidBoolArray {
-			return mismatch()
-		}
-		b = appendArrayHeader(b, oidBool, len(v), false)
-		for _, t := range v {
-			b = binary.BigEndian.AppendUint32(b, 1)
+		return appendArray(b, oidBool, v, func(bool) bool { return false }, func(b []byte, t bool) []byte {
 			if t {
-				b = append(b, 1)
-			} else {
-				b = append(b, 0)
+				return append(binary.BigEndian.AppendUint32(b, 1), 1)
 			}
-		}
+			return append(binary.BigEndian.AppendUint32(b, 1), 0)
+		}), nil
 	case []pgtype.Timestamptz:
-		if oid != oidTimestamptzArray {
-			return mismatch()
-		}
-		hasNull := false
 		for _, t := range v {
 			if t.InfinityModifier != pgtype.Finite {
 				return nil, errors.New("binary parameter: infinite timestamptz")
 			}
-			hasNull = hasNull || !t.Valid
 		}
-		b = appendArrayHeader(b, oidTimestamptz, len(v), hasNull)
-		for _, t := range v {
-			if !t.Valid {
-				b = appendNull(b)
-				continue
-			}
-			b = binary.BigEndian.AppendUint32(b, 8)
-			b = binary.BigEndian.AppendUint64(b, uint64(unixMicro(t.Time)-y2k))
-		}
-	default:
-		return mismatch()
+		return appendArray(b, oidTimestamptz, v, func(t pgtype.Timestamptz) bool { return !t.Valid }, func(b []byte, t pgtype.Timestamptz) []byte {
+			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(unixMicro(t.Time)-y2k))
+		}), nil
 	}
-	return b, nil
+	panic("unreachable: arrayOID knows no other type")
+}
+
+// arrayOID is the array type appendBinaryParam encodes v as, or 0.
+func arrayOID(v any) uint32 {
+	switch v.(type) {
+	case []string, []*string:
+		return oidTextArray
+	case [][]byte:
+		return oidByteaArray
+	case []int64:
+		return oidInt8Array
+	case []int32:
+		return oidInt4Array
+	case []bool:
+		return oidBoolArray
+	case []pgtype.Timestamptz:
+		return oidTimestamptzArray
+	}
+	return 0
+}
+
+// appendArray appends the array of v, of elements of type elem, whose
+// element e is NULL when null(e) and is otherwise appended by each.
+func appendArray[E any](b []byte, elem uint32, v []E, null func(E) bool, each func([]byte, E) []byte) []byte {
+	hasNull := false
+	for _, e := range v {
+		hasNull = hasNull || null(e)
+	}
+	b = appendArrayHeader(b, elem, len(v), hasNull)
+	for _, e := range v {
+		if null(e) {
+			b = appendNull(b)
+			continue
+		}
+		b = each(b, e)
+	}
+	return b
+}
+
+// appendText appends a text or bytea element.
+func appendText[S string | []byte](b []byte, s S) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
 }
 
 // unixMicro is t in microseconds since the Unix epoch, rounded down (as
