@@ -43,14 +43,7 @@ var stores = []struct {
 		t.Cleanup(st.Close)
 		return st
 	}},
-	{"postgres", func(t *testing.T) turn.Store {
-		st, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Options{MaxConns: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}},
+	{"postgres", func(t *testing.T) turn.Store { return pgtest.StoreWith(t, postgres.Options{MaxConns: 8}) }},
 }
 
 // stack is a whole turnd on loopback: a real HTTP server over the service

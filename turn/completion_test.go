@@ -46,23 +46,12 @@ func deferring(keys chan<- string, before func(key string)) *tool.Spec {
 func startedFixture(t *testing.T, extra ...*tool.Spec) (*fixture, *turn.Service) {
 	t.Helper()
 	f := newFixture(t, extra...)
-	svc, err := turn.New(turn.Config{
+	svc := startService(t, turn.Config{
 		Store: f.store, Tools: func() *tool.Registry { return f.reg }, Owner: "completer",
 		SweepInterval: 10 * time.Millisecond,
 		CancelHook: func(c turn.Completion, key string) {
 			cancelHooks.Store(c.CallID, key)
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = svc.Shutdown(ctx)
 	})
 	return f, svc
 }

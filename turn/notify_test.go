@@ -100,20 +100,9 @@ func (b *blocker) waitStarted(t *testing.T) {
 // notifier n (nil: none).
 func (f *fixture) replica(owner string, n turn.Notifier, lease time.Duration) *turn.Service {
 	f.t.Helper()
-	svc, err := turn.New(turn.Config{
+	svc := startService(f.t, turn.Config{
 		Store: f.store, Tools: func() *tool.Registry { return f.reg }, Owner: owner,
 		LeaseTTL: lease, Notifier: n,
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = svc.Shutdown(ctx)
 	})
 	return svc
 }
@@ -228,20 +217,9 @@ func TestRecordedWholeIsNotPublished(t *testing.T) {
 	// A window no wave of this test outlasts, however slow the machine:
 	// a read turn that outlasted it would be recorded step by step, and
 	// published.
-	a, err := turn.New(turn.Config{
+	a := startService(t, turn.Config{
 		Store: f.store, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-a",
 		LeaseTTL: 10 * time.Second, Notifier: b.member(), ReadTurnWindow: time.Minute,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = a.Shutdown(ctx)
 	})
 	f.replica("owner-b", b.member(), 10*time.Second)
 	waitListening(t, b, 2)

@@ -59,16 +59,8 @@ func readsFixture(t *testing.T, window time.Duration, extra ...*tool.Spec) (*fix
 	t.Helper()
 	f := newFixture(t, extra...)
 	cs := &countingStore{Store: f.store}
-	svc, err := turn.New(turn.Config{
+	svc := newService(t, turn.Config{
 		Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-a", ReadTurnWindow: window,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = svc.Shutdown(ctx)
 	})
 	f.svc = svc
 	if _, err := svc.CreateSession(context.Background(), turn.SessionSpec{ID: "s1"}); err != nil {
@@ -136,15 +128,7 @@ func TestAllReadRepostRunsNothing(t *testing.T) {
 // ran turn "warm-<owner>" (call "warm-<owner>") there.
 func replica(f *fixture, store turn.Store, owner string) *turn.Service {
 	f.t.Helper()
-	svc, err := turn.New(turn.Config{Store: store, Tools: func() *tool.Registry { return f.reg }, Owner: owner, ReadTurnWindow: time.Minute})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = svc.Shutdown(ctx)
-	})
+	svc := newService(f.t, turn.Config{Store: store, Tools: func() *tool.Registry { return f.reg }, Owner: owner, ReadTurnWindow: time.Minute})
 	if got := f.run(svc, "s1", turn.TurnRequest{ID: "warm-" + owner, Calls: calls("warm-" + owner + "=read")}); got.Status != turn.StatusCompleted {
 		f.t.Fatalf("warming %s: %s", owner, got.Status)
 	}
@@ -236,15 +220,7 @@ func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
 
 	// The same posts through one service that records every turn first.
 	g := newFixture(t)
-	ordinary, err := turn.New(turn.Config{Store: g.store, Tools: func() *tool.Registry { return g.reg }, Owner: "owner-o", ReadTurnWindow: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ordinary.Shutdown(ctx)
-	})
+	ordinary := newService(t, turn.Config{Store: g.store, Tools: func() *tool.Registry { return g.reg }, Owner: "owner-o", ReadTurnWindow: -1})
 	g.run(ordinary, "s1", turn.TurnRequest{ID: "warm-owner-b", Calls: calls("warm-owner-b=read")})
 	want := answeredScenario(g, ordinary, ordinary)
 
@@ -284,15 +260,7 @@ func TestAllReadAnsweredCallReplaysRecorded(t *testing.T) {
 	}
 	// A service that does not know the session yet reads it, sees the
 	// answered call and takes the ordinary path before any tool runs.
-	cold, err := turn.New(turn.Config{Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-c", ReadTurnWindow: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = cold.Shutdown(ctx)
-	})
+	cold := newService(t, turn.Config{Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-c", ReadTurnWindow: time.Minute})
 	before, lookups := f.count("read"), cs.lookups.Load()
 	t4 := f.run(cold, "s1", turn.TurnRequest{ID: "t4", Calls: calls("a=read", "e=read")})
 	if statuses(t4) != "a=ok e=ok" || t4.Results[0].ReplayedFrom != "t0" || f.count("read") != before+1 || cs.lookups.Load() != lookups+1 {
@@ -518,17 +486,9 @@ func TestWaveLogsCarryRequest(t *testing.T) {
 	f := newFixture(t)
 	cs := &countingStore{Store: f.store, beforeRecord: func(turn.Record) error { return errors.New("disk full") }}
 	h := &ctxHandler{}
-	svc, err := turn.New(turn.Config{
+	svc := newService(t, turn.Config{
 		Store: cs, Tools: func() *tool.Registry { return f.reg }, Owner: "owner-a",
 		ReadTurnWindow: time.Minute, Logger: slog.New(h),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = svc.Shutdown(ctx)
 	})
 	if _, err := svc.CreateSession(context.Background(), turn.SessionSpec{ID: "s1"}); err != nil {
 		t.Fatal(err)

@@ -90,19 +90,37 @@ func mustRegistry(t *testing.T, specs ...*tool.Spec) *tool.Registry {
 	return tool.NewRegistry(specs...)
 }
 
-func (f *fixture) service(owner string, now func() time.Time) *turn.Service {
-	f.t.Helper()
-	svc, err := turn.New(turn.Config{
-		Store: f.store, Tools: func() *tool.Registry { return f.reg }, Owner: owner, Now: now,
-		LeaseTTL: 10 * time.Second,
-	})
+// newService builds a service from cfg and shuts it down when the test
+// ends (within 5 s).
+func newService(t testing.TB, cfg turn.Config) *turn.Service {
+	t.Helper()
+	svc, err := turn.New(cfg)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	f.t.Cleanup(func() {
+	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = svc.Shutdown(ctx)
+	})
+	return svc
+}
+
+// startService is newService, started (its background loops running).
+func startService(t testing.TB, cfg turn.Config) *turn.Service {
+	t.Helper()
+	svc := newService(t, cfg)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func (f *fixture) service(owner string, now func() time.Time) *turn.Service {
+	f.t.Helper()
+	svc := newService(f.t, turn.Config{
+		Store: f.store, Tools: func() *tool.Registry { return f.reg }, Owner: owner, Now: now,
+		LeaseTTL: 10 * time.Second,
 	})
 	return svc
 }

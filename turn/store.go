@@ -148,6 +148,16 @@ type Store interface {
 	WebhookStore
 }
 
+// MigratedStore is a Store whose schema turnd migrates (both stores are):
+// Migrate applies the embedded migrations the database lacks, and
+// SchemaVersion reports the database's version and the newest this binary
+// knows.
+type MigratedStore interface {
+	Store
+	Migrate(ctx context.Context) error
+	SchemaVersion(ctx context.Context) (current, latest int, err error)
+}
+
 // Lookup is what LookupTurn reports.
 type Lookup struct {
 	Session      Session

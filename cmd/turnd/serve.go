@@ -25,13 +25,6 @@ import (
 	"github.com/turnd/turnd/turn"
 )
 
-// store is what cmd needs of a store implementation beyond turn.Store.
-type store interface {
-	turn.Store
-	Migrate(ctx context.Context) error
-	SchemaVersion(ctx context.Context) (current, latest int, err error)
-}
-
 func newLogger(c config, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(c.LogLevel))
@@ -56,7 +49,7 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 	return slog.New(api.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
-func openStore(ctx context.Context, c config, log *slog.Logger) (store, error) {
+func openStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedStore, error) {
 	if c.DatabaseURL != "" {
 		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{})
 		if err != nil {

@@ -43,7 +43,7 @@ func URL(t testing.TB) string {
 		}
 	})
 
-	u, err := withSearchPath(admin, schema)
+	u, err := withParam(admin, "search_path", schema)
 	if err != nil {
 		t.Fatalf("pgtest: DATABASE_URL: %v", err)
 	}
@@ -60,12 +60,25 @@ func URL(t testing.TB) string {
 
 // Store opens a postgres.Store on a fresh schema (see URL) and closes it in
 // t.Cleanup, before the schema is dropped.
-func Store(t testing.TB) *postgres.Store {
+func Store(t testing.TB) *postgres.Store { return StoreWith(t, postgres.Options{}) }
+
+// StoreWith is Store with opts, and with params (key, value, key, value, …)
+// added to the connection string, such as default_query_exec_mode.
+func StoreWith(t testing.TB, opts postgres.Options, params ...string) *postgres.Store {
 	t.Helper()
+	if len(params)%2 != 0 {
+		t.Fatalf("pgtest: parameter %q has no value", params[len(params)-1])
+	}
 	u := URL(t)
+	for i := 0; i < len(params); i += 2 {
+		var err error
+		if u, err = withParam(u, params[i], params[i+1]); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	s, err := postgres.Open(ctx, u, postgres.Options{})
+	s, err := postgres.Open(ctx, u, opts)
 	if err != nil {
 		t.Fatalf("pgtest: opening store: %v", err)
 	}
@@ -85,18 +98,18 @@ func adminExec(ctx context.Context, connString, sql string) error {
 	return err
 }
 
-// withSearchPath returns connString with search_path set to schema; pgx sends
+// withParam returns connString with parameter key set to value; pgx sends
 // unknown URL parameters and key=value pairs as run-time parameters.
-func withSearchPath(connString, schema string) (string, error) {
+func withParam(connString, key, value string) (string, error) {
 	if !strings.Contains(connString, "://") {
-		return connString + " search_path=" + schema, nil
+		return connString + " " + key + "=" + value, nil
 	}
 	u, err := url.Parse(connString)
 	if err != nil {
 		return "", err
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -265,8 +266,14 @@ ORDER BY b.ord`
 var recordSQL = variants(recordHead, recordTail, recordOutputs, recordWebhooks)
 
 // recordNames name recordSQL's variants as statements prepared for
-// execBinary.
-var recordNames = [...]string{"turnd_record_0", "turnd_record_1", "turnd_record_2", "turnd_record_3"}
+// execBinary: turnd_record_<variant>.
+var recordNames = func() []string {
+	names := make([]string, len(recordSQL))
+	for i := range names {
+		names[i] = "turnd_record_" + strconv.Itoa(i)
+	}
+	return names
+}()
 
 // maxRecordBatch caps the turns of one recording statement.
 const maxRecordBatch = 64

@@ -98,7 +98,7 @@ type Store struct {
 	binary bool
 }
 
-var _ turn.Store = (*Store)(nil)
+var _ turn.MigratedStore = (*Store)(nil)
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string; search_path may be set in it) and checks that it

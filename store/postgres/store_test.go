@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/turnd/turnd/internal/pgtest"
@@ -21,12 +20,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceOneGroupStatement(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) turn.Store {
-		s, err := postgres.Open(t.Context(), pgtest.URL(t), postgres.Options{GroupStatements: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
+		return pgtest.StoreWith(t, postgres.Options{GroupStatements: 1})
 	})
 }
 
@@ -37,17 +31,6 @@ func TestConformanceOneGroupStatement(t *testing.T) {
 func TestConformancePgxEncoding(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) turn.Store {
-		url := pgtest.URL(t)
-		if strings.Contains(url, "://") {
-			url += "&default_query_exec_mode=describe_exec"
-		} else {
-			url += " default_query_exec_mode=describe_exec"
-		}
-		s, err := postgres.Open(t.Context(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
+		return pgtest.StoreWith(t, postgres.Options{}, "default_query_exec_mode", "describe_exec")
 	})
 }

@@ -27,7 +27,7 @@ type Store struct {
 	read  *sql.DB // read-only connections
 }
 
-var _ turn.Store = (*Store)(nil)
+var _ turn.MigratedStore = (*Store)(nil)
 
 // Open opens (creating it if needed) the database file at path. The path
 // must name a file — not ":memory:", whose connections would each see a

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"reflect"
@@ -11,13 +10,6 @@ import (
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/turn"
 )
-
-// Upgradable is what CheckUpgraded needs of a store beyond turn.Store.
-type Upgradable interface {
-	turn.Store
-	Migrate(ctx context.Context) error
-	SchemaVersion(ctx context.Context) (current, latest int, err error)
-}
 
 // UpgradeLineData is the data of the turn_received line a store's upgrade
 // test writes at version 1: spacing and escapes that must come back byte for
@@ -30,7 +22,7 @@ const UpgradeLineData = ` {"calls" : ["c0"], "note": "é \u00e9 <b>"} `
 // "approve"; ledger lines turn_received at now with UpgradeLineData and
 // call_admitted of c0 a second later — and checks that the data comes
 // through and that the store's writes work on it.
-func CheckUpgraded(t *testing.T, s Upgradable, now time.Time) {
+func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	t.Helper()
 	ctx := t.Context()
 	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}

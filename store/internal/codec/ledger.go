@@ -53,7 +53,7 @@ func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
 		b = strconv.AppendInt(b, l.At.UnixMicro(), 10)
 		if len(l.Data) > 0 {
 			b = append(b, `,"d":`...)
-			b = appendString(b, l.Data)
+			b = appendString(b, []byte(l.Data))
 		}
 		b = append(b, '}')
 	}
@@ -63,7 +63,7 @@ func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
 // appendString appends s as a JSON string: quotes, backslashes and control
 // characters escaped, the rest as is. A string that is not valid UTF-8
 // goes through encoding/json, which replaces the invalid bytes.
-func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
+func appendString[S string | []byte](b []byte, s S) []byte {
 	if !validUTF8(s) {
 		q, err := json.Marshal(string(s))
 		if err != nil {
@@ -96,19 +96,14 @@ func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	return append(b, '"')
 }
 
-func validUTF8[S ~string | ~[]byte](s S) bool {
-	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			return false
-		}
-		i += size
+func validUTF8[S string | []byte](s S) bool {
+	switch s := any(s).(type) {
+	case string:
+		return utf8.ValidString(s)
+	case []byte:
+		return utf8.Valid(s)
 	}
-	return true
+	panic("unreachable")
 }
 
 // DecodeLines reverses LinesJSON for the batch of sessionID whose first
