@@ -44,7 +44,10 @@ type Commit struct {
 	LeaseUntil time.Time
 	// Lines are appended in order; the store assigns consecutive seqs.
 	Lines []Line
-	// Results are upserted by (session, turn, Index).
+	// Results are upserted by (session, turn, Index). A result is always
+	// of the turn's call at its Index, so its CallID is that call's id: a
+	// store may key results by call id (the PostgreSQL store does, and
+	// reads a turn's results by its calls' ids).
 	Results []Result
 	Outputs []Output
 	// Status, when non-empty, sets the turn's status; SettledAt is stored
@@ -179,7 +182,9 @@ type Record struct {
 	Turn Turn
 	// Lines are all of the turn's lines in order, turn_received first; the
 	// store assigns their seqs.
-	Lines   []Line
+	Lines []Line
+	// Results are of the turn's calls: each CallID is the id of
+	// Turn.Calls[Index] (checked; see Commit.Results).
 	Results []Result
 	Outputs []Output
 	// Webhook, when set, is inserted into the webhook outbox with the turn.

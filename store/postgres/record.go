@@ -156,7 +156,7 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // The statement's CTEs, in order: answered lists the turns (by position,
 // ord) one of whose call ids ($c_turn, $c_id: each call id with its turn's
 // position) has an answer in the turn's session — the predicate of
-// sqlAnswered, one index probe on results_call per call id, in one pass
+// sqlAnswered, one probe of the results key (session_id, call_id, …) per call id, in one pass
 // over the call ids; batch lists the turns with their line counts and
 // whether their session exists and they are answered; t inserts the turns
 // that pass; ins

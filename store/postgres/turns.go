@@ -204,8 +204,16 @@ const (
 	sqlGetTurn = `SELECT status, mode, failure_policy, calls, hash, created_at, settled_at
 FROM turns WHERE session_id = $1 AND id = $2`
 
+	// Results are keyed by call id first (migration 7): a turn's are read
+	// by a probe per call id of the turn, taken from its row. (As an IN
+	// subquery the planner would scan the session's whole key range for
+	// the turn id instead.)
 	sqlGetResults = `SELECT ` + resultColumns + `
-FROM results WHERE session_id = $1 AND turn_id = $2 ORDER BY idx`
+FROM results
+WHERE session_id = $1 AND turn_id = $2
+    AND call_id = ANY (ARRAY (SELECT c.call ->> 'id' FROM turns t, json_array_elements(t.calls) AS c (call)
+        WHERE t.session_id = $1 AND t.id = $2))
+ORDER BY idx`
 )
 
 // GetTurn returns the turn with its results in call order, reading both in

@@ -47,7 +47,7 @@ const (
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
-    ON CONFLICT (session_id, turn_id, idx) DO UPDATE SET
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
         call_id = excluded.call_id, name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
         error_message = excluded.error_message, truncated = excluded.truncated,

@@ -13,7 +13,11 @@ func testAnswered(t *testing.T, s turn.Store) {
 	// under the higher index. In session s2, t3 answers z.
 	add := func(sid, tid string, rs ...turn.Result) {
 		t.Helper()
-		mustReceive(t, s, receive(sid, tid, "owner-a"))
+		ids := make([]string, len(rs))
+		for _, r := range rs {
+			ids[r.Index] = r.CallID
+		}
+		mustReceive(t, s, receiveIDs(sid, tid, "owner-a", ids...))
 		c := commit(sid, tid, "owner-a")
 		c.Results = rs
 		must(t, "Commit "+sid+"/"+tid, s.Commit(ctx(t), c))
@@ -67,5 +71,17 @@ func testAnswered(t *testing.T, s turn.Store) {
 	must(t, "Answered in an unknown session", err)
 	if len(got) != 0 {
 		t.Errorf("Answered in an unknown session = %v", got)
+	}
+
+	// A turn reads as its own results, in call order, whatever other turns
+	// answered the same call ids, and a call id twice in one turn reads as
+	// both of its results.
+	for tid, want := range map[string][]turn.Result{"t1": {x1, y1}, "t2": {x2, z2}, "t4": {wLate, wEarly}} {
+		tu, err := s.GetTurn(ctx(t), turn.TurnKey{SessionID: "s1", TurnID: tid})
+		must(t, "GetTurn "+tid, err)
+		for i := range want {
+			want[i] = wantResult(want[i])
+		}
+		same(t, "results of "+tid, tu.Results, want)
 	}
 }

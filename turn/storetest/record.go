@@ -46,19 +46,22 @@ func testLookupTurn(t *testing.T, s turn.Store) {
 	same(t, "lookup of a new session", got, turn.Lookup{Session: wantSession(sess), SessionFound: true, Answered: map[string]turn.Result{}})
 
 	// t1 answers x and only starts y; t2 answers x again, later, and z as a
-	// replay; another session answers w.
-	mustReceive(t, s, receive("s1", "t1", "owner-a"))
+	// replay (committed: RecordTurn refuses a turn with an answered call);
+	// another session answers w.
+	mustReceive(t, s, receiveIDs("s1", "t1", "owner-a", "x", "y"))
 	x1, y1 := result("t1", 0), result("t1", 1)
 	x1.CallID, y1.CallID, y1.Status = "x", "y", turn.CallStarted
 	c := commit("s1", "t1", "owner-a")
 	c.Results = []turn.Result{x1, y1}
 	must(t, "Commit t1", s.Commit(ctx(t), c))
-	rec := record("s1", "t2", 2)
-	rec.Results[0].CallID, rec.Results[0].FinishedAt = "x", base.Add(time.Hour)
-	rec.Results[1].CallID, rec.Results[1].ReplayedFrom = "z", "t0"
-	must(t, "RecordTurn t2", s.RecordTurn(ctx(t), rec))
-	w := record("s2", "t3", 1)
-	w.Results[0].CallID = "w"
+	mustReceive(t, s, receiveIDs("s1", "t2", "owner-a", "x", "z"))
+	x2, z2 := result("t2", 0), result("t2", 1)
+	x2.CallID, x2.FinishedAt = "x", base.Add(time.Hour)
+	z2.CallID, z2.ReplayedFrom = "z", "t0"
+	c = commit("s1", "t2", "owner-a")
+	c.Results = []turn.Result{x2, z2}
+	must(t, "Commit t2", s.Commit(ctx(t), c))
+	w := withCalls("s2", "t3", "w")
 	must(t, "CreateSession s2", s.CreateSession(ctx(t), session("s2")))
 	must(t, "RecordTurn s2/t3", s.RecordTurn(ctx(t), w))
 
@@ -156,15 +159,18 @@ func testRecordTurnRefused(t *testing.T, s turn.Store) {
 
 	// Bad records are refused before anything is written.
 	bad := map[string]func(r *turn.Record){
-		"a running status":       func(r *turn.Record) { r.Turn.Status = turn.StatusRunning },
-		"a waiting status":       func(r *turn.Record) { r.Turn.Status = turn.StatusWaiting },
-		"no settlement time":     func(r *turn.Record) { r.Turn.SettledAt = time.Time{} },
-		"no lines":               func(r *turn.Record) { r.Lines = nil },
-		"no turn_received first": func(r *turn.Record) { r.Lines = r.Lines[1:] },
-		"no turn id":             func(r *turn.Record) { r.Turn.ID = "" },
-		"invalid line data":      func(r *turn.Record) { r.Lines[1].Data = json.RawMessage(`{"a":`) },
-		"invalid output":         func(r *turn.Record) { r.Results[0].Output = json.RawMessage(`nope`) },
-		"invalid arguments":      func(r *turn.Record) { r.Turn.Calls[0].Arguments = json.RawMessage(`[`) },
+		"a running status":            func(r *turn.Record) { r.Turn.Status = turn.StatusRunning },
+		"a waiting status":            func(r *turn.Record) { r.Turn.Status = turn.StatusWaiting },
+		"no settlement time":          func(r *turn.Record) { r.Turn.SettledAt = time.Time{} },
+		"no lines":                    func(r *turn.Record) { r.Lines = nil },
+		"no turn_received first":      func(r *turn.Record) { r.Lines = r.Lines[1:] },
+		"no turn id":                  func(r *turn.Record) { r.Turn.ID = "" },
+		"invalid line data":           func(r *turn.Record) { r.Lines[1].Data = json.RawMessage(`{"a":`) },
+		"invalid output":              func(r *turn.Record) { r.Results[0].Output = json.RawMessage(`nope`) },
+		"invalid arguments":           func(r *turn.Record) { r.Turn.Calls[0].Arguments = json.RawMessage(`[`) },
+		"a result of another call id": func(r *turn.Record) { r.Results[1].CallID = "elsewhere" },
+		"a result past the calls":     func(r *turn.Record) { r.Results[1].Index = len(r.Turn.Calls) },
+		"a result of index -1":        func(r *turn.Record) { r.Results[0].Index = -1 },
 		"a line of another session": func(r *turn.Record) {
 			r.Lines[1].SessionID = "s2"
 		},

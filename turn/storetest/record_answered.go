@@ -31,7 +31,7 @@ func testRecordTurnCallsAnswered(t *testing.T, s turn.Store) {
 	must(t, "CreateSession s2", s.CreateSession(ctx(t), session("s2")))
 	// t0 (received, committed): x answered, y only started, z a replay,
 	// p pending. t1 (recorded whole): a and b answered.
-	mustReceive(t, s, receive("s1", "t0", "owner-a"))
+	mustReceive(t, s, receiveIDs("s1", "t0", "owner-a", "x", "y", "z", "p"))
 	res := func(idx int, id string, status turn.CallStatus) turn.Result {
 		r := result("t0", idx)
 		r.CallID, r.Status = id, status

@@ -261,6 +261,16 @@ func receive(sid, tid, owner string) turn.Receive {
 	}
 }
 
+// receiveIDs is receive with a call per id, named by it.
+func receiveIDs(sid, tid, owner string, ids ...string) turn.Receive {
+	r := receive(sid, tid, owner)
+	r.Turn.Calls = nil
+	for _, id := range ids {
+		r.Turn.Calls = append(r.Turn.Calls, turn.Call{ID: id, Name: "read_file", Arguments: json.RawMessage(`{}`)})
+	}
+	return r
+}
+
 // mustReceive records r and returns the turn_received line's seq.
 func mustReceive(t *testing.T, s turn.Store, r turn.Receive) int64 {
 	t.Helper()

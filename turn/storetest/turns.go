@@ -148,7 +148,8 @@ func testCommitConcurrent(t *testing.T, s turn.Store) {
 		wg.Go(func() {
 			<-start
 			tid := fmt.Sprintf("t%02d", w)
-			if _, err := s.ReceiveTurn(ctx(t), receive("s1", tid, "owner-a")); err != nil {
+			// A call per commit: each commit writes the result of its own.
+			if _, err := s.ReceiveTurn(ctx(t), receiveCalls("s1", tid, "owner-a", commits)); err != nil {
 				t.Errorf("ReceiveTurn %s: %v", tid, err)
 				return
 			}

@@ -64,7 +64,8 @@ func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 
 // CheckRecord checks a turn.Record before it is written: ids, a settled
 // status with its time, at least the turn_received line first, lines and
-// outputs of the turn's session, a valid webhook. It does not modify r. The
+// outputs of the turn's session, results of the turn's calls, a valid
+// webhook. It does not modify r. The
 // errors are those of a store's RecordTurn.
 func CheckRecord(r *turn.Record) error {
 	k := turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
@@ -82,6 +83,9 @@ func CheckRecord(r *turn.Record) error {
 	default:
 		err = checkLines(k, r.Lines)
 		if err == nil {
+			err = checkResultCalls(r.Turn.Calls, r.Results)
+		}
+		if err == nil {
 			err = checkOutputs(k, r.Outputs)
 		}
 		if err == nil && r.Webhook != nil {
@@ -91,6 +95,21 @@ func CheckRecord(r *turn.Record) error {
 	if err != nil {
 		// The label is formatted only on error: this runs on every turn.
 		return fmt.Errorf("recording turn %s/%s: %w", k.SessionID, k.TurnID, err)
+	}
+	return nil
+}
+
+// checkResultCalls checks that every result is of a call of the turn: its
+// Index in range and its CallID that call's id (stores key results by call
+// id; see turn.Commit.Results).
+func checkResultCalls(calls []turn.Call, results []turn.Result) error {
+	for _, res := range results {
+		if res.Index < 0 || res.Index >= len(calls) {
+			return fmt.Errorf("result index %d is outside the turn's %d calls", res.Index, len(calls))
+		}
+		if id := calls[res.Index].ID; res.CallID != id {
+			return fmt.Errorf("result %d has call id %q, the turn's call %d has %q", res.Index, res.CallID, res.Index, id)
+		}
 	}
 	return nil
 }
