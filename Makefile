@@ -18,7 +18,7 @@ bench-load:
 # BENCH_TIME=60s BENCH_BASELINE=20s for steadier numbers.
 BENCH_TIME ?= 20s
 BENCH_BASELINE ?= 10s
-BENCH = bin/turnd bench --markdown --progress none --duration $(BENCH_TIME) --baseline $(BENCH_BASELINE)
+BENCH = bin/turnd bench --markdown --progress none --duration $(BENCH_TIME) --baseline $(BENCH_BASELINE) --rounds 4
 bench-turnd: build
 	@bin/turnd bench --markdown-header
 	@$(BENCH) --label "1. 4 instant reads, 32 clients" --tools builtin --concurrency 32 --calls 4

@@ -117,6 +117,10 @@ func TestParseBenchBadInput(t *testing.T) {
 		{"zero turns", []string{"--turns", "0"}, nil, "turns"},
 		{"negative duration", []string{"--duration", "-1s"}, nil, "duration"},
 		{"zero calls", []string{"--calls", "0"}, nil, "calls"},
+		{"negative rounds", []string{"--rounds", "-2"}, nil, "rounds"},
+		{"rounds shorter than a second", []string{"--rounds", "20", "--duration", "10s"}, nil, "per round"},
+		{"rounds of a turn count", []string{"--rounds", "2", "--turns", "100"}, nil, "not with --turns"},
+		{"rounds not a number", []string{"--rounds", "three"}, nil, "rounds"},
 		{"too many calls", []string{"--calls", "129"}, nil, "calls"},
 		{"read fraction over 1", []string{"--read-fraction", "1.5"}, nil, "read fraction"},
 		{"negative read fraction", []string{"--read-fraction", "-0.1"}, nil, "read fraction"},
@@ -349,6 +353,30 @@ func TestBenchPostgres(t *testing.T) {
 	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "30", "--concurrency", "3", "--baseline", "1s")
 	if rep.Turns.OK != 30 || rep.Baseline == nil || rep.Baseline.Kind != bench.BaselinePostgres || rep.Baseline.Clients != 3 || rep.Ratio == nil {
 		t.Errorf("turns %+v, baseline %+v, ratio %v, note %q", rep.Turns, rep.Baseline, rep.Ratio, rep.BaselineNote)
+	}
+
+	// In rounds: the load and the baseline in slices, each round's ratio
+	// reported, the whole adding up.
+	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--duration", "2s", "--rounds", "2",
+		"--concurrency", "3", "--baseline", "1s")
+	if len(rep.Rounds) != 2 || rep.Baseline == nil || rep.Ratio == nil || rep.Turns.Failed != 0 {
+		t.Fatalf("rounds %+v, baseline %+v, ratio %v, turns %+v", rep.Rounds, rep.Baseline, rep.Ratio, rep.Turns)
+	}
+	if e := rep.Turns.ElapsedSeconds; e < 1.9 || e > 3 {
+		t.Errorf("load window %.2fs over two rounds of 1s", e)
+	}
+	if e := rep.Baseline.ElapsedSeconds; e < 0.9 || e > 2 {
+		t.Errorf("baseline %.2fs in four slices of 250ms", e)
+	}
+	var turns, txs float64
+	for _, r := range rep.Rounds {
+		if r.TurnsPerSec <= 0 || r.BaselinePerSec <= 0 || r.Ratio <= 0 {
+			t.Errorf("round %+v", r)
+		}
+		turns, txs = turns+r.TurnsPerSec, txs+r.BaselinePerSec
+	}
+	if got := rep.Turns.PerSec; got < 0.8*turns/2 || got > 1.2*turns/2 {
+		t.Errorf("turns/s %.1f, rounds %+v", got, rep.Rounds)
 	}
 }
 

@@ -48,6 +48,13 @@ type Config struct {
 	// Baseline is how long the INSERT baseline runs, half before the load
 	// and half after; 0 skips it.
 	Baseline time.Duration
+	// Rounds splits the load window and the baseline into this many
+	// rounds (0 is 1), each a slice of baseline, a slice of load and a
+	// slice of baseline, so that the two see the same machine even when
+	// its speed drifts during the run (a shared machine's does, by tens of
+	// percent within seconds). The report combines the rounds and lists
+	// each one's ratio.
+	Rounds int
 	// BaselineClients is the baseline's concurrency; 0 takes the
 	// workload's (closed loop) or MaxInFlight capped at 32 (open loop).
 	BaselineClients int
@@ -100,6 +107,16 @@ func (c Config) Validate() error {
 	if c.Baseline < 0 {
 		bad("baseline %v: must be a positive duration, or 0 to skip it", c.Baseline)
 	}
+	switch n := c.rounds(); {
+	case c.Rounds < 0 || n > maxRounds:
+		bad("rounds %d: must be 1 to %d", c.Rounds, maxRounds)
+	case n > 1 && c.Workload.Turns > 0:
+		bad("rounds %d: the load is split by time, not with --turns", n)
+	case n > 1 && c.Workload.Duration/time.Duration(n) < time.Second:
+		bad("rounds %d: a round's load would last %v; give at least 1s per round (--duration)", n, c.Workload.Duration/time.Duration(n))
+	case n > 1 && c.Baseline > 0 && c.Baseline/time.Duration(2*n) < 250*time.Millisecond:
+		bad("rounds %d: a slice of baseline would last %v; give at least 500ms of --baseline per round", n, c.Baseline/time.Duration(2*n))
+	}
 	if c.BaselineClients < 0 || c.BaselineClients > 1000 {
 		bad("baseline-clients %d: must be 0 (the workload's concurrency) to 1000", c.BaselineClients)
 	}
@@ -110,6 +127,11 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// maxRounds caps Config.Rounds.
+const maxRounds = 100
+
+func (c Config) rounds() int { return max(1, c.Rounds) }
 
 func (c Config) baselineClients() int {
 	switch {
@@ -230,15 +252,6 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	case !runBaseline:
 		rep.BaselineNote = "turnd's database is not known to the bench: give --baseline-database-url (the PostgreSQL turnd uses) to measure the INSERT baseline"
 	}
-	var before loadtest.Result
-	if runBaseline {
-		logf("baseline: single-row INSERT transactions from %d clients for %v (first half)", c.baselineClients(), c.Baseline/2)
-		if before, err = baseline(c.Baseline / 2); err != nil {
-			return rep, err
-		}
-	}
-
-	// Idle RSS: turnd has started and done nothing yet.
 	rss := func() (cur, peak int64, src string) {
 		if server != nil {
 			if cur, peak, err := server.ProcRSS(); err == nil {
@@ -250,30 +263,70 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		}
 		return 0, 0, ""
 	}
-	rep.Server.IdleRSSBytes, _, rep.Server.RSSSource = rss()
 
-	logf("load: %s", describe(c.Workload))
-	load, runErr := Run(ctx, target, c.Workload, progressPrinter(c, stderr), c.ProgressEvery)
-	if runErr != nil && load.Result.Elapsed == 0 {
-		return rep, runErr
+	// Each round: a slice of baseline, a slice of load, a slice of
+	// baseline (one round: half the baseline before the load, half after).
+	n := c.rounds()
+	slice := func(total time.Duration, parts, i int) time.Duration {
+		return total*time.Duration(i+1)/time.Duration(parts) - total*time.Duration(i)/time.Duration(parts)
 	}
+	var (
+		bases  []loadtest.Result
+		loads  []Load
+		runErr error
+	)
+	for i := range n {
+		var before, after loadtest.Result
+		if runBaseline {
+			logf("baseline: single-row INSERT transactions from %d clients for %v%s", c.baselineClients(), slice(c.Baseline, 2*n, 2*i), roundName(i, n, "before the load"))
+			if before, err = baseline(slice(c.Baseline, 2*n, 2*i)); err != nil {
+				return rep, err
+			}
+		}
+		if i == 0 {
+			// Idle RSS: turnd has started and done nothing yet.
+			rep.Server.IdleRSSBytes, _, rep.Server.RSSSource = rss()
+		}
+		w := c.Workload
+		if n > 1 {
+			w.Duration = slice(c.Workload.Duration, n, i)
+		}
+		logf("load: %s%s", describe(w), roundName(i, n, ""))
+		var load Load
+		load, runErr = Run(ctx, target, w, progressPrinter(c, stderr), c.ProgressEvery)
+		if runErr != nil && load.Result.Elapsed == 0 {
+			if i == 0 {
+				return rep, runErr
+			}
+			break
+		}
+		loads = append(loads, load)
+		if runErr != nil {
+			if runBaseline {
+				rep.BaselineNote = "the run was interrupted before the second half of the baseline"
+			}
+			break
+		}
+		if runBaseline {
+			logf("baseline: %v more%s", slice(c.Baseline, 2*n, 2*i+1), roundName(i, n, "after the load"))
+			if after, err = baseline(slice(c.Baseline, 2*n, 2*i+1)); err != nil {
+				return rep, err
+			}
+			bases = append(bases, before, after)
+			if n > 1 {
+				rep.Rounds = append(rep.Rounds, roundInfo(load.Result, loadtest.Combine(before, after)))
+			}
+		}
+	}
+	load := combineLoads(loads)
 	var src string
 	rep.Server.RSSBytes, rep.Server.PeakRSSBytes, src = rss()
 	if src != rep.Server.RSSSource {
 		rep.Server.IdleRSSBytes = 0
 		rep.Server.RSSSource = src
 	}
-
-	if runBaseline && runErr != nil {
-		rep.BaselineNote = "the run was interrupted before the second half of the baseline"
-	}
 	if runBaseline && runErr == nil {
-		logf("baseline: second half")
-		after, err := baseline(c.Baseline - c.Baseline/2)
-		if err != nil {
-			return rep, err
-		}
-		b := loadtest.Combine(before, after)
+		b := loadtest.Combine(bases...)
 		kind := BaselinePostgres
 		if baselineDB == "" {
 			kind = BaselineSQLite
@@ -285,6 +338,8 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		if kind == BaselineSQLite {
 			rep.BaselineNote = "SQLite: INSERT transactions on a file beside turnd's, through one write connection as the embedded store writes"
 		}
+	} else {
+		rep.Rounds = nil
 	}
 
 	rep.fill(load, tools)
@@ -410,4 +465,48 @@ func checkTools(ctx context.Context, t Target, w Workload, tools *ToolServer) er
 		return fmt.Errorf("turnd at %s has no tool %s: %s", t.URL, strings.Join(missing, ", "), hint)
 	}
 	return nil
+}
+
+// roundName says which round i of n a log line is about ("" for one round),
+// with what, when given.
+func roundName(i, n int, what string) string {
+	switch {
+	case n > 1 && what != "":
+		return fmt.Sprintf(" (round %d of %d, %s)", i+1, n, what)
+	case n > 1:
+		return fmt.Sprintf(" (round %d of %d)", i+1, n)
+	case what != "":
+		return " (" + what + ")"
+	}
+	return ""
+}
+
+// combineLoads adds up the loads of the rounds of a run.
+func combineLoads(loads []Load) Load {
+	if len(loads) == 1 {
+		return loads[0]
+	}
+	var (
+		c       Load
+		results []loadtest.Result
+	)
+	for _, l := range loads {
+		results = append(results, l.Result)
+		for k, v := range l.Errors {
+			if c.Errors == nil {
+				c.Errors = map[string]int{}
+			}
+			c.Errors[k] += v
+		}
+		if c.FirstError == "" {
+			c.FirstError = l.FirstError
+		}
+		c.Calls += l.Calls
+		c.Reads += l.Reads
+		c.Writes += l.Writes
+		c.Deferred += l.Deferred
+		c.Truncated += l.Truncated
+	}
+	c.Result = loadtest.Combine(results...)
+	return c
 }

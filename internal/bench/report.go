@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,41 @@ type Report struct {
 	BaselineNote string        `json:"baseline_note,omitempty"`
 	// Ratio is turns.per_sec / baseline.per_sec, null without a baseline.
 	Ratio *float64 `json:"ratio"`
+	// Rounds are the rounds of a run of several (--rounds), each with its
+	// own baseline; absent for one round or without a baseline.
+	Rounds []RoundInfo `json:"rounds,omitempty"`
+}
+
+// RoundInfo is one round of a run of several: its load and the baseline
+// around it.
+type RoundInfo struct {
+	TurnsPerSec    float64 `json:"turns_per_sec"`
+	BaselinePerSec float64 `json:"baseline_per_sec"`
+	Ratio          float64 `json:"ratio"`
+}
+
+func roundInfo(load, baseline loadtest.Result) RoundInfo {
+	r := RoundInfo{TurnsPerSec: load.PerSec, BaselinePerSec: baseline.PerSec}
+	if baseline.PerSec > 0 {
+		r.Ratio = math.Round(load.PerSec/baseline.PerSec*1e4) / 1e4
+	}
+	return r
+}
+
+// roundRatios returns the rounds' ratios, lowest first, and their median.
+func roundRatios(rounds []RoundInfo) ([]float64, float64) {
+	rs := make([]float64, len(rounds))
+	for i, r := range rounds {
+		rs[i] = r.Ratio
+	}
+	slices.Sort(rs)
+	if len(rs) == 0 {
+		return rs, 0
+	}
+	if len(rs)%2 == 1 {
+		return rs, rs[len(rs)/2]
+	}
+	return rs, (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
 }
 
 // MachineInfo describes where the bench ran.
@@ -152,7 +188,8 @@ type ServerInfo struct {
 }
 
 // BaselineInfo is the INSERT baseline: half of it ran before the load and
-// half after, combined, so that a drift of the machine weighs on both.
+// half after (before and after each round's load, with rounds), combined,
+// so that a drift of the machine weighs on both.
 type BaselineInfo struct {
 	Kind           string    `json:"kind"` // BaselinePostgres or BaselineSQLite
 	Clients        int       `json:"clients"`
@@ -211,6 +248,14 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	if r.Ratio != nil {
 		p("  ratio      %.3f (turns/s ÷ INSERT tx/s)", *r.Ratio)
+	}
+	if len(r.Rounds) > 0 {
+		rs, median := roundRatios(r.Rounds)
+		parts := make([]string, len(rs))
+		for i, x := range rs {
+			parts[i] = fmt.Sprintf("%.3f", x)
+		}
+		p("  rounds     %d, ratios %s (median %.3f)", len(rs), strings.Join(parts, " "), median)
 	}
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,58 @@ func TestReportText(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestRounds: a run's rounds add up into one load, and the report lists
+// each round's ratio with their median.
+func TestRounds(t *testing.T) {
+	t.Parallel()
+	ms := func(n ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range n {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	a := Load{Result: loadtest.Summarize(ms(1, 2, 3), 1, time.Second), Errors: map[string]int{"timeout": 1},
+		FirstError: "timeout: first", Calls: 16, Reads: 12, Writes: 4, Truncated: 2}
+	b := Load{Result: loadtest.Summarize(ms(4, 5, 6, 7, 8), 2, time.Second), Errors: map[string]int{"timeout": 1, "transport": 1},
+		FirstError: "transport: second", Calls: 28, Reads: 20, Deferred: 8, Truncated: 1}
+	got := combineLoads([]Load{a, b})
+	if got.Result.Ops != 8 || got.Result.Errors != 3 || got.Result.Elapsed != 2*time.Second || got.Result.PerSec != 4 {
+		t.Errorf("combined result %+v, want 8 ok and 3 failed in 2s", got.Result)
+	}
+	if got.Result.P50 != 4*time.Millisecond || got.Result.Max != 8*time.Millisecond {
+		t.Errorf("combined latencies p50 %v max %v, want those of all eight turns", got.Result.P50, got.Result.Max)
+	}
+	want := Load{Errors: map[string]int{"timeout": 2, "transport": 1}, FirstError: "timeout: first",
+		Calls: 44, Reads: 32, Writes: 4, Deferred: 8, Truncated: 3}
+	got.Result = loadtest.Result{}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("combined = %+v, want %+v", got, want)
+	}
+	if one := combineLoads([]Load{a}); !reflect.DeepEqual(one, a) {
+		t.Errorf("one round combined = %+v, want it as it is", one)
+	}
+
+	r := Report{Rounds: []RoundInfo{
+		roundInfo(loadtest.Summarize(ms(1, 1, 1), 0, time.Second), loadtest.Summarize(ms(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0, time.Second)),
+		{Ratio: 0.2}, {Ratio: 0.4}, {Ratio: 0.25},
+	}}
+	if r.Rounds[0].Ratio != 0.3 || r.Rounds[0].TurnsPerSec != 3 || r.Rounds[0].BaselinePerSec != 10 {
+		t.Errorf("round = %+v, want 3 turns/s over 10 tx/s", r.Rounds[0])
+	}
+	var out bytes.Buffer
+	r.WriteText(&out)
+	if want := "rounds     4, ratios 0.200 0.250 0.300 0.400 (median 0.275)"; !strings.Contains(out.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, out.String())
+	}
+	if _, median := roundRatios([]RoundInfo{{Ratio: 0.5}, {Ratio: 0.1}, {Ratio: 0.3}}); median != 0.3 {
+		t.Errorf("median of three = %v, want 0.3", median)
+	}
+	if round := roundInfo(loadtest.Summarize(ms(1), 0, time.Second), loadtest.Result{}); round.Ratio != 0 {
+		t.Errorf("a round without baseline transactions has ratio %v, want 0", round.Ratio)
 	}
 }
 

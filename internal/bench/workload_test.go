@@ -70,6 +70,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("a good config: %v", err)
 	}
+	rounds := good
+	rounds.Rounds, rounds.Workload.Turns, rounds.Workload.Duration, rounds.Baseline = 3, 0, 3*time.Second, 1500*time.Millisecond
+	if err := rounds.Validate(); err != nil {
+		t.Fatalf("a good config of rounds: %v", err)
+	}
 	remote := good
 	remote.URL, remote.ServerBinary, remote.BaselineDatabaseURL, remote.ToolAddr = "http://127.0.0.1:8080", "", "postgres://x/y", "127.0.0.1:9100"
 	if err := remote.Validate(); err != nil {
@@ -92,6 +97,13 @@ func TestConfigValidate(t *testing.T) {
 		{"json and markdown", func(c *Config) { c.JSON, c.Markdown = true, true }, "exclusive"},
 		{"baseline clients", func(c *Config) { c.BaselineClients = 5000 }, "baseline-clients"},
 		{"progress", func(c *Config) { c.Progress = "spinner" }, "progress"},
+		{"negative rounds", func(c *Config) { c.Rounds = -1 }, "rounds -1"},
+		{"too many rounds", func(c *Config) { c.Rounds = 101 }, "rounds 101"},
+		{"rounds with a turn count", func(c *Config) { c.Rounds = 2 }, "not with --turns"},
+		{"rounds under a second", func(c *Config) { c.Rounds, c.Workload.Turns, c.Workload.Duration = 4, 0, 3*time.Second }, "at least 1s per round"},
+		{"baseline slices too short", func(c *Config) {
+			c.Rounds, c.Workload.Turns, c.Workload.Duration, c.Baseline = 3, 0, 3*time.Second, time.Second
+		}, "500ms of --baseline per round"},
 	}
 	for _, tt := range tests {
 		c := good
