@@ -55,6 +55,9 @@ type Config struct {
 	// percent within seconds). The report combines the rounds and lists
 	// each one's ratio.
 	Rounds int
+	// BaselineClient runs a PostgreSQL baseline: BaselineClientAuto (""
+	// too), BaselineClientPgbench or BaselineClientGo.
+	BaselineClient string
 	// BaselineClients is the baseline's concurrency; 0 takes the
 	// workload's (closed loop) or MaxInFlight capped at 32 (open loop).
 	BaselineClients int
@@ -106,6 +109,15 @@ func (c Config) Validate() error {
 	}
 	if c.Baseline < 0 {
 		bad("baseline %v: must be a positive duration, or 0 to skip it", c.Baseline)
+	}
+	switch c.BaselineClient {
+	case "", BaselineClientAuto, BaselineClientGo:
+	case BaselineClientPgbench:
+		if _, ok := PgbenchPath(); !ok {
+			bad("baseline-client pgbench: no pgbench beside the PostgreSQL server binaries nor on the PATH (install PostgreSQL's client programs, or use --baseline-client go)")
+		}
+	default:
+		bad("baseline-client %q: must be auto, pgbench or go", c.BaselineClient)
 	}
 	switch n := c.rounds(); {
 	case c.Rounds < 0 || n > maxRounds:
@@ -239,8 +251,13 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 	rep.Target.URL = target.URL
 
+	pgbench, havePgbench := PgbenchPath()
+	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
 	baseline := func(d time.Duration) (loadtest.Result, error) {
-		if baselineDB != "" {
+		switch {
+		case usePgbench:
+			return PgbenchBaseline(ctx, pgbench, baselineDB, dir, c.baselineClients(), d)
+		case baselineDB != "":
 			return PostgresBaseline(ctx, baselineDB, c.baselineClients(), d)
 		}
 		return SQLiteBaseline(ctx, sqliteDir, c.baselineClients(), d)
@@ -331,8 +348,12 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		if baselineDB == "" {
 			kind = BaselineSQLite
 		}
+		client := BaselineClientGo
+		if usePgbench {
+			client = BaselineClientPgbench
+		}
 		rep.Baseline = &BaselineInfo{
-			Kind: kind, Clients: c.baselineClients(), Transactions: b.Ops, Errors: b.Errors,
+			Kind: kind, Client: client, Clients: c.baselineClients(), Transactions: b.Ops, Errors: b.Errors,
 			ElapsedSeconds: b.Elapsed.Seconds(), PerSec: b.PerSec, Latency: latencyMS(b),
 		}
 		if kind == BaselineSQLite {

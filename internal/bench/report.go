@@ -191,7 +191,10 @@ type ServerInfo struct {
 // half after (before and after each round's load, with rounds), combined,
 // so that a drift of the machine weighs on both.
 type BaselineInfo struct {
-	Kind           string    `json:"kind"` // BaselinePostgres or BaselineSQLite
+	Kind string `json:"kind"` // BaselinePostgres or BaselineSQLite
+	// Client ran the transactions: BaselineClientPgbench, or
+	// BaselineClientGo (the bench's own loop; always for SQLite).
+	Client         string    `json:"client"`
 	Clients        int       `json:"clients"`
 	Transactions   int       `json:"transactions"`
 	Errors         int       `json:"errors"`
@@ -241,8 +244,8 @@ func (r Report) WriteText(w io.Writer) {
 		p("  server RSS unknown (turnd was not started by the bench and serves no /metrics)")
 	}
 	if b := r.Baseline; b != nil {
-		p("  baseline   %s: %d single-row INSERT transactions from %d clients in %.2fs: %.1f tx/s, p50 %.2fms p99 %.2fms",
-			b.Kind, b.Transactions, b.Clients, b.ElapsedSeconds, b.PerSec, b.Latency.P50, b.Latency.P99)
+		p("  baseline   %s (%s): %d single-row INSERT transactions from %d clients in %.2fs: %.1f tx/s, p50 %.2fms p99 %.2fms",
+			b.Kind, b.Client, b.Transactions, b.Clients, b.ElapsedSeconds, b.PerSec, b.Latency.P50, b.Latency.P99)
 	} else {
 		p("  baseline   none: %s", r.BaselineNote)
 	}

@@ -97,6 +97,7 @@ func TestConfigValidate(t *testing.T) {
 		{"json and markdown", func(c *Config) { c.JSON, c.Markdown = true, true }, "exclusive"},
 		{"baseline clients", func(c *Config) { c.BaselineClients = 5000 }, "baseline-clients"},
 		{"progress", func(c *Config) { c.Progress = "spinner" }, "progress"},
+		{"unknown baseline client", func(c *Config) { c.BaselineClient = "psql" }, "baseline-client"},
 		{"negative rounds", func(c *Config) { c.Rounds = -1 }, "rounds -1"},
 		{"too many rounds", func(c *Config) { c.Rounds = 101 }, "rounds 101"},
 		{"rounds with a turn count", func(c *Config) { c.Rounds = 2 }, "not with --turns"},
