@@ -22,6 +22,7 @@ import (
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/bench"
 	"github.com/turnd/turnd/internal/loadtest"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
@@ -32,8 +33,10 @@ import (
 // BenchmarkTurnsVsInsert measures turnd's turn throughput against the speed
 // of the PostgreSQL under it, in one run on one machine:
 //
-//   - insert: InsertBaseline, single-row INSERT transactions from the same
-//     number of clients (each on its own connection);
+//   - insert: single-row INSERT transactions from the same number of
+//     clients (each on its own connection), run by pgbench when it is
+//     installed (bench.PgbenchBaseline), else by InsertBaseline's Go loop,
+//     which drives fewer of them (LOADTEST_BASELINE=go asks for it);
 //   - turns: Turns, turns of four echo calls (reads, answered at once)
 //     posted over loopback HTTP to a whole turnd in this process — api on a
 //     real http.Server, turn.Service, store/postgres — from as many clients,
@@ -58,6 +61,7 @@ import (
 //	LOADTEST_MAXCONNS    turnd's pool size (default 32; turnd's own default is max(8, 4×GOMAXPROCS))
 //	LOADTEST_SETTLE      pause after a turns phase so that PostgreSQL publishes its counters (default 11s; 0 skips the counters)
 //	LOADTEST_CPUPROFILE  write a CPU profile of the first turns phase to this file
+//	LOADTEST_BASELINE    pgbench (the default when it is installed) or go: who runs the insert phases
 //	GOGC                 the collector's target; unset, 400, as `turnd serve` sets it
 //	LOADTEST_SETUP_SQL   SQL to run in the benchmark's schema before measuring, for experiments
 //	                     (e.g. dropping a constraint to see what it costs)
@@ -116,6 +120,7 @@ func benchComparison(b *testing.B, name string, phases []string) {
 const servedGCPercent = 400
 
 type benchConfig struct {
+	pgbench    string // pgbench's path: it runs the insert phases; "" for the Go loop
 	clients    int
 	phase      time.Duration
 	maxConns   int32
@@ -136,6 +141,17 @@ func benchConfigFromEnv(b *testing.B) benchConfig {
 			b.Fatalf("LOADTEST_CLIENTS=%q: want a positive integer", v)
 		}
 		c.clients = n
+	}
+	switch v := os.Getenv("LOADTEST_BASELINE"); v {
+	case "", bench.BaselineClientPgbench:
+		if p, ok := bench.PgbenchPath(); ok {
+			c.pgbench = p
+		} else if v != "" {
+			b.Fatal("LOADTEST_BASELINE=pgbench: pgbench is not installed")
+		}
+	case bench.BaselineClientGo:
+	default:
+		b.Fatalf("LOADTEST_BASELINE=%q: want pgbench or go", v)
 	}
 	if v := os.Getenv("LOADTEST_MAXCONNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -306,9 +322,13 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 		b.Logf("warning: fsync is %s: commits do not reach the disk, the numbers flatter both sides", settings["fsync"])
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	b.Logf("GOMAXPROCS=%d NumCPU=%d clients=%d phase=%v turnd MaxConns=%d loadavg=%s experiments=%q",
+	baselineBy := "the Go loop"
+	if cfg.pgbench != "" {
+		baselineBy = cfg.pgbench
+	}
+	b.Logf("GOMAXPROCS=%d NumCPU=%d clients=%d phase=%v turnd MaxConns=%d loadavg=%s experiments=%q baseline=%s",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), cfg.clients, cfg.phase, cfg.maxConns, strings.TrimSpace(string(load)),
-		os.Getenv("LOADTEST_EXPERIMENT"))
+		os.Getenv("LOADTEST_EXPERIMENT"), baselineBy)
 
 	if cfg.setupSQL != "" {
 		if _, err := admin.Exec(ctx, cfg.setupSQL); err != nil {
@@ -330,7 +350,11 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 		var r loadtest.Result
 		switch kind {
 		case "insert":
-			r, err = loadtest.InsertBaseline(ctx, dbURL, cfg.clients, cfg.phase)
+			if cfg.pgbench != "" {
+				r, err = bench.PgbenchBaseline(ctx, cfg.pgbench, dbURL, b.TempDir(), cfg.clients, cfg.phase)
+			} else {
+				r, err = loadtest.InsertBaseline(ctx, dbURL, cfg.clients, cfg.phase)
+			}
 		case "turns", "store":
 			stop := func() {}
 			if cfg.cpuProfile != "" && !profiled {
