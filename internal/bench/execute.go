@@ -287,6 +287,15 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	slice := func(total time.Duration, parts, i int) time.Duration {
 		return total*time.Duration(i+1)/time.Duration(parts) - total*time.Duration(i)/time.Duration(parts)
 	}
+	// baseSlice is slice i of the baseline, as long as it will run
+	// (pgbench runs whole seconds).
+	baseSlice := func(i int) time.Duration {
+		d := slice(c.Baseline, 2*n, i)
+		if usePgbench {
+			d = pgbenchDuration(d)
+		}
+		return d
+	}
 	var (
 		bases  []loadtest.Result
 		loads  []Load
@@ -295,8 +304,8 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	for i := range n {
 		var before, after loadtest.Result
 		if runBaseline {
-			logf("baseline: single-row INSERT transactions from %d clients for %v%s", c.baselineClients(), slice(c.Baseline, 2*n, 2*i), roundName(i, n, "before the load"))
-			if before, err = baseline(slice(c.Baseline, 2*n, 2*i)); err != nil {
+			logf("baseline: single-row INSERT transactions from %d clients for %v%s", c.baselineClients(), baseSlice(2*i), roundName(i, n, "before the load"))
+			if before, err = baseline(baseSlice(2 * i)); err != nil {
 				return rep, err
 			}
 		}
@@ -311,13 +320,12 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		logf("load: %s%s", describe(w), roundName(i, n, ""))
 		var load Load
 		load, runErr = Run(ctx, target, w, progressPrinter(c, stderr), c.ProgressEvery)
-		if runErr != nil && load.Result.Elapsed == 0 {
-			if i == 0 {
-				return rep, runErr
-			}
-			break
+		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
+			return rep, runErr
 		}
-		loads = append(loads, load)
+		if load.Result.Elapsed > 0 {
+			loads = append(loads, load)
+		}
 		if runErr != nil {
 			if runBaseline {
 				rep.BaselineNote = "the run was interrupted before the second half of the baseline"
@@ -325,8 +333,8 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 			break
 		}
 		if runBaseline {
-			logf("baseline: %v more%s", slice(c.Baseline, 2*n, 2*i+1), roundName(i, n, "after the load"))
-			if after, err = baseline(slice(c.Baseline, 2*n, 2*i+1)); err != nil {
+			logf("baseline: %v more%s", baseSlice(2*i+1), roundName(i, n, "after the load"))
+			if after, err = baseline(baseSlice(2*i + 1)); err != nil {
 				return rep, err
 			}
 			bases = append(bases, before, after)

@@ -99,7 +99,7 @@ func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d
 	if err != nil {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
 	}
-	secs := max(1, int(math.Ceil(d.Seconds())))
+	secs := int(pgbenchDuration(d) / time.Second)
 	threads := min(clients, runtime.NumCPU())
 	cmd := exec.CommandContext(ctx, bin, "--no-vacuum", "--protocol=prepared",
 		"--client="+strconv.Itoa(clients), "--jobs="+strconv.Itoa(threads), "--time="+strconv.Itoa(secs),
@@ -121,6 +121,12 @@ func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: its logs hold %d transactions, its summary %d", len(lat), s.ok)
 	}
 	return loadtest.Summarize(lat, s.failed, s.elapsed()), nil
+}
+
+// pgbenchDuration is how long pgbench runs when asked for d: whole
+// seconds, at least one.
+func pgbenchDuration(d time.Duration) time.Duration {
+	return max(time.Second, time.Duration(math.Ceil(d.Seconds()))*time.Second)
 }
 
 // libpqKeywords are the connection parameters libpq takes in a URI's

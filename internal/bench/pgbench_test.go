@@ -116,3 +116,15 @@ func TestLibpqURL(t *testing.T) {
 		t.Error("a URL that does not parse: want an error")
 	}
 }
+
+func TestPgbenchDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]time.Duration{
+		0: time.Second, 250 * time.Millisecond: time.Second, time.Second: time.Second,
+		1500 * time.Millisecond: 2 * time.Second, 5 * time.Second: 5 * time.Second,
+	} {
+		if got := pgbenchDuration(d); got != want {
+			t.Errorf("pgbenchDuration(%v) = %v, want %v", d, got, want)
+		}
+	}
+}
