@@ -37,13 +37,22 @@ const (
 	BaselineClientGo = "go"
 )
 
-// PgbenchPath returns the pgbench beside the PostgreSQL server binaries,
-// else the one on the PATH; ok is false when there is none.
+// PgbenchPath returns the pgbench beside the PostgreSQL server binaries
+// (of their version), else the one on the PATH; ok is false when there is
+// none.
 func PgbenchPath() (string, bool) {
 	if dir, ok := PostgresBinDir(); ok {
-		p := filepath.Join(dir, "pgbench")
-		if _, err := os.Stat(p); err == nil {
-			return p, true
+		dirs := []string{dir}
+		// pg_ctl may be a link into the version's own directory, which
+		// holds its pgbench.
+		if real, err := filepath.EvalSymlinks(filepath.Join(dir, "pg_ctl")); err == nil {
+			dirs = append(dirs, filepath.Dir(real))
+		}
+		for _, d := range dirs {
+			p := filepath.Join(d, "pgbench")
+			if _, err := os.Stat(p); err == nil {
+				return p, true
+			}
 		}
 	}
 	if p, err := exec.LookPath("pgbench"); err == nil {
