@@ -88,11 +88,22 @@ func (r *mcpRig) stop() {
 	srv := r.http
 	r.http = nil
 	r.mu.Unlock()
-	if srv != nil {
-		srv.CloseClientConnections()
-		srv.Close()
+	if srv == nil {
+		// The sessions die with the process a real server would be.
+		r.closeSessions()
+		return
 	}
-	// The sessions die with the process a real server would be.
+	// Abruptly, as a server going away: no new connections, the open ones
+	// cut. Then the sessions end, before Close waits for the handlers: a
+	// client that reconnected between the two cuts holds a stream (the
+	// session's hanging GET) that only the session's end releases.
+	_ = srv.Listener.Close()
+	srv.CloseClientConnections()
+	r.closeSessions()
+	srv.Close()
+}
+
+func (r *mcpRig) closeSessions() {
 	for ss := range r.server.Sessions() {
 		_ = ss.Close()
 	}
