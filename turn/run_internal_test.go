@@ -2,6 +2,7 @@ package turn
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/turnd/turnd/dispatch"
@@ -41,5 +42,28 @@ func TestLineDataAsMaps(t *testing.T) {
 	got := string(admittedLine(dispatch.Call{ID: "c", Name: "search<1>"}, 3, dispatch.EffectRead).Data)
 	if want := mapJSON(map[string]any{"name": "search<1>", "index": 3, "effect": dispatch.EffectRead}); got != want {
 		t.Errorf("admitted data %s, want %s", got, want)
+	}
+}
+
+// TestCheckResultCalls: a commit's results must be of the turn's calls, at
+// their index and under their id.
+func TestCheckResultCalls(t *testing.T) {
+	calls := []Call{{ID: "a"}, {ID: "b"}, {ID: "a"}}
+	good := []Result{{Index: 0, CallID: "a"}, {Index: 2, CallID: "a"}, {Index: 1, CallID: "b"}}
+	if err := checkResultCalls(calls, good); err != nil {
+		t.Errorf("results of the turn's calls: %v", err)
+	}
+	if err := checkResultCalls(calls, nil); err != nil {
+		t.Errorf("no results: %v", err)
+	}
+	for name, res := range map[string]Result{
+		"another call's id": {Index: 1, CallID: "a"},
+		"an index past":     {Index: 3, CallID: "a"},
+		"a negative index":  {Index: -1, CallID: "a"},
+		"an empty id":       {Index: 0},
+	} {
+		if err := checkResultCalls(calls, append(slices.Clone(good), res)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

@@ -76,6 +76,7 @@ Flags:
 	fs.StringVar(&c.ToolAddr, "tool-addr", "", "address of the bench's HTTP tools (default a free loopback port)")
 	fs.DurationVar(&c.Baseline, "baseline", 4*time.Second, "length of the INSERT baseline, half before the load and half after; 0 skips it")
 	fs.StringVar(&c.BaselineClient, "baseline-client", bench.BaselineClientAuto, "who runs the PostgreSQL baseline: pgbench (PostgreSQL's own, the leanest client; durations round up to whole seconds), go (a loop in this process, which drives fewer transactions), or auto (pgbench when found)")
+	fs.StringVar(&c.Pgbench, "pgbench", "", "the pgbench to run for the baseline (default: beside the PostgreSQL server binaries, else on the PATH)")
 	fs.IntVar(&c.Rounds, "rounds", 1, "split --duration and --baseline into this many rounds of baseline, load, baseline, so that both see the same machine; the report lists each round's ratio")
 	fs.IntVar(&c.BaselineClients, "baseline-clients", 0, "baseline concurrency (default: --concurrency, or min(--max-in-flight, 32) with --rate)")
 	fs.StringVar(&c.BaselineDatabaseURL, "baseline-database-url", "", "with --url: the PostgreSQL that turnd uses, for the baseline")

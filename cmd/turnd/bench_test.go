@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"math"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -235,6 +236,19 @@ func runBenchBinary(t *testing.T, env []string, args ...string) bench.Report {
 	return rep
 }
 
+// runBenchOutput runs turnd bench expecting it may fail, and returns its
+// stdout and stderr together with the error.
+func runBenchOutput(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, turndBinary(t), append([]string{"bench", "--progress", "none"}, args...)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	checkRaces(t, "turnd bench", string(out))
+	return string(out), err
+}
+
 // checkReport checks what every report of a run of turns turns of calls
 // calls, none failing, must say.
 func checkReport(t *testing.T, rep bench.Report, turns, calls int, store, baseline string) {
@@ -373,6 +387,23 @@ func TestBenchPostgres(t *testing.T) {
 		"--baseline", "1s", "--baseline-client", "go")
 	if rep.Baseline == nil || rep.Baseline.Client != bench.BaselineClientGo || rep.Baseline.Transactions < 1 {
 		t.Errorf("baseline of the go client: %+v", rep.Baseline)
+	}
+
+	// A pgbench that fails: auto falls back to the Go loop for the whole
+	// baseline; asked for by name, the run fails with its output.
+	broken := writeFile(t, t.TempDir(), "pgbench", "#!/bin/sh\necho 'pgbench: error: too old to run here' >&2\nexit 1\n")
+	if err := os.Chmod(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "10", "--concurrency", "3",
+		"--baseline", "1s", "--pgbench", broken)
+	if rep.Baseline == nil || rep.Baseline.Client != bench.BaselineClientGo || rep.Baseline.Transactions < 1 {
+		t.Errorf("baseline after a failing pgbench: %+v (note %q)", rep.Baseline, rep.BaselineNote)
+	}
+	out, err := runBenchOutput(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "10", "--concurrency", "3",
+		"--baseline", "1s", "--pgbench", broken, "--baseline-client", "pgbench")
+	if err == nil || !strings.Contains(out, "too old to run here") {
+		t.Errorf("a failing pgbench asked for by name: %v\n%s", err, out)
 	}
 
 	// In rounds: the load and the baseline in slices, each round's ratio

@@ -58,6 +58,8 @@ type Config struct {
 	// BaselineClient runs a PostgreSQL baseline: BaselineClientAuto (""
 	// too), BaselineClientPgbench or BaselineClientGo.
 	BaselineClient string
+	// Pgbench is the pgbench to run; empty looks for one (PgbenchPath).
+	Pgbench string
 	// BaselineClients is the baseline's concurrency; 0 takes the
 	// workload's (closed loop) or MaxInFlight capped at 32 (open loop).
 	BaselineClients int
@@ -113,7 +115,7 @@ func (c Config) Validate() error {
 	switch c.BaselineClient {
 	case "", BaselineClientAuto, BaselineClientGo:
 	case BaselineClientPgbench:
-		if _, ok := PgbenchPath(); !ok {
+		if _, ok := PgbenchPath(); !ok && c.Pgbench == "" {
 			bad("baseline-client pgbench: no pgbench beside the PostgreSQL server binaries nor on the PATH (install PostgreSQL's client programs, or use --baseline-client go)")
 		}
 	default:
@@ -251,12 +253,26 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 	rep.Target.URL = target.URL
 
-	pgbench, havePgbench := PgbenchPath()
+	pgbench, havePgbench := c.Pgbench, c.Pgbench != ""
+	if !havePgbench {
+		pgbench, havePgbench = PgbenchPath()
+	}
 	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
+	measured := 0 // baseline slices measured
 	baseline := func(d time.Duration) (loadtest.Result, error) {
+		defer func() { measured++ }()
 		switch {
 		case usePgbench:
-			return PgbenchBaseline(ctx, pgbench, baselineDB, dir, c.baselineClients(), d)
+			r, err := PgbenchBaseline(ctx, pgbench, baselineDB, dir, c.baselineClients(), d)
+			if err == nil || c.BaselineClient == BaselineClientPgbench || measured > 0 || ctx.Err() != nil {
+				return r, err
+			}
+			// auto: a pgbench that does not work here (too old a report,
+			// a connection it cannot make) leaves the run to the Go loop,
+			// for all of its baseline.
+			logf("pgbench failed, the baseline runs on the Go loop instead: %v", err)
+			usePgbench = false
+			return PostgresBaseline(ctx, baselineDB, c.baselineClients(), d)
 		case baselineDB != "":
 			return PostgresBaseline(ctx, baselineDB, c.baselineClients(), d)
 		}
@@ -328,7 +344,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		}
 		if runErr != nil {
 			if runBaseline {
-				rep.BaselineNote = "the run was interrupted before the second half of the baseline"
+				rep.BaselineNote = "the run was interrupted before its baseline was complete"
 			}
 			break
 		}

@@ -104,7 +104,7 @@ func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d
 	if err := os.WriteFile(script, []byte("INSERT INTO "+schema+".bench_insert (v) VALUES ('client row');\n"), 0o644); err != nil {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
 	}
-	conn, err := libpqURL(dbURL)
+	conn, password, err := libpqURL(dbURL)
 	if err != nil {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
 	}
@@ -114,6 +114,10 @@ func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d
 		"--client="+strconv.Itoa(clients), "--jobs="+strconv.Itoa(threads), "--time="+strconv.Itoa(secs),
 		"--file="+script, "--log", "--log-prefix="+filepath.Join(work, "log"), conn)
 	cmd.Dir = work
+	if password != "" {
+		// Not on the command line, where ps shows it to everyone.
+		cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %s: %w\n%s", bin, err, tail(out, 2000))
@@ -139,56 +143,83 @@ func pgbenchDuration(d time.Duration) time.Duration {
 }
 
 // libpqKeywords are the connection parameters libpq takes in a URI's
-// query; pgx takes any other as a server setting, libpq refuses it.
+// query (up to PostgreSQL 18); pgx takes any other as a server setting,
+// which libpq refuses.
 var libpqKeywords = map[string]bool{
 	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true, "password": true,
-	"passfile": true, "channel_binding": true, "connect_timeout": true, "client_encoding": true,
-	"options": true, "application_name": true, "fallback_application_name": true, "keepalives": true,
-	"keepalives_idle": true, "keepalives_interval": true, "keepalives_count": true, "tcp_user_timeout": true,
-	"replication": true, "gssencmode": true, "sslmode": true, "requiressl": true, "sslcompression": true,
-	"sslcert": true, "sslkey": true, "sslpassword": true, "sslrootcert": true, "sslcrl": true, "sslcrldir": true,
+	"passfile": true, "require_auth": true, "channel_binding": true, "connect_timeout": true,
+	"client_encoding": true, "options": true, "application_name": true, "fallback_application_name": true,
+	"keepalives": true, "keepalives_idle": true, "keepalives_interval": true, "keepalives_count": true,
+	"tcp_user_timeout": true, "replication": true, "gssencmode": true, "sslmode": true, "sslnegotiation": true,
+	"requiressl": true, "sslcompression": true, "sslcert": true, "sslkey": true, "sslkeylogfile": true,
+	"sslpassword": true, "sslcertmode": true, "sslrootcert": true, "sslcrl": true, "sslcrldir": true,
 	"sslsni": true, "requirepeer": true, "ssl_min_protocol_version": true, "ssl_max_protocol_version": true,
-	"krbsrvname": true, "gsslib": true, "service": true, "target_session_attrs": true, "load_balance_hosts": true,
+	"min_protocol_version": true, "max_protocol_version": true, "krbsrvname": true, "gsslib": true,
+	"gssdelegation": true, "scram_client_key": true, "scram_server_key": true, "service": true,
+	"servicefile": true, "target_session_attrs": true, "load_balance_hosts": true,
+	"oauth_issuer": true, "oauth_client_id": true, "oauth_client_secret": true, "oauth_scope": true,
+}
+
+// pgxKeywords are parameters of pgx and pgxpool themselves, not server
+// settings: libpq knows nothing of them, and they are dropped.
+var pgxKeywords = map[string]bool{
+	"default_query_exec_mode": true, "statement_cache_capacity": true, "description_cache_capacity": true,
+	"krbspn": true, "min_read_buffer_size": true,
+	"pool_max_conns": true, "pool_min_conns": true, "pool_min_idle_conns": true, "pool_max_conn_lifetime": true,
+	"pool_max_conn_idle_time": true, "pool_health_check_period": true, "pool_max_conn_lifetime_jitter": true,
 }
 
 // libpqURL rewrites a PostgreSQL URL that pgx accepts into one that libpq
-// (pgbench) accepts: the query parameters that are not libpq's (server
-// settings such as search_path, which pgx sends at connect) move into
-// options as -c settings. A keyword/value connection string is left as
-// it is.
-func libpqURL(dbURL string) (string, error) {
+// (pgbench) accepts, and takes its password out (for PGPASSWORD, off the
+// command line): pgx's own parameters go, and the other parameters that
+// are not libpq's (server settings such as search_path, which pgx sends at
+// connect) move into options as -c settings. A keyword/value connection
+// string is left as it is.
+func libpqURL(dbURL string) (conn, password string, err error) {
 	if !strings.HasPrefix(dbURL, "postgres://") && !strings.HasPrefix(dbURL, "postgresql://") {
-		return dbURL, nil
+		return dbURL, "", nil
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		return "", fmt.Errorf("database URL: %w", err)
+		return "", "", fmt.Errorf("database URL: %w", err)
+	}
+	if u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			password = p
+			u.User = url.User(u.User.Username())
+		}
 	}
 	q := u.Query()
+	if p := q.Get("password"); p != "" {
+		password = p
+	}
+	q.Del("password")
 	var settings []string
 	for k, vs := range q {
-		if libpqKeywords[k] {
+		switch {
+		case libpqKeywords[k]:
 			continue
-		}
-		for _, v := range vs {
-			// In options, a space separates settings; a backslash escapes one.
-			v = strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), " ", `\ `)
-			settings = append(settings, "-c "+k+"="+v)
+		case !pgxKeywords[k]:
+			for _, v := range vs {
+				// In options, a space separates settings; a backslash
+				// escapes one.
+				v = strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), " ", `\ `)
+				settings = append(settings, "-c "+k+"="+v)
+			}
 		}
 		q.Del(k)
 	}
-	if len(settings) == 0 {
-		return dbURL, nil
-	}
 	slices.Sort(settings)
-	if o := q.Get("options"); o != "" {
-		settings = append([]string{o}, settings...)
+	if len(settings) > 0 {
+		if o := q.Get("options"); o != "" {
+			settings = append([]string{o}, settings...)
+		}
+		q.Set("options", strings.Join(settings, " "))
 	}
-	q.Set("options", strings.Join(settings, " "))
 	// libpq decodes %XX only: a space must not be written as '+' (Encode
 	// writes a '+' of the value as %2B, so every '+' it writes is a space).
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	return u.String(), nil
+	return u.String(), password, nil
 }
 
 // pgbenchSummary is what pgbench's report says.

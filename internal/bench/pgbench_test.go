@@ -97,22 +97,26 @@ func TestPgbenchLatencies(t *testing.T) {
 
 func TestLibpqURL(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"postgres://turnd@127.0.0.1:5432/postgres?sslmode=disable", "postgres://turnd@127.0.0.1:5432/postgres?sslmode=disable"},
+	tests := []struct{ in, want, password string }{
+		{"postgres://turnd@127.0.0.1:5432/postgres?sslmode=disable", "postgres://turnd@127.0.0.1:5432/postgres?sslmode=disable", ""},
 		{"postgres://turnd@127.0.0.1:5432/postgres?sslmode=disable&search_path=t_1",
-			"postgres://turnd@127.0.0.1:5432/postgres?options=-c%20search_path%3Dt_1&sslmode=disable"},
+			"postgres://turnd@127.0.0.1:5432/postgres?options=-c%20search_path%3Dt_1&sslmode=disable", ""},
 		{"postgresql://u:p@h/db?application_name=a&search_path=x%20y&options=-cwork_mem%3D8MB&statement_timeout=5s",
-			"postgresql://u:p@h/db?application_name=a&options=-cwork_mem%3D8MB%20-c%20search_path%3Dx%5C%20y%20-c%20statement_timeout%3D5s"},
-		{"host=127.0.0.1 dbname=postgres", "host=127.0.0.1 dbname=postgres"},
-		{"postgres://h/db?application_name=a%2Bb&x=1", "postgres://h/db?application_name=a%2Bb&options=-c%20x%3D1"},
+			"postgresql://u@h/db?application_name=a&options=-cwork_mem%3D8MB%20-c%20search_path%3Dx%5C%20y%20-c%20statement_timeout%3D5s", "p"},
+		{"host=127.0.0.1 dbname=postgres", "host=127.0.0.1 dbname=postgres", ""},
+		{"postgres://h/db?application_name=a%2Bb&x=1", "postgres://h/db?application_name=a%2Bb&options=-c%20x%3D1", ""},
+		// pgx's own parameters go; libpq's newer ones stay; a password in
+		// the query comes out too.
+		{"postgres://h/db?default_query_exec_mode=describe_exec&pool_max_conns=4&statement_cache_capacity=9&sslcertmode=allow&password=s%20cret",
+			"postgres://h/db?sslcertmode=allow", "s cret"},
 	}
 	for _, tt := range tests {
-		got, err := libpqURL(tt.in)
-		if err != nil || got != tt.want {
-			t.Errorf("libpqURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		got, password, err := libpqURL(tt.in)
+		if err != nil || got != tt.want || password != tt.password {
+			t.Errorf("libpqURL(%q) = %q, %q, %v; want %q, %q", tt.in, got, password, err, tt.want, tt.password)
 		}
 	}
-	if _, err := libpqURL("postgres://h:notaport/db"); err == nil {
+	if _, _, err := libpqURL("postgres://h:notaport/db"); err == nil {
 		t.Error("a URL that does not parse: want an error")
 	}
 }

@@ -205,15 +205,22 @@ const (
 FROM turns WHERE session_id = $1 AND id = $2`
 
 	// Results are keyed by call id first (migration 7): a turn's are read
-	// by a probe per call id of the turn, taken from its row. (As an IN
-	// subquery the planner would scan the session's whole key range for
-	// the turn id instead.)
-	sqlGetResults = `SELECT ` + resultColumns + `
-FROM results
-WHERE session_id = $1 AND turn_id = $2
-    AND call_id = ANY (ARRAY (SELECT c.call ->> 'id' FROM turns t, json_array_elements(t.calls) AS c (call)
-        WHERE t.session_id = $1 AND t.id = $2))
-ORDER BY idx`
+	// by a probe of the whole key per distinct call id of the turn, taken
+	// from its row. The probe is a LATERAL subquery fenced by OFFSET 0 so
+	// that no plan — in particular the generic plan of this prepared
+	// statement, priced on an average session — can turn it into a scan
+	// of the session's key range filtered by call id, which grows with
+	// the session (an IN or = ANY form was planned that way).
+	sqlGetResults = `SELECT r.* FROM (
+    SELECT DISTINCT c.call ->> 'id' AS id FROM turns t, json_array_elements(t.calls) AS c (call)
+    WHERE t.session_id = $1 AND t.id = $2
+) ids
+CROSS JOIN LATERAL (
+    SELECT ` + resultColumns + ` FROM results
+    WHERE session_id = $1 AND call_id = ids.id AND turn_id = $2
+    OFFSET 0
+) r
+ORDER BY r.idx`
 )
 
 // GetTurn returns the turn with its results in call order, reading both in
