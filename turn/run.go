@@ -296,7 +296,7 @@ func (r *run) settle(status Status) {
 }
 
 func (r *run) commit(ctx context.Context, c Commit) error {
-	if err := checkResultCalls(r.turn.Calls, c.Results); err != nil {
+	if err := CheckResultCalls(r.turn.Calls, c.Results); err != nil {
 		return fmt.Errorf("committing turn %s/%s: %w", r.key.SessionID, r.key.TurnID, err)
 	}
 	c.Key = r.key
@@ -671,17 +671,4 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("turn: marshalling ledger data: %v", err))
 	}
 	return b
-}
-
-// checkResultCalls checks the stores' contract on results (see
-// Commit.Results): each is of the turn's call at its Index, under that
-// call's id. A store that keys results by call id would keep one that is
-// not as a second row its turn does not read back.
-func checkResultCalls(calls []Call, results []Result) error {
-	for _, res := range results {
-		if res.Index < 0 || res.Index >= len(calls) || calls[res.Index].ID != res.CallID {
-			return fmt.Errorf("result %d (call id %q) is not of the turn's call at that index", res.Index, res.CallID)
-		}
-	}
-	return nil
 }

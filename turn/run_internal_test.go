@@ -50,10 +50,10 @@ func TestLineDataAsMaps(t *testing.T) {
 func TestCheckResultCalls(t *testing.T) {
 	calls := []Call{{ID: "a"}, {ID: "b"}, {ID: "a"}}
 	good := []Result{{Index: 0, CallID: "a"}, {Index: 2, CallID: "a"}, {Index: 1, CallID: "b"}}
-	if err := checkResultCalls(calls, good); err != nil {
+	if err := CheckResultCalls(calls, good); err != nil {
 		t.Errorf("results of the turn's calls: %v", err)
 	}
-	if err := checkResultCalls(calls, nil); err != nil {
+	if err := CheckResultCalls(calls, nil); err != nil {
 		t.Errorf("no results: %v", err)
 	}
 	for name, res := range map[string]Result{
@@ -62,7 +62,7 @@ func TestCheckResultCalls(t *testing.T) {
 		"a negative index":  {Index: -1, CallID: "a"},
 		"an empty id":       {Index: 0},
 	} {
-		if err := checkResultCalls(calls, append(slices.Clone(good), res)); err == nil {
+		if err := CheckResultCalls(calls, append(slices.Clone(good), res)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -197,4 +198,20 @@ type ReceiveResult struct {
 	Seq     int64
 	// Existing is the recorded turn when err is ErrTurnExists.
 	Existing Turn
+}
+
+// CheckResultCalls checks the stores' contract on results (see
+// Commit.Results): each is of one of calls, the turn's, at its Index and
+// under that call's id. A store that keys results by call id would keep
+// one that is not as a second row its turn does not read back.
+func CheckResultCalls(calls []Call, results []Result) error {
+	for _, res := range results {
+		if res.Index < 0 || res.Index >= len(calls) {
+			return fmt.Errorf("result index %d is outside the turn's %d calls", res.Index, len(calls))
+		}
+		if id := calls[res.Index].ID; res.CallID != id {
+			return fmt.Errorf("result %d has call id %q, the turn's call %d has %q", res.Index, res.CallID, res.Index, id)
+		}
+	}
+	return nil
 }

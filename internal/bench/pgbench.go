@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/turnd/turnd/internal/loadtest"
 )
 
@@ -42,17 +40,9 @@ const (
 // none.
 func PgbenchPath() (string, bool) {
 	if dir, ok := PostgresBinDir(); ok {
-		dirs := []string{dir}
-		// pg_ctl may be a link into the version's own directory, which
-		// holds its pgbench.
-		if real, err := filepath.EvalSymlinks(filepath.Join(dir, "pg_ctl")); err == nil {
-			dirs = append(dirs, filepath.Dir(real))
-		}
-		for _, d := range dirs {
-			p := filepath.Join(d, "pgbench")
-			if _, err := os.Stat(p); err == nil {
-				return p, true
-			}
+		p := filepath.Join(dir, "pgbench")
+		if _, err := os.Stat(p); err == nil {
+			return p, true
 		}
 	}
 	if p, err := exec.LookPath("pgbench"); err == nil {
@@ -68,32 +58,18 @@ func PgbenchPath() (string, bool) {
 //
 //	INSERT INTO <scratch>.bench_insert (v) VALUES ('client row')
 //
-// into a table of a scratch schema, created before and dropped after, as
-// the Go loop's (loadtest.InsertBaseline). pgbench runs one thread per CPU
-// (at most one per client) and logs every transaction's latency into dir,
-// from which the percentiles come.
+// into the table of a scratch schema (loadtest.ScratchTable), as the Go
+// loop's. pgbench runs one thread per CPU (at most one per client) and logs
+// every transaction's latency into dir, from which the percentiles come.
 func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d time.Duration) (loadtest.Result, error) {
 	if clients < 1 {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: clients %d: must be at least 1", clients)
 	}
-	admin, err := pgx.Connect(ctx, dbURL)
+	table, drop, err := loadtest.ScratchTable(ctx, dbURL, loadtest.ScratchName())
 	if err != nil {
-		return loadtest.Result{}, fmt.Errorf("pgbench baseline: connecting: %w", err)
+		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	scratch := "bench_pgbench_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	schema := pgx.Identifier{scratch}.Sanitize()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return loadtest.Result{}, fmt.Errorf("pgbench baseline: creating the scratch schema: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE")
-	}()
-	if _, err := admin.Exec(ctx, "CREATE TABLE "+schema+".bench_insert (id bigserial PRIMARY KEY, v text NOT NULL)"); err != nil {
-		return loadtest.Result{}, fmt.Errorf("pgbench baseline: creating the table: %w", err)
-	}
+	defer drop()
 
 	work, err := os.MkdirTemp(dir, "pgbench-")
 	if err != nil {
@@ -101,7 +77,7 @@ func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d
 	}
 	defer os.RemoveAll(work)
 	script := filepath.Join(work, "insert.sql")
-	if err := os.WriteFile(script, []byte("INSERT INTO "+schema+".bench_insert (v) VALUES ('client row');\n"), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte("INSERT INTO "+table+" (v) VALUES ('client row');\n"), 0o644); err != nil {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
 	}
 	conn, password, err := libpqURL(dbURL)

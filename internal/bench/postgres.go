@@ -27,10 +27,15 @@ type Postgres struct {
 }
 
 // PostgresBinDir returns the directory of the PostgreSQL server binaries:
-// that of pg_ctl on the PATH, else the newest /usr/lib/postgresql/*/bin
-// (Debian's layout). ok is false when there are none.
+// that of pg_ctl on the PATH (followed through links, to the version's own
+// directory, which holds its initdb and pgbench), else the newest
+// /usr/lib/postgresql/*/bin (Debian's layout). ok is false when there are
+// none.
 func PostgresBinDir() (string, bool) {
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		if _, err := exec.LookPath(filepath.Join(filepath.Dir(p), "initdb")); err == nil {
 			return filepath.Dir(p), true
 		}

@@ -10,6 +10,38 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// ScratchName is a fresh name for a baseline's scratch schema.
+func ScratchName() string { return "loadtest_" + randomID(6) }
+
+// ScratchTable creates the table of an INSERT baseline,
+// <scratch>.bench_insert (id bigserial PRIMARY KEY, v text NOT NULL), in a
+// new schema scratch of the database at dbURL, and returns its qualified
+// name and drop, which drops the schema (whatever ctx has become by then).
+func ScratchTable(ctx context.Context, dbURL, scratch string) (table string, drop func(), err error) {
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connecting: %w", err)
+	}
+	closeAdmin := func() { admin.Close(context.WithoutCancel(ctx)) }
+	schema := pgx.Identifier{scratch}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		closeAdmin()
+		return "", nil, fmt.Errorf("creating the scratch schema: %w", err)
+	}
+	drop = func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE")
+		closeAdmin()
+	}
+	table = schema + ".bench_insert"
+	if _, err := admin.Exec(ctx, "CREATE TABLE "+table+" (id bigserial PRIMARY KEY, v text NOT NULL)"); err != nil {
+		drop()
+		return "", nil, fmt.Errorf("creating the table: %w", err)
+	}
+	return table, drop, nil
+}
+
 // InsertBaseline measures the rate of single-row INSERT transactions the
 // database at dbURL sustains from clients concurrent connections for d:
 // what a pgbench run of one prepared autocommit INSERT would report, from
@@ -23,31 +55,18 @@ import (
 // scratch schema created for the run and dropped after it, so the caller's
 // schemas are untouched; dbURL needs the CREATE privilege on its database.
 func InsertBaseline(ctx context.Context, dbURL string, clients int, d time.Duration) (Result, error) {
-	return insertBaseline(ctx, dbURL, "loadtest_"+randomID(6), clients, d)
+	return insertBaseline(ctx, dbURL, ScratchName(), clients, d)
 }
 
 // insertBaseline is InsertBaseline with the scratch schema's name chosen by
 // the caller (the tests, to check that this very schema is dropped while
 // other runs may be using schemas of their own).
 func insertBaseline(ctx context.Context, dbURL, scratch string, clients int, d time.Duration) (Result, error) {
-	admin, err := pgx.Connect(ctx, dbURL)
+	table, drop, err := ScratchTable(ctx, dbURL, scratch)
 	if err != nil {
-		return Result{}, fmt.Errorf("insert baseline: connecting: %w", err)
+		return Result{}, fmt.Errorf("insert baseline: %w", err)
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	schema := pgx.Identifier{scratch}.Sanitize()
-	table := schema + ".bench_insert"
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return Result{}, fmt.Errorf("insert baseline: creating the scratch schema: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE")
-	}()
-	if _, err := admin.Exec(ctx, "CREATE TABLE "+table+" (id bigserial PRIMARY KEY, v text NOT NULL)"); err != nil {
-		return Result{}, fmt.Errorf("insert baseline: creating the table: %w", err)
-	}
+	defer drop()
 
 	insert := "INSERT INTO " + table + " (v) VALUES ($1)"
 	conns := make([]*pgx.Conn, clients)

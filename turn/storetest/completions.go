@@ -27,10 +27,13 @@ func fingerprint(h [32]byte) string { return hex.EncodeToString(h[:4]) }
 
 // receiveCalls describes a new running turn like receive, with n calls.
 func receiveCalls(sid, tid, owner string, n int) turn.Receive {
-	r := receive(sid, tid, owner)
-	r.Turn.Calls = nil
-	for i := range n {
-		r.Turn.Calls = append(r.Turn.Calls, turn.Call{ID: fmt.Sprintf("%s-c%d", tid, i), Name: "approve", Arguments: json.RawMessage(`{}`)})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-c%d", tid, i)
+	}
+	r := receiveIDs(sid, tid, owner, ids...)
+	for i := range r.Turn.Calls {
+		r.Turn.Calls[i].Name = "approve"
 	}
 	return r
 }

@@ -83,7 +83,7 @@ func CheckRecord(r *turn.Record) error {
 	default:
 		err = checkLines(k, r.Lines)
 		if err == nil {
-			err = checkResultCalls(r.Turn.Calls, r.Results)
+			err = turn.CheckResultCalls(r.Turn.Calls, r.Results)
 		}
 		if err == nil {
 			err = checkOutputs(k, r.Outputs)
@@ -95,21 +95,6 @@ func CheckRecord(r *turn.Record) error {
 	if err != nil {
 		// The label is formatted only on error: this runs on every turn.
 		return fmt.Errorf("recording turn %s/%s: %w", k.SessionID, k.TurnID, err)
-	}
-	return nil
-}
-
-// checkResultCalls checks that every result is of a call of the turn: its
-// Index in range and its CallID that call's id (stores key results by call
-// id; see turn.Commit.Results).
-func checkResultCalls(calls []turn.Call, results []turn.Result) error {
-	for _, res := range results {
-		if res.Index < 0 || res.Index >= len(calls) {
-			return fmt.Errorf("result index %d is outside the turn's %d calls", res.Index, len(calls))
-		}
-		if id := calls[res.Index].ID; res.CallID != id {
-			return fmt.Errorf("result %d has call id %q, the turn's call %d has %q", res.Index, res.CallID, res.Index, id)
-		}
 	}
 	return nil
 }
