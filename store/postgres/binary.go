@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -70,61 +69,45 @@ func appendNull(b []byte) []byte { return binary.BigEndian.AppendUint32(b, math.
 // an error (a bug in the statement's arguments, or a statement whose
 // parameter types differ from what its arguments say).
 func appendBinaryParam(b []byte, oid uint32, v any) ([]byte, error) {
-	if arrayOID(v) != oid || oid == 0 {
-		return nil, fmt.Errorf("binary parameter: %T for type oid %d", v, oid)
-	}
+	var array uint32 // the array type v encodes as
 	switch v := v.(type) {
 	case []string:
-		return appendArray(b, oidText, v, func(s string) bool { return false }, appendText[string]), nil
+		array, b = oidTextArray, appendArray(b, oidText, v, func(s string) bool { return false }, appendText[string])
 	case []*string:
-		return appendArray(b, oidText, v, func(s *string) bool { return s == nil }, func(b []byte, s *string) []byte { return appendText(b, *s) }), nil
+		array, b = oidTextArray, appendArray(b, oidText, v, func(s *string) bool { return s == nil }, func(b []byte, s *string) []byte { return appendText(b, *s) })
 	case [][]byte:
-		return appendArray(b, oidBytea, v, func(s []byte) bool { return s == nil }, appendText[[]byte]), nil
+		array, b = oidByteaArray, appendArray(b, oidBytea, v, func(s []byte) bool { return s == nil }, appendText[[]byte])
 	case []int64:
-		return appendArray(b, oidInt8, v, func(int64) bool { return false }, func(b []byte, n int64) []byte {
+		array, b = oidInt8Array, appendArray(b, oidInt8, v, func(int64) bool { return false }, func(b []byte, n int64) []byte {
 			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(n))
-		}), nil
+		})
 	case []int32:
-		return appendArray(b, oidInt4, v, func(int32) bool { return false }, func(b []byte, n int32) []byte {
+		array, b = oidInt4Array, appendArray(b, oidInt4, v, func(int32) bool { return false }, func(b []byte, n int32) []byte {
 			return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(b, 4), uint32(n))
-		}), nil
+		})
 	case []bool:
-		return appendArray(b, oidBool, v, func(bool) bool { return false }, func(b []byte, t bool) []byte {
+		array, b = oidBoolArray, appendArray(b, oidBool, v, func(bool) bool { return false }, func(b []byte, t bool) []byte {
 			if t {
 				return append(binary.BigEndian.AppendUint32(b, 1), 1)
 			}
 			return append(binary.BigEndian.AppendUint32(b, 1), 0)
-		}), nil
+		})
 	case []pgtype.Timestamptz:
-		for _, t := range v {
-			if t.InfinityModifier != pgtype.Finite {
-				return nil, errors.New("binary parameter: infinite timestamptz")
+		if oid == oidTimestamptzArray {
+			for _, t := range v {
+				if t.InfinityModifier != pgtype.Finite {
+					return nil, errors.New("binary parameter: infinite timestamptz")
+				}
 			}
 		}
-		return appendArray(b, oidTimestamptz, v, func(t pgtype.Timestamptz) bool { return !t.Valid }, func(b []byte, t pgtype.Timestamptz) []byte {
-			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(unixMicro(t.Time)-y2k))
-		}), nil
+		array, b = oidTimestamptzArray, appendArray(b, oidTimestamptz, v, func(t pgtype.Timestamptz) bool { return !t.Valid }, func(b []byte, t pgtype.Timestamptz) []byte {
+			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(t.Time.UnixMicro()-y2k))
+		})
 	}
-	panic("unreachable: arrayOID knows no other type")
-}
-
-// arrayOID is the array type appendBinaryParam encodes v as, or 0.
-func arrayOID(v any) uint32 {
-	switch v.(type) {
-	case []string, []*string:
-		return oidTextArray
-	case [][]byte:
-		return oidByteaArray
-	case []int64:
-		return oidInt8Array
-	case []int32:
-		return oidInt4Array
-	case []bool:
-		return oidBoolArray
-	case []pgtype.Timestamptz:
-		return oidTimestamptzArray
+	if array == 0 || array != oid {
+		return nil, fmt.Errorf("binary parameter: %T for type oid %d", v, oid)
 	}
-	return 0
+	return b, nil
 }
 
 // appendArray appends the array of v, of elements of type elem, whose
@@ -150,10 +133,6 @@ func appendText[S string | []byte](b []byte, s S) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 	return append(b, s...)
 }
-
-// unixMicro is t in microseconds since the Unix epoch, rounded down (as
-// pgx encodes it).
-func unixMicro(t time.Time) int64 { return t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 }
 
 // binaryFormats holds format codes: every parameter and column in binary.
 var binaryFormats = func() []int16 {
