@@ -2,14 +2,17 @@ package postgres_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/loadtest"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/turn"
+	"github.com/turnd/turnd/turn/storetest"
 )
 
 // These benchmarks put the store's hot path next to the database's own
@@ -84,4 +87,77 @@ func BenchmarkTurn(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkRecordStatement runs recording statements (the group commit's,
+// see RecordTurn) of a fixed number of whole four-call turns, each of its
+// own session, one statement after another on an otherwise idle database.
+// A statement has a cost of its own besides its turns' rows (planning
+// nothing, it still starts an executor for every part, receives its
+// arrays, commits and flushes); the size 1 run shows it, the larger ones
+// how it spreads. Besides ns/op (one statement) it reports µs per turn and,
+// when the server runs on this machine, its CPU µs per turn (every server
+// process that pg_stat_activity lists):
+//
+//	go test -run '^$' -bench RecordStatement ./store/postgres/
+func BenchmarkRecordStatement(b *testing.B) {
+	for _, size := range []int{1, 4, 16, 32} {
+		b.Run(fmt.Sprintf("turns=%d", size), func(b *testing.B) {
+			s := pgtest.Store(b)
+			ctx := b.Context()
+			sessions := make([]string, size)
+			for i := range sessions {
+				sessions[i] = fmt.Sprintf("s%d", i)
+				if err := s.CreateSession(ctx, turn.Session{ID: sessions[i], CreatedAt: time.Now()}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := 0
+			batch := func() []turn.Record {
+				rs := make([]turn.Record, size)
+				for i := range rs {
+					n++
+					rs[i] = storetest.WholeTurn(sessions[i], fmt.Sprintf("t%d", n), 4)
+				}
+				return rs
+			}
+			record := func(rs []turn.Record) {
+				outcomes, err := s.RecordBatch(ctx, rs)
+				if err == nil {
+					err = errors.Join(outcomes...)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Warm up: the statement prepared on the connections, and the
+			// young tables past their first autovacuum and autoanalyze
+			// passes (each analysis replans the statement).
+			for warm := time.Now(); time.Since(warm) < time.Second; {
+				record(batch())
+			}
+			conn, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Release()
+			cpu0, cpuOK, err := loadtest.PostgresCPU(ctx, conn.Conn())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				b.StopTimer()
+				rs := batch()
+				b.StartTimer()
+				record(rs)
+			}
+			turns := float64(b.N * size)
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/turns, "µs/turn")
+			if cpuOK {
+				if cpu1, ok, err := loadtest.PostgresCPU(ctx, conn.Conn()); err == nil && ok {
+					b.ReportMetric(float64((cpu1-cpu0).Microseconds())/turns, "db-cpu-µs/turn")
+				}
+			}
+		})
+	}
 }

@@ -146,7 +146,7 @@ var binaryFormats = func() []int16 {
 // paramBufs recycles the parameter buffers of execBinary.
 var paramBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
-// execBinary runs p, prepared on a pool connection under name, with args
+// execBinary runs p, prepared on a group pool connection under name, with args
 // (in p's parameter order) encoded by appendBinaryParam, and hands each
 // result row's values, binary-encoded, to row (the values are valid only
 // during the call). columns is the number of columns the statement returns.
@@ -154,7 +154,7 @@ func (s *Store) execBinary(ctx context.Context, name string, p positional, args 
 	if len(args) > len(binaryFormats) || columns > len(binaryFormats) {
 		return fmt.Errorf("statement %s: %d parameters, %d columns: too many for execBinary", name, len(args), columns)
 	}
-	c, err := s.pool.Acquire(ctx)
+	c, err := s.groupPool.Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,29 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnd/turnd/turn"
+)
 
 // MigrateTo applies the migrations the database lacks up to version target,
 // to test upgrades from an older schema.
 func (s *Store) MigrateTo(ctx context.Context, target int) error { return s.migrate(ctx, target) }
+
+// RecordBatch runs one recording statement for rs, as the group commit
+// would for that batch, and returns each record's outcome.
+func (s *Store) RecordBatch(ctx context.Context, rs []turn.Record) ([]error, error) {
+	batch := make([]*recordCall, len(rs))
+	for i := range rs {
+		batch[i] = &recordCall{done: make(chan error, 1)}
+		if err := batch[i].rec.encode(&rs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s.execRecord(ctx, batch)
+}
+
+// GroupPool returns the pool of the group statements.
+func (s *Store) GroupPool() *pgxpool.Pool { return s.groupPool }

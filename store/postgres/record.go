@@ -93,7 +93,7 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 	if cids == nil {
 		cords, cids = []int64{}, []string{}
 	}
-	rows, err := s.pool.Query(ctx, sqlLookupTurns, sids, tids, cords, cids)
+	rows, err := s.groupPool.Query(ctx, sqlLookupTurns, sids, tids, cords, cids)
 	if err != nil {
 		return err
 	}
@@ -382,7 +382,7 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 		})
 	} else {
 		var rows pgx.Rows
-		if rows, err = s.pool.Query(ctx, stmt.sql, stmt.args(args)...); err != nil {
+		if rows, err = s.groupPool.Query(ctx, stmt.sql, stmt.args(args)...); err != nil {
 			return nil, err
 		}
 		var (

@@ -20,7 +20,8 @@ import (
 // the connection URL.
 type Options struct {
 	// MaxConns caps the pool's connections. Every in-flight store call holds
-	// one for a single round trip, so a few per core suffice.
+	// one for a single round trip, so a few per core suffice. The group
+	// statements have a pool of their own, of up to 2 × GroupStatements.
 	// Default: 4 × GOMAXPROCS, at least 8.
 	MaxConns int32
 	// MinConns connections are kept open even when idle. Default: 0.
@@ -90,6 +91,9 @@ func (o Options) validate() error {
 // Store is the PostgreSQL turn.Store. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// groupPool runs the group statements (group.go) on connections of
+	// their own, which use generic plans only (see genericPlans).
+	groupPool *pgxpool.Pool
 	// The statements that concurrent turns share (group.go).
 	lookups *group[*lookupCall]
 	records *group[*recordCall]
@@ -123,6 +127,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
 	}
+	groupCfg := cfg.Copy()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("opening postgres store", err)
@@ -131,7 +136,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store", err)
 	}
-	st := &Store{pool: pool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
+	// Each kind of group statement runs at most GroupStatements at a time.
+	groupCfg.MaxConns = int32(2 * opts.GroupStatements)
+	groupCfg.MinConns = 0
+	genericPlans(groupCfg)
+	groupPool, err := pgxpool.NewWithConfig(ctx, groupCfg)
+	if err != nil {
+		pool.Close()
+		return nil, wrap("opening postgres store", err)
+	}
+	st := &Store{pool: pool, groupPool: groupPool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }
@@ -141,8 +155,40 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // close it.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool, waiting for connections in use to be released.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the pools, waiting for connections in use to be released.
+func (s *Store) Close() {
+	s.groupPool.Close()
+	s.pool.Close()
+}
+
+// genericPlans makes cfg's connections plan their prepared statements once
+// (plan_cache_mode force_generic_plan), unless the connection string sets
+// plan_cache_mode itself. By default PostgreSQL plans a prepared statement
+// anew for its first five runs and then keeps doing so for as long as
+// those plans' estimates stay below the generic plan's. The group
+// statements take arrays, which a custom plan sizes from the values: a
+// connection that first ran batches of one turn, under a light load, went
+// on planning every statement (about a millisecond, several times what a
+// turn's rows cost) long after batches grew. Their generic plans probe
+// the same keys whatever the batch (a statement's LIMIT 1 subqueries are
+// written for it; see the recording statement). It is set after
+// connecting rather than as a startup parameter, which a connection
+// pooler may refuse.
+func genericPlans(cfg *pgxpool.Config) {
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; set {
+		return
+	}
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+		return err
+	}
+}
 
 // Ping checks that the database answers and that its schema is not behind
 // this binary (errors.Is(err, migrations.ErrSchemaBehind)): a server must not

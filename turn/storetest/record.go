@@ -271,3 +271,7 @@ func testRecordTurnConcurrent(t *testing.T, s turn.Store) {
 		}
 	}
 }
+
+// WholeTurn is a turn tid of session sid with n read calls, recorded whole
+// (see record): the fixture of the store benchmarks.
+func WholeTurn(sid, tid string, n int) turn.Record { return record(sid, tid, n) }
