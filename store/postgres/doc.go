@@ -43,7 +43,10 @@
 // (e.g. ?search_path=turnd in the URL); several turnd schemas can share one
 // database. Statements are prepared and cached per connection (pgx's
 // default), so a transaction-pooling proxy in front of PostgreSQL needs
-// prepared-statement support.
+// prepared-statement support; the group connections then also set
+// plan_cache_mode for their session, which such a proxy leaves on the
+// server connections it shares (set plan_cache_mode in the URL to keep
+// turnd from setting it).
 //
 // postgres may import turn, migrations, store/internal/codec and pgx; it
 // must not import api, dispatch internals or any HTTP package.

@@ -59,6 +59,21 @@ func TestGroupStatementsPlanOnce(t *testing.T) {
 	}
 }
 
+// TestGroupStatementsNoPlanCache: on a pool that does not prepare its
+// statements (as behind a transaction-pooling proxy) there is no plan to
+// cache, and the group connections are left as they are.
+func TestGroupStatementsNoPlanCache(t *testing.T) {
+	t.Parallel()
+	s := pgtest.StoreWith(t, postgres.Options{}, "default_query_exec_mode", "describe_exec")
+	var mode string
+	if err := s.GroupPool().QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "auto" {
+		t.Errorf("group pool plan_cache_mode %q with describe_exec, want auto", mode)
+	}
+}
+
 // TestGroupStatementsPlanCacheModeFromURL: a plan_cache_mode in the
 // connection string is left as it is (here PostgreSQL's default, under
 // which each of the first lone batches is planned for its values).

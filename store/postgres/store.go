@@ -173,9 +173,15 @@ func (s *Store) Close() {
 // the same keys whatever the batch (a statement's LIMIT 1 subqueries are
 // written for it; see the recording statement). It is set after
 // connecting rather than as a startup parameter, which a connection
-// pooler may refuse.
+// pooler may refuse; and only when the pool prepares its statements: in
+// the other modes (as behind a transaction-pooling proxy without
+// prepared statements) nothing is cached to plan, and a session setting
+// would outlive turnd's use of the proxy's server connection.
 func genericPlans(cfg *pgxpool.Config) {
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; set {
+		return
+	}
+	if cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return
 	}
 	after := cfg.AfterConnect
