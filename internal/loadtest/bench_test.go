@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/budget"
@@ -279,9 +280,16 @@ func observe(ctx context.Context, b *testing.B, admin *pgx.Conn, st *stack) obse
 	o.self, _ = loadtest.ProcessCPU(os.Getpid())
 	o.busy, o.total, _ = loadtest.MachineCPU()
 	o.store = st.timed.Snapshot()
-	s := st.store.Pool().Stat()
-	o.pool = &poolStat{acquires: s.AcquireCount(), emptyAcquires: s.EmptyAcquireCount(),
-		acquireTime: s.AcquireDuration(), emptyWait: s.EmptyAcquireWaitTime()}
+	// Both pools: the group statements (the hot path's records) have
+	// their own.
+	o.pool = &poolStat{}
+	for _, p := range []*pgxpool.Pool{st.store.Pool(), st.store.GroupPool()} {
+		s := p.Stat()
+		o.pool.acquires += s.AcquireCount()
+		o.pool.emptyAcquires += s.EmptyAcquireCount()
+		o.pool.acquireTime += s.AcquireDuration()
+		o.pool.emptyWait += s.EmptyAcquireWaitTime()
+	}
 	return o
 }
 

@@ -92,10 +92,10 @@ func BenchmarkTurn(b *testing.B) {
 // BenchmarkRecordStatement runs recording statements (the group commit's,
 // see RecordTurn) of a fixed number of whole four-call turns, each of its
 // own session, one statement after another on an otherwise idle database.
-// A statement has a cost of its own besides its turns' rows (planning
-// nothing, it still starts an executor for every part, receives its
+// A statement has a cost of its own besides its turns' rows (on its
+// generic plan it still starts an executor for every part, receives its
 // arrays, commits and flushes); the size 1 run shows it, the larger ones
-// how it spreads. Besides ns/op (one statement) it reports µs per turn and,
+// how it spreads. The time includes encoding the records in Go. Besides ns/op (one statement) it reports µs per turn and,
 // when the server runs on this machine, its CPU µs per turn (every server
 // process that pg_stat_activity lists):
 //
@@ -130,9 +130,11 @@ func BenchmarkRecordStatement(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			// Warm up: the statement prepared on the connections, and the
-			// young tables past their first autovacuum and autoanalyze
-			// passes (each analysis replans the statement).
+			// Warm up: the statement prepared on the connections and the
+			// tables past their first pages. Autovacuum may still visit
+			// them during the measurement (its workers' CPU then counts, or
+			// drops out when one exits between the readings), so compare
+			// several runs.
 			for warm := time.Now(); time.Since(warm) < time.Second; {
 				record(batch())
 			}

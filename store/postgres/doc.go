@@ -18,8 +18,9 @@
 // group): the lookups of waiting turns share one read, their records one
 // transaction, one commit and one WAL flush (group commit). A few
 // statements of each kind run at once; the next batches form meanwhile.
-// They run on a small pool of their own, whose connections plan a prepared
-// statement once whatever the batch's size (see genericPlans).
+// They run on a small pool of their own, whose connections use a prepared
+// statement's generic plan whatever the batch's size (see genericPlans for
+// when they leave PostgreSQL's choice alone).
 // Two records running at once never share a session, so they never wait
 // for each other's row locks.
 //

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/turnd/turnd/turn"
 )
 
@@ -24,6 +22,3 @@ func (s *Store) RecordBatch(ctx context.Context, rs []turn.Record) ([]error, err
 	}
 	return s.execRecord(ctx, batch)
 }
-
-// GroupPool returns the pool of the group statements.
-func (s *Store) GroupPool() *pgxpool.Pool { return s.groupPool }

@@ -128,7 +128,7 @@ func TestUnavailable(t *testing.T) {
 
 func TestOpenRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	for _, o := range []postgres.Options{{MaxConns: -1}, {MaxConns: 2, MinConns: 3}, {ConnectTimeout: -time.Second}, {GroupStatements: -1}} {
+	for _, o := range []postgres.Options{{MaxConns: -1}, {MaxConns: 2, MinConns: 3}, {ConnectTimeout: -time.Second}, {GroupStatements: -1}, {GroupStatements: 65}} {
 		if _, err := postgres.Open(t.Context(), "postgres://localhost/x", o); err == nil {
 			t.Errorf("Open accepted %+v", o)
 		}

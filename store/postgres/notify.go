@@ -130,7 +130,7 @@ func (o NotifierOptions) withDefaults() NotifierOptions {
 // own publications, which Listen skips (the publishing process already
 // woke its own waiters); ids never contain ' ' or '/'.
 //
-// Each listening replica holds one more server connection than its pool.
+// Each listening replica holds one more server connection than its pools.
 // LISTEN needs a session of its own: through a transaction-pooling proxy
 // (PgBouncer in transaction mode) it hears nothing, and waiters fall back
 // to their one-second poll.

@@ -12,25 +12,52 @@ import (
 	"github.com/turnd/turnd/turn/storetest"
 )
 
-// recordPlans records n turns of one call, one after another (each a
-// batch of its own, as under a light load), and counts the plans the group
-// connections made for the recording statements: custom (planned for the
-// values at hand) and generic (planned once).
-func recordPlans(t *testing.T, s *postgres.Store, n int) (custom, generic int64) {
+// planStore opens a store for these tests, with params added to its
+// connection string; the pool's health check, which takes idle connections
+// too, waits beyond the test. They count plans in pg_prepared_statements
+// (PostgreSQL 14 and later).
+func planStore(t *testing.T, params ...string) *postgres.Store {
+	t.Helper()
+	s := pgtest.StoreWith(t, postgres.Options{HealthCheckPeriod: time.Hour}, params...)
+	var version int
+	if err := s.Pool().QueryRow(t.Context(), "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skipf("PostgreSQL %d counts no plans in pg_prepared_statements", version)
+	}
+	return s
+}
+
+// lightLoad records n turns of one call and looks n turns up, one after
+// another (each a batch of its own, as under a light load).
+func lightLoad(t *testing.T, s *postgres.Store, n int) {
 	t.Helper()
 	ctx := t.Context()
 	if err := s.CreateSession(ctx, turn.Session{ID: "light", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := s.RecordTurn(ctx, storetest.WholeTurn("light", fmt.Sprintf("t%d", i), 1)); err != nil {
+		tid := fmt.Sprintf("t%d", i)
+		if _, err := s.LookupTurn(ctx, "light", tid, []string{tid + "-c0"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordTurn(ctx, storetest.WholeTurn("light", tid, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// groupPlans counts the plans the group connections made for the prepared
+// statements whose text starts with prefix: custom (planned for the values
+// at hand) and generic (planned once).
+func groupPlans(t *testing.T, s *postgres.Store, prefix string) (custom, generic int64) {
+	t.Helper()
+	ctx := t.Context()
 	for _, c := range s.GroupPool().AcquireAllIdle(ctx) {
 		var cu, ge int64
 		err := c.QueryRow(ctx, `SELECT coalesce(sum(custom_plans), 0), coalesce(sum(generic_plans), 0)
-FROM pg_prepared_statements WHERE name LIKE 'turnd_record_%'`).Scan(&cu, &ge)
+FROM pg_prepared_statements WHERE starts_with(statement, $1)`, prefix).Scan(&cu, &ge)
 		c.Release()
 		if err != nil {
 			t.Fatal(err)
@@ -40,15 +67,22 @@ FROM pg_prepared_statements WHERE name LIKE 'turnd_record_%'`).Scan(&cu, &ge)
 	return custom, generic
 }
 
-// TestGroupStatementsPlanOnce: the recording statement is planned once per
-// connection, not for each batch's values, however small the first batches
-// are; other statements keep PostgreSQL's default.
+const (
+	recordPrefix = "WITH answered AS"
+	lookupPrefix = "SELECT q.ord"
+)
+
+// TestGroupStatementsPlanOnce: the recording and lookup statements use
+// their generic plans, not plans for each batch's values, however small the
+// first batches are; other statements keep PostgreSQL's default.
 func TestGroupStatementsPlanOnce(t *testing.T) {
 	t.Parallel()
-	s := pgtest.Store(t)
-	custom, generic := recordPlans(t, s, 12)
-	if custom != 0 || generic != 12 {
-		t.Errorf("recording 12 turns one at a time: %d custom and %d generic plans, want 0 and 12", custom, generic)
+	s := planStore(t)
+	lightLoad(t, s, 12)
+	for _, st := range []struct{ what, prefix string }{{"recording", recordPrefix}, {"looking up", lookupPrefix}} {
+		if custom, generic := groupPlans(t, s, st.prefix); custom != 0 || generic != 12 {
+			t.Errorf("%s 12 turns one at a time: %d custom and %d generic plans, want 0 and 12", st.what, custom, generic)
+		}
 	}
 	var mode string
 	if err := s.Pool().QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode); err != nil {
@@ -64,7 +98,7 @@ func TestGroupStatementsPlanOnce(t *testing.T) {
 // cache, and the group connections are left as they are.
 func TestGroupStatementsNoPlanCache(t *testing.T) {
 	t.Parallel()
-	s := pgtest.StoreWith(t, postgres.Options{}, "default_query_exec_mode", "describe_exec")
+	s := planStore(t, "default_query_exec_mode", "describe_exec")
 	var mode string
 	if err := s.GroupPool().QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode); err != nil {
 		t.Fatal(err)
@@ -75,22 +109,28 @@ func TestGroupStatementsNoPlanCache(t *testing.T) {
 }
 
 // TestGroupStatementsPlanCacheModeFromURL: a plan_cache_mode in the
-// connection string is left as it is (here PostgreSQL's default, under
-// which each of the first lone batches is planned for its values).
+// connection string, as a parameter or in options, is left as it is (here
+// PostgreSQL's default, under which each of the first lone batches is
+// planned for its values).
 func TestGroupStatementsPlanCacheModeFromURL(t *testing.T) {
 	t.Parallel()
-	s := pgtest.StoreWith(t, postgres.Options{}, "plan_cache_mode", "auto")
-	custom, _ := recordPlans(t, s, 12)
-	if custom < 5 {
-		t.Errorf("with plan_cache_mode=auto: %d custom plans of 12 lone batches, want at least 5", custom)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	var mode string
-	if err := s.GroupPool().QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil {
-		t.Fatal(err)
-	}
-	if mode != "auto" {
-		t.Errorf("group pool plan_cache_mode %q, want auto from the URL", mode)
+	for _, params := range [][]string{{"plan_cache_mode", "auto"}, {"options", "-cplan_cache_mode=auto"}} {
+		t.Run(params[0], func(t *testing.T) {
+			t.Parallel()
+			s := planStore(t, params...)
+			lightLoad(t, s, 12)
+			if custom, _ := groupPlans(t, s, recordPrefix); custom < 5 {
+				t.Errorf("with %s: %d custom plans of 12 lone recordings, want at least 5", params, custom)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			var mode string
+			if err := s.GroupPool().QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil {
+				t.Fatal(err)
+			}
+			if mode != "auto" {
+				t.Errorf("group pool plan_cache_mode %q, want auto from the connection string", mode)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,9 +20,10 @@ import (
 // Options override the corresponding pool_* and connect_timeout parameters of
 // the connection URL.
 type Options struct {
-	// MaxConns caps the pool's connections. Every in-flight store call holds
-	// one for a single round trip, so a few per core suffice. The group
-	// statements have a pool of their own, of up to 2 × GroupStatements.
+	// MaxConns caps the main pool's connections. Every in-flight store call
+	// holds one for a single round trip, so a few per core suffice. The
+	// group statements have a pool of their own besides it, of up to
+	// 2 × GroupStatements connections (see GroupPool).
 	// Default: 4 × GOMAXPROCS, at least 8.
 	MaxConns int32
 	// MinConns connections are kept open even when idle. Default: 0.
@@ -44,7 +46,8 @@ type Options struct {
 	// group). Calls that arrive meanwhile wait and share the next
 	// statement: larger batches cost the database less per turn, and a
 	// second statement lets a large queue be written while the first waits
-	// for its WAL flush. Default: GOMAXPROCS / 2, at least 2.
+	// for its WAL flush. Default: GOMAXPROCS / 2, at least 2; at most
+	// maxGroupStatements.
 	GroupStatements int
 }
 
@@ -74,12 +77,16 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
+// maxGroupStatements bounds Options.GroupStatements (each may hold a
+// connection of the group pool).
+const maxGroupStatements = 64
+
 func (o Options) validate() error {
 	switch {
 	case o.MaxConns < 1:
 		return fmt.Errorf("MaxConns %d: must be at least 1", o.MaxConns)
-	case o.GroupStatements < 1:
-		return fmt.Errorf("GroupStatements %d: must be at least 1", o.GroupStatements)
+	case o.GroupStatements < 1 || o.GroupStatements > maxGroupStatements:
+		return fmt.Errorf("GroupStatements %d: must be 1 to %d", o.GroupStatements, maxGroupStatements)
 	case o.MinConns < 0 || o.MinConns > o.MaxConns:
 		return fmt.Errorf("MinConns %d: must be between 0 and MaxConns (%d)", o.MinConns, o.MaxConns)
 	case o.MaxConnLifetime < 0, o.MaxConnIdleTime < 0, o.HealthCheckPeriod < 0, o.ConnectTimeout < 0:
@@ -145,15 +152,27 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store", err)
 	}
+	// A connection of the group pool now, so that one it cannot open (its
+	// SET refused) fails the start rather than every turn.
+	if err := groupPool.Ping(ctx); err != nil {
+		groupPool.Close()
+		pool.Close()
+		return nil, wrap("opening postgres store: group statements' pool", err)
+	}
 	st := &Store{pool: pool, groupPool: groupPool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }
 
-// Pool returns the store's connection pool, for tests and tools that need
-// SQL of their own in the same database. The store keeps owning it: do not
-// close it.
+// Pool returns the store's main connection pool, for tests and tools that
+// need SQL of their own in the same database. The store keeps owning it: do
+// not close it.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// GroupPool returns the pool the group statements run on (see
+// genericPlans), for tests and tools that watch it (its Stat, say). The
+// store keeps owning it: do not close it, and do not run other SQL on it.
+func (s *Store) GroupPool() *pgxpool.Pool { return s.groupPool }
 
 // Close closes the pools, waiting for connections in use to be released.
 func (s *Store) Close() {
@@ -176,9 +195,15 @@ func (s *Store) Close() {
 // pooler may refuse; and only when the pool prepares its statements: in
 // the other modes (as behind a transaction-pooling proxy without
 // prepared statements) nothing is cached to plan, and a session setting
-// would outlive turnd's use of the proxy's server connection.
+// would outlive turnd's use of the proxy's server connection. A
+// plan_cache_mode in the connection string (as a parameter of its own or
+// in options) is left to rule; one set on the role or the database is
+// overridden.
 func genericPlans(cfg *pgxpool.Config) {
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; set {
+		return
+	}
+	if strings.Contains(cfg.ConnConfig.RuntimeParams["options"], "plan_cache_mode") {
 		return
 	}
 	if cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
@@ -196,9 +221,9 @@ func genericPlans(cfg *pgxpool.Config) {
 	}
 }
 
-// Ping checks that the database answers and that its schema is not behind
-// this binary (errors.Is(err, migrations.ErrSchemaBehind)): a server must not
-// serve on a schema that lacks what it needs. A newer schema is accepted —
+// Ping checks that the database answers, on both pools, and that its schema
+// is not behind this binary (errors.Is(err, migrations.ErrSchemaBehind)): a
+// server must not serve on a schema that lacks what it needs. A newer schema is accepted —
 // during a rolling upgrade old binaries keep serving while new ones migrate,
 // so migrations must stay compatible with the previous release.
 func (s *Store) Ping(ctx context.Context) error {
@@ -209,6 +234,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	if current < latest {
 		return fmt.Errorf("pinging postgres store: schema version %d, this binary needs %d (run turnd migrate): %w",
 			current, latest, migrations.ErrSchemaBehind)
+	}
+	if err := s.groupPool.Ping(ctx); err != nil {
+		return wrap("pinging postgres store: group statements' pool", err)
 	}
 	return nil
 }
