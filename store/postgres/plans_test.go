@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/turn"
@@ -67,6 +69,18 @@ FROM pg_prepared_statements WHERE starts_with(statement, $1)`, prefix).Scan(&cu,
 	return custom, generic
 }
 
+// planCacheMode is the plan_cache_mode of a connection of pool.
+func planCacheMode(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var mode string
+	if err := pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	return mode
+}
+
 const (
 	recordPrefix = "WITH answered AS"
 	lookupPrefix = "SELECT q.ord"
@@ -84,11 +98,7 @@ func TestGroupStatementsPlanOnce(t *testing.T) {
 			t.Errorf("%s 12 turns one at a time: %d custom and %d generic plans, want 0 and 12", st.what, custom, generic)
 		}
 	}
-	var mode string
-	if err := s.Pool().QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode); err != nil {
-		t.Fatal(err)
-	}
-	if mode != "auto" {
+	if mode := planCacheMode(t, s.Pool()); mode != "auto" {
 		t.Errorf("the main pool's plan_cache_mode is %q, want PostgreSQL's default (auto)", mode)
 	}
 }
@@ -99,11 +109,7 @@ func TestGroupStatementsPlanOnce(t *testing.T) {
 func TestGroupStatementsNoPlanCache(t *testing.T) {
 	t.Parallel()
 	s := planStore(t, "default_query_exec_mode", "describe_exec")
-	var mode string
-	if err := s.GroupPool().QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode); err != nil {
-		t.Fatal(err)
-	}
-	if mode != "auto" {
+	if mode := planCacheMode(t, s.GroupPool()); mode != "auto" {
 		t.Errorf("group pool plan_cache_mode %q with describe_exec, want auto", mode)
 	}
 }
@@ -122,13 +128,7 @@ func TestGroupStatementsPlanCacheModeFromURL(t *testing.T) {
 			if custom, _ := groupPlans(t, s, recordPrefix); custom < 5 {
 				t.Errorf("with %s: %d custom plans of 12 lone recordings, want at least 5", params, custom)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			var mode string
-			if err := s.GroupPool().QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil {
-				t.Fatal(err)
-			}
-			if mode != "auto" {
+			if mode := planCacheMode(t, s.GroupPool()); mode != "auto" {
 				t.Errorf("group pool plan_cache_mode %q, want auto from the connection string", mode)
 			}
 		})
