@@ -277,6 +277,10 @@ func (r Report) WriteMarkdownRow(w io.Writer) {
 	baseline, ratio := "—", "—"
 	if r.Baseline != nil {
 		baseline = fmt.Sprintf("%.0f", r.Baseline.PerSec)
+		if r.Baseline.Client != "" {
+			// pgbench drives more transactions than the Go loop: say whose.
+			baseline += " (" + r.Baseline.Client + ")"
+		}
 	}
 	if r.Ratio != nil {
 		ratio = fmt.Sprintf("%.3f", *r.Ratio)

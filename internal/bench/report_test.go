@@ -134,12 +134,12 @@ func TestReportMarkdownRow(t *testing.T) {
 		Turns:    TurnStats{PerSec: 585.31, Failed: 2},
 		Latency:  LatencyMS{P50: 50.68, P90: 75.2, P99: 125.3, Max: 250.1},
 		Server:   ServerInfo{RSSSource: "proc", IdleRSSBytes: 20 << 20, RSSBytes: 28 << 20},
-		Baseline: &BaselineInfo{PerSec: 9522.2},
+		Baseline: &BaselineInfo{PerSec: 9522.2, Client: BaselineClientPgbench},
 		Ratio:    &ratio,
 	}
 	var out bytes.Buffer
 	r.WriteMarkdownRow(&out)
-	want := "| a / b | postgres | 585.3 | 50.7 | 75.2 | 125.3 | 250.1 | 2 | 9522 | 0.062 | 20 → 28 |\n"
+	want := "| a / b | postgres | 585.3 | 50.7 | 75.2 | 125.3 | 250.1 | 2 | 9522 (pgbench) | 0.062 | 20 → 28 |\n"
 	if out.String() != want {
 		t.Errorf("row\n%s want\n%s", out.String(), want)
 	}
