@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -505,4 +506,100 @@ func TestBenchRunningTurnd(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBenchInterruptedRounds interrupts a run of three rounds (as Ctrl-C
+// would) once a round's load has begun: stopped in its second round, the
+// report covers the first, baseline and ratio included; stopped in its
+// first, it reports the load it ran, without a baseline.
+func TestBenchInterruptedRounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, when string
+		complete   int
+	}{
+		{"in the second round", "(round 2 of 3)", 1},
+		{"in the first round", "(round 1 of 3)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep, stderr := interruptBench(t, "load: ", tc.when, "--store", "sqlite", "--tools", "builtin",
+				"--concurrency", "4", "--calls", "2", "--rounds", "3", "--duration", "3s", "--baseline", "3s")
+			if rep.Turns.OK == 0 {
+				t.Fatalf("no turns reported: %+v\n%s", rep.Turns, stderr)
+			}
+			if tc.complete == 0 {
+				if rep.Baseline != nil || rep.Ratio != nil || rep.Rounds != nil || rep.BaselineNote == "" || rep.Note != "" {
+					t.Errorf("stopped in the first round: baseline %+v, ratio %v, rounds %v, notes %q %q",
+						rep.Baseline, rep.Ratio, rep.Rounds, rep.BaselineNote, rep.Note)
+				}
+				return
+			}
+			if rep.Baseline == nil || rep.Ratio == nil || len(rep.Rounds) != tc.complete {
+				t.Fatalf("stopped after %d rounds: baseline %+v, ratio %v, rounds %v, note %q\n%s",
+					tc.complete, rep.Baseline, rep.Ratio, rep.Rounds, rep.BaselineNote, stderr)
+			}
+			if !strings.Contains(rep.Note, "stopped in round 2 of 3") {
+				t.Errorf("note %q", rep.Note)
+			}
+			// The report is the first round's alone: its load and the
+			// baseline around it.
+			r := rep.Rounds[0]
+			if math.Abs(rep.Turns.PerSec-r.TurnsPerSec) > 0.01*r.TurnsPerSec || math.Abs(rep.Baseline.PerSec-r.BaselinePerSec) > 0.01*r.BaselinePerSec {
+				t.Errorf("turns %v/s and baseline %v/s, the round's %+v", rep.Turns.PerSec, rep.Baseline.PerSec, r)
+			}
+			if rep.Turns.ElapsedSeconds > 1.5 {
+				t.Errorf("the report's load lasted %vs; the first round's is 1s", rep.Turns.ElapsedSeconds)
+			}
+		})
+	}
+}
+
+// interruptBench runs `turnd bench --json ARGS`, sends it an interrupt once
+// a line of its log holds both prefix and when, and decodes its report. It
+// returns the report and the log.
+func interruptBench(t *testing.T, prefix, when string, args ...string) (bench.Report, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, turndBinary(t), append([]string{"bench", "--json", "--progress", "none"}, args...)...)
+	cmd.Env = childEnv()
+	var stdout syncBuffer
+	cmd.Stdout = &stdout
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	sc := bufio.NewScanner(pipe)
+	signalled := false
+	for sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		if !signalled && strings.Contains(line, prefix) && strings.Contains(line, when) {
+			signalled = true
+			time.Sleep(300 * time.Millisecond) // into the load
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err = cmd.Wait()
+	checkRaces(t, "turnd bench", log.String())
+	if !signalled {
+		t.Fatalf("no log line with %q and %q; exit %v\n%s", prefix, when, err, log.String())
+	}
+	if err == nil {
+		t.Errorf("an interrupted bench exited 0")
+	}
+	var rep bench.Report
+	dec := json.NewDecoder(strings.NewReader(stdout.String()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("decoding the report: %v\nstdout:\n%s\nlog:\n%s", err, stdout.String(), log.String())
+	}
+	return rep, log.String()
 }

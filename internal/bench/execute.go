@@ -316,13 +316,21 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		bases  []loadtest.Result
 		loads  []Load
 		runErr error
+		// complete counts the rounds run in full. A run stopped (by an
+		// interrupt, say) after some reports them alone; one stopped in
+		// its first round reports the load it ran, without a baseline.
+		complete int
 	)
 	for i := range n {
 		var before, after loadtest.Result
 		if runBaseline {
 			logf("baseline: single-row INSERT transactions from %d clients for %v%s", c.baselineClients(), baseSlice(2*i), roundName(i, n, "before the load"))
 			if before, err = baseline(baseSlice(2 * i)); err != nil {
-				return rep, err
+				if complete == 0 {
+					return rep, err
+				}
+				runErr = err
+				break
 			}
 		}
 		if i == 0 {
@@ -339,25 +347,34 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
 			return rep, runErr
 		}
-		if load.Result.Elapsed > 0 {
-			loads = append(loads, load)
+		if runErr == nil && runBaseline {
+			logf("baseline: %v more%s", baseSlice(2*i+1), roundName(i, n, "after the load"))
+			after, runErr = baseline(baseSlice(2*i + 1))
 		}
 		if runErr != nil {
-			if runBaseline {
-				rep.BaselineNote = "the run was interrupted before its baseline was complete"
+			if complete == 0 {
+				if load.Result.Elapsed > 0 {
+					loads = append(loads, load)
+				}
+				if runBaseline {
+					rep.BaselineNote = "the run stopped before its baseline was complete"
+				}
 			}
 			break
 		}
+		if load.Result.Elapsed > 0 {
+			loads = append(loads, load)
+		}
 		if runBaseline {
-			logf("baseline: %v more%s", baseSlice(2*i+1), roundName(i, n, "after the load"))
-			if after, err = baseline(baseSlice(2*i + 1)); err != nil {
-				return rep, err
-			}
 			bases = append(bases, before, after)
 			if n > 1 {
 				rep.Rounds = append(rep.Rounds, roundInfo(load.Result, loadtest.Combine(before, after)))
 			}
 		}
+		complete++
+	}
+	if runErr != nil && complete > 0 {
+		rep.Note = fmt.Sprintf("stopped in round %d of %d: the report covers the %d complete rounds", complete+1, n, complete)
 	}
 	load := combineLoads(loads)
 	var src string
@@ -366,7 +383,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		rep.Server.IdleRSSBytes = 0
 		rep.Server.RSSSource = src
 	}
-	if runBaseline && runErr == nil {
+	if runBaseline && (runErr == nil || complete > 0) {
 		b := loadtest.Combine(bases...)
 		kind := BaselinePostgres
 		if baselineDB == "" {

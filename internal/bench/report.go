@@ -36,6 +36,9 @@ type Report struct {
 	// Rounds are the rounds of a run of several (--rounds), each with its
 	// own baseline; absent for one round or without a baseline.
 	Rounds []RoundInfo `json:"rounds,omitempty"`
+	// Note says what the report leaves out: a run stopped after some of
+	// its rounds reports those alone.
+	Note string `json:"note,omitempty"`
 }
 
 // RoundInfo is one round of a run of several: its load and the baseline
@@ -251,6 +254,9 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	if r.Ratio != nil {
 		p("  ratio      %.3f (turns/s ÷ INSERT tx/s)", *r.Ratio)
+	}
+	if r.Note != "" {
+		p("  note       %s", r.Note)
 	}
 	if len(r.Rounds) > 0 {
 		rs, median := roundRatios(r.Rounds)
