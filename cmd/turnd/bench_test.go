@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -509,7 +510,7 @@ func TestBenchRunningTurnd(t *testing.T) {
 }
 
 // TestBenchInterruptedRounds interrupts a run of three rounds (as Ctrl-C
-// would) once a round's load has begun: stopped in its second round, the
+// would) once a round's load has answered a turn: stopped in its second round, the
 // report covers the first, baseline and ratio included; stopped in its
 // first, it reports the load it ran, without a baseline.
 func TestBenchInterruptedRounds(t *testing.T) {
@@ -523,7 +524,7 @@ func TestBenchInterruptedRounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep, stderr := interruptBench(t, "load: ", tc.when, "--store", "sqlite", "--tools", "builtin",
+			rep, stderr := interruptBench(t, tc.when, "--store", "sqlite", "--tools", "builtin",
 				"--concurrency", "4", "--calls", "2", "--rounds", "3", "--duration", "3s", "--baseline", "3s")
 			if rep.Turns.OK == 0 {
 				t.Fatalf("no turns reported: %+v\n%s", rep.Turns, stderr)
@@ -556,13 +557,13 @@ func TestBenchInterruptedRounds(t *testing.T) {
 }
 
 // interruptBench runs `turnd bench --json ARGS`, sends it an interrupt once
-// a line of its log holds both prefix and when, and decodes its report. It
-// returns the report and the log.
-func interruptBench(t *testing.T, prefix, when string, args ...string) (bench.Report, string) {
+// the load whose log line holds when has answered a turn (its progress bar
+// says so), and decodes its report. It returns the report and the log.
+func interruptBench(t *testing.T, when string, args ...string) (bench.Report, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, turndBinary(t), append([]string{"bench", "--json", "--progress", "none"}, args...)...)
+	cmd := exec.CommandContext(ctx, turndBinary(t), append([]string{"bench", "--json", "--progress", "bar"}, args...)...)
 	cmd.Env = childEnv()
 	var stdout syncBuffer
 	cmd.Stdout = &stdout
@@ -575,13 +576,26 @@ func interruptBench(t *testing.T, prefix, when string, args ...string) (bench.Re
 	}
 	var log strings.Builder
 	sc := bufio.NewScanner(pipe)
-	signalled := false
+	// The bar redraws its line after a carriage return.
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := bytes.IndexAny(data, "\r\n"); i >= 0 {
+			return i + 1, data[:i], nil
+		}
+		if atEOF && len(data) > 0 {
+			return len(data), data, nil
+		}
+		return 0, nil, nil
+	})
+	answered := regexp.MustCompile(`\s([1-9][0-9]*) ok\s`)
+	loading, signalled := false, false
 	for sc.Scan() {
 		line := sc.Text()
 		log.WriteString(line + "\n")
-		if !signalled && strings.Contains(line, prefix) && strings.Contains(line, when) {
+		switch {
+		case strings.Contains(line, "bench: load: ") && strings.Contains(line, when):
+			loading = true
+		case loading && !signalled && answered.MatchString(line):
 			signalled = true
-			time.Sleep(300 * time.Millisecond) // into the load
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
@@ -590,7 +604,7 @@ func interruptBench(t *testing.T, prefix, when string, args ...string) (bench.Re
 	err = cmd.Wait()
 	checkRaces(t, "turnd bench", log.String())
 	if !signalled {
-		t.Fatalf("no log line with %q and %q; exit %v\n%s", prefix, when, err, log.String())
+		t.Fatalf("no turn answered in the load %q; exit %v\n%s", when, err, log.String())
 	}
 	if err == nil {
 		t.Errorf("an interrupted bench exited 0")
