@@ -72,7 +72,7 @@ func (o Options) WithDefaults() Options {
 		o.ApplicationName = "turnd"
 	}
 	if o.GroupStatements == 0 {
-		o.GroupStatements = max(2, runtime.GOMAXPROCS(0)/2)
+		o.GroupStatements = min(maxGroupStatements, max(2, runtime.GOMAXPROCS(0)/2))
 	}
 	return o
 }

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/turnd/turnd/internal/pgtest"
@@ -33,4 +34,18 @@ func TestConformancePgxEncoding(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) turn.Store {
 		return pgtest.StoreWith(t, postgres.Options{}, "default_query_exec_mode", "describe_exec")
 	})
+}
+
+// TestDefaultGroupStatementsBounded: on a machine of many cores the default
+// stays within what Open accepts (not parallel: it sets GOMAXPROCS).
+func TestDefaultGroupStatementsBounded(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(512))
+	o := postgres.Options{}.WithDefaults()
+	if o.GroupStatements != 64 {
+		t.Errorf("GroupStatements on 512 cores: %d, want the cap of 64", o.GroupStatements)
+	}
+	runtime.GOMAXPROCS(1)
+	if o := (postgres.Options{}).WithDefaults(); o.GroupStatements != 2 {
+		t.Errorf("GroupStatements on 1 core: %d, want 2", o.GroupStatements)
+	}
 }
