@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -351,19 +350,15 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 			logf("baseline: %v more%s", baseSlice(2*i+1), roundName(i, n, "after the load"))
 			after, runErr = baseline(baseSlice(2*i + 1))
 		}
+		// A round stopped partway counts only when no round is complete.
+		if load.Result.Elapsed > 0 && (runErr == nil || complete == 0) {
+			loads = append(loads, load)
+		}
 		if runErr != nil {
-			if complete == 0 {
-				if load.Result.Elapsed > 0 {
-					loads = append(loads, load)
-				}
-				if runBaseline {
-					rep.BaselineNote = "the run stopped before its baseline was complete"
-				}
+			if complete == 0 && runBaseline {
+				rep.BaselineNote = "the run stopped before its baseline was complete"
 			}
 			break
-		}
-		if load.Result.Elapsed > 0 {
-			loads = append(loads, load)
 		}
 		if runBaseline {
 			bases = append(bases, before, after)
@@ -400,8 +395,6 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		if kind == BaselineSQLite {
 			rep.BaselineNote = "SQLite: INSERT transactions on a file beside turnd's, through one write connection as the embedded store writes"
 		}
-	} else {
-		rep.Rounds = nil
 	}
 
 	rep.fill(load, tools)
@@ -452,9 +445,10 @@ func (r *Report) fill(load Load, tools *ToolServer) {
 		calls, delivered, failed, _ := tools.Stats()
 		r.Tool = &ToolStats{Calls: calls, Delivered: delivered, DeliveryErrors: failed}
 	}
-	if r.Baseline != nil && r.Baseline.PerSec > 0 {
-		ratio := math.Round(r.Turns.PerSec/r.Baseline.PerSec*1e4) / 1e4
-		r.Ratio = &ratio
+	if r.Baseline != nil {
+		if x, ok := ratio(r.Turns.PerSec, r.Baseline.PerSec); ok {
+			r.Ratio = &x
+		}
 	}
 }
 

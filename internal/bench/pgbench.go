@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/turnd/turnd/internal/loadtest"
 )
 
@@ -119,8 +121,7 @@ func pgbenchDuration(d time.Duration) time.Duration {
 }
 
 // libpqKeywords are the connection parameters libpq takes in a URI's
-// query (up to PostgreSQL 18); pgx takes any other as a server setting,
-// which libpq refuses.
+// query (up to PostgreSQL 18); libpq refuses any other.
 var libpqKeywords = map[string]bool{
 	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true, "password": true,
 	"passfile": true, "require_auth": true, "channel_binding": true, "connect_timeout": true,
@@ -136,21 +137,12 @@ var libpqKeywords = map[string]bool{
 	"oauth_issuer": true, "oauth_client_id": true, "oauth_client_secret": true, "oauth_scope": true,
 }
 
-// pgxKeywords are parameters of pgx and pgxpool themselves, not server
-// settings: libpq knows nothing of them, and they are dropped.
-var pgxKeywords = map[string]bool{
-	"default_query_exec_mode": true, "statement_cache_capacity": true, "description_cache_capacity": true,
-	"krbspn": true, "min_read_buffer_size": true,
-	"pool_max_conns": true, "pool_min_conns": true, "pool_min_idle_conns": true, "pool_max_conn_lifetime": true,
-	"pool_max_conn_idle_time": true, "pool_health_check_period": true, "pool_max_conn_lifetime_jitter": true,
-}
-
 // libpqURL rewrites a PostgreSQL URL that pgx accepts into one that libpq
 // (pgbench) accepts, and takes its password out (for PGPASSWORD, off the
-// command line): pgx's own parameters go, and the other parameters that
-// are not libpq's (server settings such as search_path, which pgx sends at
-// connect) move into options as -c settings. A keyword/value connection
-// string is left as it is.
+// command line): the parameters that are not libpq's move into options as
+// -c settings when pgx sends them to the server at connect (search_path,
+// say), and go when they are pgx's own (pool_max_conns, say): pgx's
+// parser tells which. A keyword/value connection string is left as it is.
 func libpqURL(dbURL string) (conn, password string, err error) {
 	if !strings.HasPrefix(dbURL, "postgres://") && !strings.HasPrefix(dbURL, "postgresql://") {
 		return dbURL, "", nil
@@ -159,6 +151,11 @@ func libpqURL(dbURL string) (conn, password string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("database URL: %w", err)
 	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return "", "", errors.New("database URL: pgx cannot parse it")
+	}
+	serverSettings := cfg.ConnConfig.RuntimeParams
 	if u.User != nil {
 		if p, ok := u.User.Password(); ok {
 			password = p
@@ -172,10 +169,10 @@ func libpqURL(dbURL string) (conn, password string, err error) {
 	q.Del("password")
 	var settings []string
 	for k, vs := range q {
-		switch {
-		case libpqKeywords[k]:
+		if libpqKeywords[k] {
 			continue
-		case !pgxKeywords[k]:
+		}
+		if _, setting := serverSettings[k]; setting {
 			for _, v := range vs {
 				// In options, a space separates settings; a backslash
 				// escapes one.

@@ -107,7 +107,7 @@ func TestLibpqURL(t *testing.T) {
 		{"postgres://h/db?application_name=a%2Bb&x=1", "postgres://h/db?application_name=a%2Bb&options=-c%20x%3D1", ""},
 		// pgx's own parameters go; libpq's newer ones stay; a password in
 		// the query comes out too.
-		{"postgres://h/db?default_query_exec_mode=describe_exec&pool_max_conns=4&statement_cache_capacity=9&sslcertmode=allow&password=s%20cret",
+		{"postgres://h/db?default_query_exec_mode=describe_exec&pool_max_conns=4&pool_ping_timeout=1s&statement_cache_capacity=9&sslcertmode=allow&password=s%20cret",
 			"postgres://h/db?sslcertmode=allow", "s cret"},
 	}
 	for _, tt := range tests {

@@ -51,10 +51,17 @@ type RoundInfo struct {
 
 func roundInfo(load, baseline loadtest.Result) RoundInfo {
 	r := RoundInfo{TurnsPerSec: load.PerSec, BaselinePerSec: baseline.PerSec}
-	if baseline.PerSec > 0 {
-		r.Ratio = math.Round(load.PerSec/baseline.PerSec*1e4) / 1e4
-	}
+	r.Ratio, _ = ratio(load.PerSec, baseline.PerSec)
 	return r
+}
+
+// ratio is turns/s ÷ tx/s to four places; ok is false when the baseline
+// ran no transaction.
+func ratio(turns, tx float64) (r float64, ok bool) {
+	if tx <= 0 {
+		return 0, false
+	}
+	return math.Round(turns/tx*1e4) / 1e4, true
 }
 
 // roundRatios returns the rounds' ratios, lowest first, and their median.

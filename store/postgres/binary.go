@@ -72,32 +72,30 @@ func appendBinaryParam(b []byte, oid uint32, v any) ([]byte, error) {
 	var array uint32 // the array type v encodes as
 	switch v := v.(type) {
 	case []string:
-		array, b = oidTextArray, appendArray(b, oidText, v, func(s string) bool { return false }, appendText[string])
+		array, b = oidTextArray, appendArray(b, oidText, v, nil, appendText[string])
 	case []*string:
 		array, b = oidTextArray, appendArray(b, oidText, v, func(s *string) bool { return s == nil }, func(b []byte, s *string) []byte { return appendText(b, *s) })
 	case [][]byte:
 		array, b = oidByteaArray, appendArray(b, oidBytea, v, func(s []byte) bool { return s == nil }, appendText[[]byte])
 	case []int64:
-		array, b = oidInt8Array, appendArray(b, oidInt8, v, func(int64) bool { return false }, func(b []byte, n int64) []byte {
+		array, b = oidInt8Array, appendArray(b, oidInt8, v, nil, func(b []byte, n int64) []byte {
 			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(n))
 		})
 	case []int32:
-		array, b = oidInt4Array, appendArray(b, oidInt4, v, func(int32) bool { return false }, func(b []byte, n int32) []byte {
+		array, b = oidInt4Array, appendArray(b, oidInt4, v, nil, func(b []byte, n int32) []byte {
 			return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(b, 4), uint32(n))
 		})
 	case []bool:
-		array, b = oidBoolArray, appendArray(b, oidBool, v, func(bool) bool { return false }, func(b []byte, t bool) []byte {
+		array, b = oidBoolArray, appendArray(b, oidBool, v, nil, func(b []byte, t bool) []byte {
 			if t {
 				return append(binary.BigEndian.AppendUint32(b, 1), 1)
 			}
 			return append(binary.BigEndian.AppendUint32(b, 1), 0)
 		})
 	case []pgtype.Timestamptz:
-		if oid == oidTimestamptzArray {
-			for _, t := range v {
-				if t.InfinityModifier != pgtype.Finite {
-					return nil, errors.New("binary parameter: infinite timestamptz")
-				}
+		for _, t := range v {
+			if t.InfinityModifier != pgtype.Finite {
+				return nil, errors.New("binary parameter: infinite timestamptz")
 			}
 		}
 		array, b = oidTimestamptzArray, appendArray(b, oidTimestamptz, v, func(t pgtype.Timestamptz) bool { return !t.Valid }, func(b []byte, t pgtype.Timestamptz) []byte {
@@ -111,15 +109,16 @@ func appendBinaryParam(b []byte, oid uint32, v any) ([]byte, error) {
 }
 
 // appendArray appends the array of v, of elements of type elem, whose
-// element e is NULL when null(e) and is otherwise appended by each.
+// element e is NULL when null(e) (never when null is nil) and is otherwise
+// appended by each.
 func appendArray[E any](b []byte, elem uint32, v []E, null func(E) bool, each func([]byte, E) []byte) []byte {
 	hasNull := false
 	for _, e := range v {
-		hasNull = hasNull || null(e)
+		hasNull = hasNull || null != nil && null(e)
 	}
 	b = appendArrayHeader(b, elem, len(v), hasNull)
 	for _, e := range v {
-		if null(e) {
+		if hasNull && null(e) {
 			b = appendNull(b)
 			continue
 		}

@@ -48,7 +48,7 @@ const (
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
     ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
-        call_id = excluded.call_id, name = excluded.name, effect = excluded.effect,
+        name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
         error_message = excluded.error_message, truncated = excluded.truncated,
         original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,

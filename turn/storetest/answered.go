@@ -11,17 +11,6 @@ func testAnswered(t *testing.T, s turn.Store) {
 	// In session s1: t1 answers x and only starts y; t2 answers x again,
 	// later, and replays z; t4 answers w twice, the earlier-finished result
 	// under the higher index. In session s2, t3 answers z.
-	add := func(sid, tid string, rs ...turn.Result) {
-		t.Helper()
-		ids := make([]string, len(rs))
-		for _, r := range rs {
-			ids[r.Index] = r.CallID
-		}
-		mustReceive(t, s, receiveIDs(sid, tid, "owner-a", ids...))
-		c := commit(sid, tid, "owner-a")
-		c.Results = rs
-		must(t, "Commit "+sid+"/"+tid, s.Commit(ctx(t), c))
-	}
 	res := func(tid string, idx int, callID string, status turn.CallStatus, finished time.Duration) turn.Result {
 		r := result(tid, idx)
 		r.CallID, r.Status = callID, status
@@ -39,10 +28,10 @@ func testAnswered(t *testing.T, s turn.Store) {
 	wLate := res("t4", 0, "w", turn.CallFailed, 40*time.Second)
 	wLate.Error = &turn.CallError{Code: "boom", Message: "late"}
 	wEarly := res("t4", 1, "w", turn.CallPending, 30*time.Second)
-	add("s1", "t1", x1, y1)
-	add("s1", "t2", x2, z2)
-	add("s2", "t3", zOther)
-	add("s1", "t4", wLate, wEarly)
+	receiveAndCommit(t, s, "s1", "t1", x1, y1)
+	receiveAndCommit(t, s, "s1", "t2", x2, z2)
+	receiveAndCommit(t, s, "s2", "t3", zOther)
+	receiveAndCommit(t, s, "s1", "t4", wLate, wEarly)
 
 	got, err := s.Answered(ctx(t), "s1", []string{"x", "y", "z", "w", "unknown"})
 	must(t, "Answered", err)

@@ -48,19 +48,13 @@ func testLookupTurn(t *testing.T, s turn.Store) {
 	// t1 answers x and only starts y; t2 answers x again, later, and z as a
 	// replay (committed: RecordTurn refuses a turn with an answered call);
 	// another session answers w.
-	mustReceive(t, s, receiveIDs("s1", "t1", "owner-a", "x", "y"))
 	x1, y1 := result("t1", 0), result("t1", 1)
 	x1.CallID, y1.CallID, y1.Status = "x", "y", turn.CallStarted
-	c := commit("s1", "t1", "owner-a")
-	c.Results = []turn.Result{x1, y1}
-	must(t, "Commit t1", s.Commit(ctx(t), c))
-	mustReceive(t, s, receiveIDs("s1", "t2", "owner-a", "x", "z"))
+	receiveAndCommit(t, s, "s1", "t1", x1, y1)
 	x2, z2 := result("t2", 0), result("t2", 1)
 	x2.CallID, x2.FinishedAt = "x", base.Add(time.Hour)
 	z2.CallID, z2.ReplayedFrom = "z", "t0"
-	c = commit("s1", "t2", "owner-a")
-	c.Results = []turn.Result{x2, z2}
-	must(t, "Commit t2", s.Commit(ctx(t), c))
+	receiveAndCommit(t, s, "s1", "t2", x2, z2)
 	w := withCalls("s2", "t3", "w")
 	must(t, "CreateSession s2", s.CreateSession(ctx(t), session("s2")))
 	must(t, "RecordTurn s2/t3", s.RecordTurn(ctx(t), w))

@@ -31,7 +31,6 @@ func testRecordTurnCallsAnswered(t *testing.T, s turn.Store) {
 	must(t, "CreateSession s2", s.CreateSession(ctx(t), session("s2")))
 	// t0 (received, committed): x answered, y only started, z a replay,
 	// p pending. t1 (recorded whole): a and b answered.
-	mustReceive(t, s, receiveIDs("s1", "t0", "owner-a", "x", "y", "z", "p"))
 	res := func(idx int, id string, status turn.CallStatus) turn.Result {
 		r := result("t0", idx)
 		r.CallID, r.Status = id, status
@@ -39,9 +38,7 @@ func testRecordTurnCallsAnswered(t *testing.T, s turn.Store) {
 	}
 	x, y, z, p := res(0, "x", turn.CallOK), res(1, "y", turn.CallStarted), res(2, "z", turn.CallOK), res(3, "p", turn.CallPending)
 	y.FinishedAt, z.ReplayedFrom = time.Time{}, "t-1"
-	c := commit("s1", "t0", "owner-a")
-	c.Results = []turn.Result{x, y, z, p}
-	must(t, "Commit t0", s.Commit(ctx(t), c))
+	receiveAndCommit(t, s, "s1", "t0", x, y, z, p)
 	must(t, "RecordTurn t1", s.RecordTurn(ctx(t), withCalls("s1", "t1", "a", "b")))
 	before := readLedger(t, s, "s1", 100)
 

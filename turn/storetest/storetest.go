@@ -271,6 +271,20 @@ func receiveIDs(sid, tid, owner string, ids ...string) turn.Receive {
 	return r
 }
 
+// receiveAndCommit receives turn tid of session sid (owner-a) with the
+// calls that rs answer, rs[i] the result of call rs[i].Index, and commits rs.
+func receiveAndCommit(t *testing.T, s turn.Store, sid, tid string, rs ...turn.Result) {
+	t.Helper()
+	ids := make([]string, len(rs))
+	for _, r := range rs {
+		ids[r.Index] = r.CallID
+	}
+	mustReceive(t, s, receiveIDs(sid, tid, "owner-a", ids...))
+	c := commit(sid, tid, "owner-a")
+	c.Results = rs
+	must(t, "Commit "+sid+"/"+tid, s.Commit(ctx(t), c))
+}
+
 // mustReceive records r and returns the turn_received line's seq.
 func mustReceive(t *testing.T, s turn.Store, r turn.Receive) int64 {
 	t.Helper()
