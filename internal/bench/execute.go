@@ -114,7 +114,7 @@ func (c Config) Validate() error {
 	switch c.BaselineClient {
 	case "", BaselineClientAuto, BaselineClientGo:
 	case BaselineClientPgbench:
-		if _, ok := PgbenchPath(); !ok && c.Pgbench == "" {
+		if _, ok := c.pgbench(); !ok {
 			bad("baseline-client pgbench: no pgbench beside the PostgreSQL server binaries nor on the PATH (install PostgreSQL's client programs, or use --baseline-client go)")
 		}
 	default:
@@ -145,6 +145,15 @@ func (c Config) Validate() error {
 const maxRounds = 100
 
 func (c Config) rounds() int { return max(1, c.Rounds) }
+
+// pgbench returns the pgbench the baseline may run: --pgbench, else the one
+// PgbenchPath finds.
+func (c Config) pgbench() (string, bool) {
+	if c.Pgbench != "" {
+		return c.Pgbench, true
+	}
+	return PgbenchPath()
+}
 
 func (c Config) baselineClients() int {
 	switch {
@@ -252,10 +261,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 	rep.Target.URL = target.URL
 
-	pgbench, havePgbench := c.Pgbench, c.Pgbench != ""
-	if !havePgbench {
-		pgbench, havePgbench = PgbenchPath()
-	}
+	pgbench, havePgbench := c.pgbench()
 	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
 	measured := 0 // baseline slices measured
 	baseline := func(d time.Duration) (loadtest.Result, error) {
