@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +299,40 @@ func checkReport(t *testing.T, rep bench.Report, turns, calls int, store, baseli
 	if want := tu.PerSec / b.PerSec; math.Abs(*rep.Ratio-want) > 0.001*want+1e-4 {
 		t.Errorf("ratio %v, want turns/s ÷ tx/s = %v", *rep.Ratio, want)
 	}
+	// Where the time went: turnd's process (the bench started it) and,
+	// on PostgreSQL (a server on this machine), the server's.
+	checkCPU(t, "load", rep.CPU, true, store == "postgres")
+	checkCPU(t, "baseline", b.CPU, true, store == "postgres")
+}
+
+// checkCPU checks a CPU split: there (on Linux), with turnd's and
+// PostgreSQL's parts as wanted, its parts adding up to its total.
+func checkCPU(t *testing.T, what string, s *bench.CPUSplit, turnd, postgres bool) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	if s == nil {
+		t.Errorf("%s: no CPU split", what)
+		return
+	}
+	if (s.TurndUS != nil) != turnd || (s.PostgresUS != nil) != postgres {
+		t.Errorf("%s: CPU split %+v: turnd's part known %v, PostgreSQL's %v; want %v and %v", what, s, s.TurndUS != nil, s.PostgresUS != nil, turnd, postgres)
+	}
+	sum := s.ClientUS + s.OtherUS + s.IdleUS
+	for _, p := range []*float64{s.TurndUS, s.PostgresUS} {
+		if p != nil {
+			sum += *p
+			if *p < 0 {
+				t.Errorf("%s: CPU split %+v has a negative part", what, s)
+			}
+		}
+	}
+	// The parts are read from /proc to 10ms, at moments a little apart:
+	// on a short run they add up to the total within a few ticks.
+	if s.TotalUS <= 0 || s.ClientUS < 0 || s.OtherUS < 0 || s.IdleUS < 0 || math.Abs(sum-s.TotalUS) > 0.1*s.TotalUS+50 {
+		t.Errorf("%s: CPU split %+v: parts add up to %.1f", what, s, sum)
+	}
 }
 
 func TestBenchSQLite(t *testing.T) {
@@ -368,8 +403,11 @@ func TestBenchPostgres(t *testing.T) {
 		env: []string{"DATABASE_URL=" + url}})
 	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "30", "--concurrency", "3", "--baseline", "1s")
 	if rep.Turns.OK != 30 || rep.Baseline == nil || rep.Baseline.Kind != bench.BaselinePostgres || rep.Baseline.Clients != 3 || rep.Ratio == nil {
-		t.Errorf("turns %+v, baseline %+v, ratio %v, note %q", rep.Turns, rep.Baseline, rep.Ratio, rep.BaselineNote)
+		t.Fatalf("turns %+v, baseline %+v, ratio %v, note %q", rep.Turns, rep.Baseline, rep.Ratio, rep.BaselineNote)
 	}
+	// Not the bench's turnd: its CPU is in "other".
+	checkCPU(t, "load of a running turnd", rep.CPU, false, true)
+	checkCPU(t, "baseline of a running turnd", rep.Baseline.CPU, false, true)
 
 	// The bench's own loop on request.
 	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "10", "--concurrency", "3",

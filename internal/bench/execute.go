@@ -261,10 +261,24 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 	rep.Target.URL = target.URL
 
+	serverPID := 0
+	if server != nil {
+		serverPID = server.PID()
+	}
+	meter := newCPUMeter(ctx, serverPID, baselineDB)
+	// The CPU of the windows measured, by round (see cpu.go): a round's
+	// counts join the report's when the round does.
+	var loadCPU, baseCPU, roundLoadCPU, roundBaseCPU cpuTally
+	var windowOpen, windowClosed cpuReading
+	target.OnWindow = func() func() {
+		windowOpen = meter.read()
+		return func() { windowClosed = meter.read() }
+	}
+
 	pgbench, havePgbench := c.pgbench()
 	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
 	measured := 0 // baseline slices measured
-	baseline := func(d time.Duration) (loadtest.Result, error) {
+	inserts := func(d time.Duration) (loadtest.Result, error) {
 		defer func() { measured++ }()
 		switch {
 		case usePgbench:
@@ -283,11 +297,22 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		}
 		return SQLiteBaseline(ctx, sqliteDir, c.baselineClients(), d)
 	}
-	runBaseline := c.Baseline > 0 && (baselineDB != "" || sqliteDir != "")
+	// A slice of baseline, its CPU counted in the round's. (The slice's
+	// setup counts too: a scratch table, pgbench's start and connections,
+	// a few percent of a second.)
+	baseline := func(d time.Duration) (loadtest.Result, error) {
+		before := meter.read()
+		r, err := inserts(d)
+		if err == nil {
+			roundBaseCPU.add(before, meter.read(), r.Ops)
+		}
+		return r, err
+	}
+	withBaseline := c.Baseline > 0 && (baselineDB != "" || sqliteDir != "")
 	switch {
 	case c.Baseline == 0:
 		rep.BaselineNote = "skipped (--baseline 0)"
-	case !runBaseline:
+	case !withBaseline:
 		rep.BaselineNote = "turnd's database is not known to the bench: give --baseline-database-url (the PostgreSQL turnd uses) to measure the INSERT baseline"
 	}
 	rss := func() (cur, peak int64, src string) {
@@ -328,7 +353,8 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	)
 	for i := range n {
 		var before, after loadtest.Result
-		if runBaseline {
+		roundBaseCPU = cpuTally{}
+		if withBaseline {
 			logf("baseline: single-row INSERT transactions from %d clients for %v%s", c.baselineClients(), baseSlice(2*i), roundName(i, n, "before the load"))
 			if before, err = baseline(baseSlice(2 * i)); err != nil {
 				if complete == 0 {
@@ -348,26 +374,33 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		}
 		logf("load: %s%s", describe(w), roundName(i, n, ""))
 		var load Load
+		windowOpen, windowClosed = cpuReading{}, cpuReading{}
 		load, runErr = Run(ctx, target, w, progressPrinter(c, stderr), c.ProgressEvery)
+		if load.Result.Elapsed > 0 {
+			roundLoadCPU.add(windowOpen, windowClosed, load.Result.Ops)
+		}
 		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
 			return rep, runErr
 		}
-		if runErr == nil && runBaseline {
+		if runErr == nil && withBaseline {
 			logf("baseline: %v more%s", baseSlice(2*i+1), roundName(i, n, "after the load"))
 			after, runErr = baseline(baseSlice(2*i + 1))
 		}
 		// A round stopped partway counts only when no round is complete.
 		if load.Result.Elapsed > 0 && (runErr == nil || complete == 0) {
 			loads = append(loads, load)
+			loadCPU.merge(roundLoadCPU)
 		}
+		roundLoadCPU = cpuTally{}
 		if runErr != nil {
-			if complete == 0 && runBaseline {
+			if complete == 0 && withBaseline {
 				rep.BaselineNote = "the run stopped before its baseline was complete"
 			}
 			break
 		}
-		if runBaseline {
+		if withBaseline {
 			bases = append(bases, before, after)
+			baseCPU.merge(roundBaseCPU)
 			if n > 1 {
 				rep.Rounds = append(rep.Rounds, roundInfo(load.Result, loadtest.Combine(before, after)))
 			}
@@ -384,7 +417,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		rep.Server.IdleRSSBytes = 0
 		rep.Server.RSSSource = src
 	}
-	if runBaseline && (runErr == nil || complete > 0) {
+	if withBaseline && (runErr == nil || complete > 0) {
 		b := loadtest.Combine(bases...)
 		kind := BaselinePostgres
 		if baselineDB == "" {
@@ -397,6 +430,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		rep.Baseline = &BaselineInfo{
 			Kind: kind, Client: client, Clients: c.baselineClients(), Transactions: b.Ops, Errors: b.Errors,
 			ElapsedSeconds: b.Elapsed.Seconds(), PerSec: b.PerSec, Latency: latencyMS(b),
+			CPU: baseCPU.split(),
 		}
 		if kind == BaselineSQLite {
 			rep.BaselineNote = "SQLite: INSERT transactions on a file beside turnd's, through one write connection as the embedded store writes"
@@ -404,6 +438,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 
 	rep.fill(load, tools)
+	rep.CPU = loadCPU.split()
 	if tools != nil {
 		_, _, _, first := tools.Stats()
 		if first != nil && rep.FirstError == "" {

@@ -33,6 +33,9 @@ type Report struct {
 	BaselineNote string        `json:"baseline_note,omitempty"`
 	// Ratio is turns.per_sec / baseline.per_sec, null without a baseline.
 	Ratio *float64 `json:"ratio"`
+	// CPU is where the machine's time went over the load's windows, per
+	// completed turn (see CPUSplit); null without /proc.
+	CPU *CPUSplit `json:"cpu"`
 	// Rounds are the rounds of a run of several (--rounds), each with its
 	// own baseline; absent for one round or without a baseline.
 	Rounds []RoundInfo `json:"rounds,omitempty"`
@@ -211,6 +214,9 @@ type BaselineInfo struct {
 	ElapsedSeconds float64   `json:"elapsed_s"`
 	PerSec         float64   `json:"per_sec"`
 	Latency        LatencyMS `json:"latency_ms"`
+	// CPU is where the machine's time went over the baseline's slices,
+	// per transaction; null without /proc.
+	CPU *CPUSplit `json:"cpu"`
 }
 
 // WriteText writes r for people.
@@ -253,9 +259,19 @@ func (r Report) WriteText(w io.Writer) {
 	default:
 		p("  server RSS unknown (turnd was not started by the bench and serves no /metrics)")
 	}
+	if r.CPU != nil {
+		p("  cpu/turn   %s", r.CPU.text("bench"))
+	}
 	if b := r.Baseline; b != nil {
 		p("  baseline   %s (%s): %d single-row INSERT transactions from %d clients in %.2fs: %.1f tx/s, p50 %.2fms p99 %.2fms",
 			b.Kind, b.Client, b.Transactions, b.Clients, b.ElapsedSeconds, b.PerSec, b.Latency.P50, b.Latency.P99)
+		if b.CPU != nil {
+			client := "bench's loop"
+			if b.Client == BaselineClientPgbench {
+				client = "pgbench"
+			}
+			p("  cpu/tx     %s", b.CPU.text(client))
+		}
 	} else {
 		p("  baseline   none: %s", r.BaselineNote)
 	}

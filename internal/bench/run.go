@@ -28,6 +28,9 @@ type Target struct {
 	URL string
 	// Token is a bearer token for the API; empty sends none.
 	Token string
+	// OnWindow, when set, is called as the measured window opens (after
+	// the warm-up); the function it returns, as the window closes.
+	OnWindow func() (closed func())
 }
 
 // Snapshot is the state of a run, handed to the progress callback.
@@ -104,6 +107,8 @@ type runner struct {
 	reads, writes, defs  atomic.Int64
 	truncated            atomic.Int64
 
+	onWindow func() func()
+
 	mu       sync.Mutex
 	lat      []time.Duration
 	errs     map[string]int
@@ -121,7 +126,7 @@ func newRunner(t Target, w Workload) (*runner, error) {
 		DisableCompression:  true,
 	}
 	r := &runner{
-		w: w, base: base, token: t.Token, transport: tr,
+		w: w, base: base, token: t.Token, transport: tr, onWindow: t.OnWindow,
 		client: &http.Client{Transport: tr, Timeout: time.Duration(w.waitSeconds()+60) * time.Second},
 		prefix: "/v1/sessions/bench-" + randomID(4) + "-",
 		errs:   map[string]int{},
@@ -185,6 +190,10 @@ func (r *runner) run(ctx context.Context, progress func(Snapshot), interval time
 	}
 	nextSession := warm
 
+	var windowClosed func()
+	if r.onWindow != nil {
+		windowClosed = r.onWindow()
+	}
 	t0 := time.Now()
 	var stopProgress func()
 	if progress != nil {
@@ -240,6 +249,9 @@ func (r *runner) run(ctx context.Context, progress func(Snapshot), interval time
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
+	if windowClosed != nil {
+		windowClosed()
+	}
 	if stopProgress != nil {
 		stopProgress()
 	}

@@ -6,3 +6,6 @@ var InsertBaselineIn = insertBaseline
 
 // RandomID is the package's random hex id.
 var RandomID = randomID
+
+// ParseProcStat parses a /proc/<pid>/stat line.
+var ParseProcStat = parseProcStat

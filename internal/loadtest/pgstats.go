@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -102,4 +103,34 @@ func PostgresCPU(ctx context.Context, conn *pgx.Conn) (cpu time.Duration, ok boo
 		ok = true
 	}
 	return cpu, ok, nil
+}
+
+// Postmaster returns the pid of the PostgreSQL server conn is connected to
+// (its postmaster, the parent of every server process) when that server
+// runs on this machine: the parent of conn's backend, both named postgres
+// in /proc. ok is false when the server is elsewhere (or /proc is not
+// readable).
+func Postmaster(ctx context.Context, conn *pgx.Conn) (pid int, ok bool, err error) {
+	var backend int32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return 0, false, fmt.Errorf("reading the backend's pid: %w", err)
+	}
+	// A pid that exists here may be another process's when the server is
+	// elsewhere: both must be PostgreSQL's.
+	if !isPostgres(int(backend)) {
+		return 0, false, nil
+	}
+	t, err := ReadProcessTimes(int(backend))
+	if err != nil || !isPostgres(t.Parent) {
+		return 0, false, nil
+	}
+	return t.Parent, true, nil
+}
+
+// isPostgres reports whether process pid runs PostgreSQL's server binary
+// (whose processes keep its name as their command, whatever title they
+// set).
+func isPostgres(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return err == nil && (string(bytes.TrimSpace(b)) == "postgres" || string(bytes.TrimSpace(b)) == "postmaster")
 }

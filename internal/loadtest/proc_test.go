@@ -1,0 +1,194 @@
+package loadtest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turnd/turnd/internal/loadtest"
+)
+
+func TestParseProcStat(t *testing.T) {
+	t.Parallel()
+	// Fields after the command: state, ppid, pgrp, session, tty, tpgid,
+	// flags, minflt, cminflt, majflt, cmajflt, utime, stime, cutime,
+	// cstime, and more.
+	tail := " S 77 1 1 0 -1 4194560 100 0 0 0 250 50 1200 300 20 0 1 0 5 1000 10"
+	for _, tc := range []struct {
+		name, line string
+		want       loadtest.ProcessTimes
+	}{
+		{"plain", "123 (turnd)" + tail, loadtest.ProcessTimes{Self: 3 * time.Second, Children: 15 * time.Second, Parent: 77}},
+		{"a command with spaces and parentheses", "123 (a (b) c)" + tail, loadtest.ProcessTimes{Self: 3 * time.Second, Children: 15 * time.Second, Parent: 77}},
+	} {
+		got, err := loadtest.ParseProcStat([]byte(tc.line))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{
+		"",
+		"123 turnd S 77",
+		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 250",                // cut short
+		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 x 50 1200 300 20",   // utime not a number
+		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 250 50 -1 300 20",   // negative cutime
+		"123 (turnd) S pp 1 1 0 -1 4194560 100 0 0 0 250 50 1200 300 20", // ppid not a number
+	} {
+		if got, err := loadtest.ParseProcStat([]byte(bad)); err == nil {
+			t.Errorf("ParseProcStat(%q) = %+v, want an error", bad, got)
+		}
+	}
+}
+
+// TestTreeCPUKeepsExitedChildren: a child's CPU counts in its parent's
+// tree while it runs and, once waited for, through the parent's children
+// time: the tree's total does not drop when a child exits.
+func TestTreeCPUKeepsExitedChildren(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	self, err := loadtest.ReadProcessTimes(os.Getpid())
+	if err != nil || self.Parent <= 0 {
+		t.Fatalf("ReadProcessTimes(self) = %+v, %v", self, err)
+	}
+	// A child that spends about 300ms of CPU, then waits to be told to go.
+	child := exec.Command("sh", "-c", `i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; read line`)
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	// Wait until its loop is done: its CPU stops growing.
+	var running loadtest.ProcessTimes
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ct, err := loadtest.ReadProcessTimes(child.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll of /proc, not a wait for concurrency
+		again, err := loadtest.ReadProcessTimes(child.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Self == ct.Self && ct.Self > 0 {
+			running = again
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child's CPU kept growing: %v", again.Self)
+		}
+	}
+	if running.Parent != os.Getpid() {
+		t.Fatalf("the child's parent is %d, want %d", running.Parent, os.Getpid())
+	}
+	live, err := loadtest.TreeCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine, _ := loadtest.ReadProcessTimes(os.Getpid()); live < mine.Self+mine.Children+running.Self {
+		t.Errorf("tree %v with a live child, less than this process %v plus the child %v", live, mine.Self+mine.Children, running.Self)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := loadtest.ReadProcessTimes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Children - self.Children; got < running.Self {
+		t.Errorf("children time grew by %v once the child was waited for, less than its %v", got, running.Self)
+	}
+	exited, err := loadtest.TreeCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own threads kept running in between: the tree only grows.
+	if exited < live {
+		t.Errorf("tree %v after the child exited, less than %v while it ran", exited, live)
+	}
+	if _, err := loadtest.TreeCPU(1 << 30); err == nil {
+		t.Error("TreeCPU of a pid that does not exist: no error")
+	}
+}
+
+// TestPostmaster finds the local PostgreSQL server's postmaster, whose tree
+// keeps a backend's CPU after the backend exits.
+func TestPostmaster(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		t.Skip("DATABASE_URL is not set")
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	pm, ok, err := loadtest.Postmaster(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Skip("the PostgreSQL server of DATABASE_URL is not on this machine")
+	}
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pm) + "/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		t.Errorf("postmaster %d runs %q (%v)", pm, comm, err)
+	}
+	before, err := loadtest.TreeCPU(pm)
+	if err != nil || before <= 0 {
+		t.Fatalf("TreeCPU(postmaster) = %v, %v", before, err)
+	}
+	// A backend of its own burns CPU, then goes.
+	busy, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend int32
+	if err := busy.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := busy.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	spent, err := loadtest.ProcessCPU(int(backend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy.Close(ctx)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(int(backend))); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the backend did not exit")
+		}
+	}
+	after, err := loadtest.TreeCPU(pm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < spent {
+		t.Errorf("the postmaster's tree grew by %v, less than the %v of a backend that exited", after-before, spent)
+	}
+}
