@@ -25,8 +25,12 @@ import (
 
 // CPUSplit is the machine's CPU time over the measured windows, per op (a
 // completed turn, or a baseline transaction), in microseconds, by who
-// spent it. Total is every core's time, busy or idle: cores ÷ ops/s. The
-// parts add up to it, within the 10ms resolution of /proc.
+// spent it. Total is every core's time, busy or idle: about cores ÷ ops/s.
+// The parts add up to about the total: each is read to 10ms, at moments a
+// little apart, and the kernel charges part of its own work (the loopback
+// network's) to the processes it runs for, so under load the processes may
+// add up to a percent or two more than the machine's busy time, and
+// OtherUS then reads 0.
 type CPUSplit struct {
 	TotalUS float64 `json:"total_us"`
 	// TurndUS is turnd's process; null when the bench did not start it

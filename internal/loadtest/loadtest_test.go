@@ -167,18 +167,26 @@ func TestProc(t *testing.T) {
 	}
 }
 
-func TestInsertBaseline(t *testing.T) {
-	t.Parallel()
-	dbURL := os.Getenv("DATABASE_URL")
+// connectDB connects to DATABASE_URL, skipping t when it is not set; the
+// connection closes when t ends.
+func connectDB(t *testing.T) (dbURL string, conn *pgx.Conn) {
+	t.Helper()
+	dbURL = os.Getenv("DATABASE_URL")
 	if dbURL == "" {
 		t.Skip("DATABASE_URL is not set")
 	}
-	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dbURL)
+	conn, err := pgx.Connect(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return dbURL, conn
+}
+
+func TestInsertBaseline(t *testing.T) {
+	t.Parallel()
+	dbURL, conn := connectDB(t)
+	ctx := t.Context()
 	before, err := loadtest.ReadPGStats(ctx, conn)
 	if err != nil {
 		t.Fatal(err)

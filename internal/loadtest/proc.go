@@ -79,13 +79,10 @@ func parseProcStat(b []byte) (ProcessTimes, error) {
 // waited for it, which a server such as PostgreSQL's postmaster does at
 // once): root's own and reaped children's time, plus the time of the
 // living processes whose parent is root, and so on down. It reads /proc
-// (Linux only); a process that exits between the readings of /proc is
-// missed in that reading alone, within the 10ms resolution.
+// (Linux only). Root is read last, so that a child reaped meanwhile is
+// still counted, in root's children time; one reaped in the instant
+// between its own reading and root's counts twice in that reading.
 func TreeCPU(root int) (time.Duration, error) {
-	rt, err := ReadProcessTimes(root)
-	if err != nil {
-		return 0, err
-	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
@@ -106,7 +103,7 @@ func TreeCPU(root int) (time.Duration, error) {
 		}
 		byParent[pt.Parent] = append(byParent[pt.Parent], proc{pid, pt})
 	}
-	cpu := rt.Self + rt.Children
+	var cpu time.Duration
 	for next := []int{root}; len(next) > 0; {
 		var below []int
 		for _, parent := range next {
@@ -117,7 +114,11 @@ func TreeCPU(root int) (time.Duration, error) {
 		}
 		next = below
 	}
-	return cpu, nil
+	rt, err := ReadProcessTimes(root)
+	if err != nil {
+		return 0, err
+	}
+	return cpu + rt.Self + rt.Children, nil
 }
 
 // MachineCPU returns the CPU time all the machine's cores have spent busy

@@ -1,7 +1,7 @@
 package loadtest_test
 
 import (
-	"context"
+	"bufio"
 	"os"
 	"os/exec"
 	"runtime"
@@ -61,9 +61,14 @@ func TestTreeCPUKeepsExitedChildren(t *testing.T) {
 	if err != nil || self.Parent <= 0 {
 		t.Fatalf("ReadProcessTimes(self) = %+v, %v", self, err)
 	}
-	// A child that spends about 300ms of CPU, then waits to be told to go.
-	child := exec.Command("sh", "-c", `i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; read line`)
+	// A child that spends about 300ms of CPU, says so, then waits to be
+	// told to go.
+	child := exec.Command("sh", "-c", `i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; echo spent; read line`)
 	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,34 +76,26 @@ func TestTreeCPUKeepsExitedChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	// Wait until its loop is done: its CPU stops growing.
-	var running loadtest.ProcessTimes
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		ct, err := loadtest.ReadProcessTimes(child.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond) // a poll of /proc, not a wait for concurrency
-		again, err := loadtest.ReadProcessTimes(child.Process.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if again.Self == ct.Self && ct.Self > 0 {
-			running = again
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child's CPU kept growing: %v", again.Self)
-		}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "spent\n" {
+		t.Fatalf("the child said %q, %v", line, err)
+	}
+	running, err := loadtest.ReadProcessTimes(child.Process.Pid)
+	if err != nil || running.Self <= 0 {
+		t.Fatalf("the child's times: %+v, %v", running, err)
 	}
 	if running.Parent != os.Getpid() {
 		t.Fatalf("the child's parent is %d, want %d", running.Parent, os.Getpid())
+	}
+	// This process's own time first: it only grows until the tree's reading.
+	mine, err := loadtest.ReadProcessTimes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
 	}
 	live, err := loadtest.TreeCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mine, _ := loadtest.ReadProcessTimes(os.Getpid()); live < mine.Self+mine.Children+running.Self {
+	if live < mine.Self+mine.Children+running.Self {
 		t.Errorf("tree %v with a live child, less than this process %v plus the child %v", live, mine.Self+mine.Children, running.Self)
 	}
 	if _, err := stdin.Write([]byte("go\n")); err != nil {
@@ -134,16 +131,8 @@ func TestPostmaster(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	dbURL := os.Getenv("DATABASE_URL")
-	if dbURL == "" {
-		t.Skip("DATABASE_URL is not set")
-	}
+	dbURL, conn := connectDB(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	pm, ok, err := loadtest.Postmaster(ctx, conn)
 	if err != nil {
 		t.Fatal(err)
