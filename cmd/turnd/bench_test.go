@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turnd/turnd/internal/bench"
+	"github.com/turnd/turnd/internal/loadtest"
 	"github.com/turnd/turnd/internal/pgtest"
 )
 
@@ -301,13 +304,34 @@ func checkReport(t *testing.T, rep bench.Report, turns, calls int, store, baseli
 	}
 	// Where the time went: turnd's process (the bench started it) and,
 	// on PostgreSQL (a server on this machine), the server's.
-	checkCPU(t, "load", rep.CPU, true, store == "postgres")
-	checkCPU(t, "baseline", b.CPU, true, store == "postgres")
+	local := store == "postgres" && localPostgres(t, rep)
+	checkCPU(t, "load", rep.CPU, true, local, tu.OK, tu.ElapsedSeconds)
+	checkCPU(t, "baseline", b.CPU, true, local, b.Transactions, b.ElapsedSeconds)
 }
 
-// checkCPU checks a CPU split: there (on Linux), with turnd's and
-// PostgreSQL's parts as wanted, its parts adding up to its total.
-func checkCPU(t *testing.T, what string, s *bench.CPUSplit, turnd, postgres bool) {
+// localPostgres reports whether the PostgreSQL of a run the bench started
+// runs on this machine: the test cluster (DATABASE_URL) or the bench's own.
+func localPostgres(t *testing.T, rep bench.Report) bool {
+	t.Helper()
+	if strings.HasPrefix(rep.Target.StoreDetail, "throwaway PostgreSQL") {
+		return true
+	}
+	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, ok, err := loadtest.Postmaster(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// checkCPU checks a CPU split of ops ops in a window of elapsed seconds:
+// there (on Linux), with turnd's and PostgreSQL's parts as wanted, its
+// total the machine's cores over the window.
+func checkCPU(t *testing.T, what string, s *bench.CPUSplit, turnd, postgres bool, ops int, elapsed float64) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		return
@@ -319,19 +343,25 @@ func checkCPU(t *testing.T, what string, s *bench.CPUSplit, turnd, postgres bool
 	if (s.TurndUS != nil) != turnd || (s.PostgresUS != nil) != postgres {
 		t.Errorf("%s: CPU split %+v: turnd's part known %v, PostgreSQL's %v; want %v and %v", what, s, s.TurndUS != nil, s.PostgresUS != nil, turnd, postgres)
 	}
-	sum := s.ClientUS + s.OtherUS + s.IdleUS
+	busy := s.ClientUS
 	for _, p := range []*float64{s.TurndUS, s.PostgresUS} {
 		if p != nil {
-			sum += *p
+			busy += *p
 			if *p < 0 {
 				t.Errorf("%s: CPU split %+v has a negative part", what, s)
 			}
 		}
 	}
-	// The parts are read from /proc to 10ms, at moments a little apart:
-	// on a short run they add up to the total within a few ticks.
-	if s.TotalUS <= 0 || s.ClientUS < 0 || s.OtherUS < 0 || s.IdleUS < 0 || math.Abs(sum-s.TotalUS) > 0.1*s.TotalUS+50 {
-		t.Errorf("%s: CPU split %+v: parts add up to %.1f", what, s, sum)
+	if busy <= 0 || s.ClientUS < 0 || s.OtherUS < 0 || s.IdleUS < 0 {
+		t.Errorf("%s: CPU split %+v: the processes' parts add up to %.1f", what, s, busy)
+	}
+	// The total is every core's time over the window: /proc counts it to
+	// 10ms, and a baseline's window holds pgbench's connections' start,
+	// which its elapsed time does not.
+	cores := float64(runtime.NumCPU())
+	window := s.TotalUS * float64(ops) / 1e6 / cores
+	if window < 0.8*elapsed-0.05 || window > 1.25*elapsed+0.2 {
+		t.Errorf("%s: CPU split %+v: %d ops of %.1fµs on %v cores make a window of %.3fs, not the %.3fs measured", what, s, ops, s.TotalUS, cores, window, elapsed)
 	}
 }
 
@@ -406,8 +436,9 @@ func TestBenchPostgres(t *testing.T) {
 		t.Fatalf("turns %+v, baseline %+v, ratio %v, note %q", rep.Turns, rep.Baseline, rep.Ratio, rep.BaselineNote)
 	}
 	// Not the bench's turnd: its CPU is in "other".
-	checkCPU(t, "load of a running turnd", rep.CPU, false, true)
-	checkCPU(t, "baseline of a running turnd", rep.Baseline.CPU, false, true)
+	local := localPostgres(t, rep)
+	checkCPU(t, "load of a running turnd", rep.CPU, false, local, rep.Turns.OK, rep.Turns.ElapsedSeconds)
+	checkCPU(t, "baseline of a running turnd", rep.Baseline.CPU, false, local, rep.Baseline.Transactions, rep.Baseline.ElapsedSeconds)
 
 	// The bench's own loop on request.
 	rep = runBenchBinary(t, childEnv(), "--url", p.base, "--baseline-database-url", url, "--turns", "10", "--concurrency", "3",

@@ -13,21 +13,24 @@ import (
 	"github.com/turnd/turnd/internal/loadtest"
 )
 
-// Where the time goes. Over each measured window (a slice of load, a slice
-// of baseline) the bench reads, from /proc, the CPU time used by turnd's
-// process (when the bench started it), by the PostgreSQL server (its
-// postmaster and every process under it, exited backends included, when it
-// runs on this machine), by the bench itself and the children it waited
-// for (pgbench), and by the machine as a whole, busy and idle. Divided by
-// the window's turns (or transactions) these say what one costs and who
-// pays for it: a split that the ratio alone hides, and the one a new user
-// sizing a machine needs (turnd's share and PostgreSQL's).
+// Where the time goes. Over each measured window — a slice of load after
+// its warm-up, a baseline slice's inserts (pgbench's run, its connections'
+// start included; the Go loop's after its warm-up) — the bench reads, from
+// /proc, the CPU time used by turnd's process (when the bench started it),
+// by the PostgreSQL server (its postmaster and every process under it,
+// exited backends included, when its processes are visible on this
+// machine), by the bench itself and the children it waited for (pgbench),
+// and by the machine as a whole, busy and idle. Divided by the window's
+// turns (or transactions) these say what one costs and who pays for it: a
+// split that the ratio alone hides, and the one a new user sizing a
+// machine needs (turnd's share and PostgreSQL's).
 
 // CPUSplit is the machine's CPU time over the measured windows, per op (a
 // completed turn, or a baseline transaction), in microseconds, by who
-// spent it. Total is every core's time, busy or idle: about cores ÷ ops/s.
-// The parts add up to about the total: each is read to 10ms, at moments a
-// little apart, and the kernel charges part of its own work (the loopback
+// spent it. Total is every core's time, busy or idle: about cores ÷ ops/s
+// (for pgbench, its connections' start makes it a little more). The parts
+// add up to about the total: each is read to 10ms, at moments a little
+// apart, and the kernel charges part of its own work (the loopback
 // network's) to the processes it runs for, so under load the processes may
 // add up to a percent or two more than the machine's busy time, and
 // OtherUS then reads 0.
@@ -36,15 +39,18 @@ type CPUSplit struct {
 	// TurndUS is turnd's process; null when the bench did not start it
 	// (--url): it is then in OtherUS.
 	TurndUS *float64 `json:"turnd_us"`
-	// PostgresUS is the PostgreSQL server, every process of it; null for
-	// SQLite or a server on another machine.
+	// PostgresUS is the PostgreSQL server, every process of it (whatever
+	// database they serve: autovacuum, the checkpointer and the WAL writer
+	// included); null for SQLite or a server whose processes this machine
+	// does not see.
 	PostgresUS *float64 `json:"postgres_us"`
 	// ClientUS is the bench's process (the load generator and its HTTP
-	// tools; the baseline's Go loop) and the children it waited for
-	// (pgbench).
+	// tools; the baseline's Go loop; its own connections) and the
+	// children it waited for (pgbench).
 	ClientUS float64 `json:"client_us"`
-	// OtherUS is every other process, and the kernel's work that no
-	// process is charged for (interrupts, a part of the network stack).
+	// OtherUS is every other process, the kernel's work that no process
+	// is charged for, and, on a virtual machine, the time the host took
+	// (steal).
 	OtherUS float64 `json:"other_us"`
 	// IdleUS is the cores' idle time (iowait included): when every turn in
 	// flight waits, for a WAL flush, say.
@@ -79,11 +85,24 @@ func newCPUMeter(ctx context.Context, server int, dbURL string) *cpuMeter {
 
 // cpuReading is the CPU time used so far by each part of a run.
 type cpuReading struct {
-	ok                bool // the machine's times were read
-	busy, total       time.Duration
-	client            time.Duration
-	turnd, postgres   time.Duration
-	turndOK, postgrOK bool
+	ok                  bool // the machine's and this process's times were read
+	cpuTimes                 // so far
+	turndOK, postgresOK bool // those parts were read
+}
+
+// cpuTimes are CPU times of the parts of a run.
+type cpuTimes struct {
+	busy, total     time.Duration // the machine, all cores
+	client          time.Duration // this process and its reaped children
+	turnd, postgres time.Duration
+}
+
+func (t cpuTimes) plus(o cpuTimes) cpuTimes {
+	return cpuTimes{t.busy + o.busy, t.total + o.total, t.client + o.client, t.turnd + o.turnd, t.postgres + o.postgres}
+}
+
+func (t cpuTimes) minus(o cpuTimes) cpuTimes {
+	return cpuTimes{t.busy - o.busy, t.total - o.total, t.client - o.client, t.turnd - o.turnd, t.postgres - o.postgres}
 }
 
 func (m *cpuMeter) read() cpuReading {
@@ -104,7 +123,7 @@ func (m *cpuMeter) read() cpuReading {
 	}
 	if m.postmaster != 0 {
 		if t, err := loadtest.TreeCPU(m.postmaster); err == nil {
-			r.postgres, r.postgrOK = t, true
+			r.postgres, r.postgresOK = t, true
 		}
 	}
 	return r
@@ -112,41 +131,49 @@ func (m *cpuMeter) read() cpuReading {
 
 // cpuTally adds up the CPU used over windows, and their ops.
 type cpuTally struct {
-	ops                             int
-	busy, total, client             time.Duration
-	turnd, postgres                 time.Duration
-	windows, turndWins, postgresWin int
-	broken                          bool // a window without the machine's times
+	ops int
+	cpuTimes
+	// windows counts the windows; turndWindows and postgresWindows those
+	// in which that part was read at both edges.
+	windows, turndWindows, postgresWindows int
+	// broken: a window lacked the machine's times, or turnd exited in it
+	// (the bench then reaped it: its whole life's CPU would count as the
+	// bench's).
+	broken bool
 }
 
 // add counts the window from a to b, in which ops ops completed.
 func (t *cpuTally) add(a, b cpuReading, ops int) {
-	if !a.ok || !b.ok {
+	if !a.ok || !b.ok || (a.turndOK && !b.turndOK) {
 		t.broken = true
 		return
 	}
-	t.windows++
-	t.ops += ops
-	t.busy += b.busy - a.busy
-	t.total += b.total - a.total
-	t.client += b.client - a.client
-	if a.turndOK && b.turndOK {
-		t.turnd += b.turnd - a.turnd
-		t.turndWins++
+	d := b.minus(a.cpuTimes)
+	if !(a.turndOK && b.turndOK) {
+		d.turnd = 0
 	}
-	if a.postgrOK && b.postgrOK {
-		t.postgres += b.postgres - a.postgres
-		t.postgresWin++
+	if !(a.postgresOK && b.postgresOK) {
+		d.postgres = 0
 	}
+	t.merge(cpuTally{ops: ops, cpuTimes: d, windows: 1,
+		turndWindows: btoi(a.turndOK && b.turndOK), postgresWindows: btoi(a.postgresOK && b.postgresOK)})
 }
 
 // merge adds o's windows to t's.
 func (t *cpuTally) merge(o cpuTally) {
 	t.ops += o.ops
-	t.busy, t.total, t.client = t.busy+o.busy, t.total+o.total, t.client+o.client
-	t.turnd, t.postgres = t.turnd+o.turnd, t.postgres+o.postgres
-	t.windows, t.turndWins, t.postgresWin = t.windows+o.windows, t.turndWins+o.turndWins, t.postgresWin+o.postgresWin
+	t.cpuTimes = t.plus(o.cpuTimes)
+	t.windows += o.windows
+	t.turndWindows += o.turndWindows
+	t.postgresWindows += o.postgresWindows
 	t.broken = t.broken || o.broken
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // split is the tally per op; nil when a window could not be read or no op
@@ -160,16 +187,17 @@ func (t cpuTally) split() *CPUSplit {
 	}
 	s := &CPUSplit{TotalUS: per(t.total), ClientUS: per(t.client), IdleUS: per(t.total - t.busy)}
 	rest := t.busy - t.client
-	if t.turndWins == t.windows {
+	if t.turndWindows == t.windows {
 		v := per(t.turnd)
 		s.TurndUS, rest = &v, rest-t.turnd
 	}
-	if t.postgresWin == t.windows {
+	if t.postgresWindows == t.windows {
 		v := per(t.postgres)
 		s.PostgresUS, rest = &v, rest-t.postgres
 	}
-	// The parts are read at slightly different moments, each to 10ms:
-	// a share of nothing may come out a few ms below zero.
+	// The parts are read at slightly different moments, each to 10ms,
+	// and the kernel charges some of its own work to them: what is left
+	// for the others may come out below zero.
 	s.OtherUS = per(max(rest, 0))
 	return s
 }

@@ -9,7 +9,8 @@ func TestCPUSplit(t *testing.T) {
 	t.Parallel()
 	ms := time.Millisecond
 	reading := func(busy, total, client, turnd, postgres time.Duration, turndOK, pgOK bool) cpuReading {
-		return cpuReading{ok: true, busy: busy, total: total, client: client, turnd: turnd, postgres: postgres, turndOK: turndOK, postgrOK: pgOK}
+		return cpuReading{ok: true, cpuTimes: cpuTimes{busy: busy, total: total, client: client, turnd: turnd, postgres: postgres},
+			turndOK: turndOK, postgresOK: pgOK}
 	}
 	f := func(v float64) *float64 { return &v }
 	for _, tc := range []struct {
@@ -40,6 +41,12 @@ func TestCPUSplit(t *testing.T) {
 			var t cpuTally
 			t.add(reading(0, 0, 0, 0, 0, true, true), reading(100*ms, 200*ms, 0, 0, 0, true, true), 10)
 			t.add(cpuReading{}, reading(100*ms, 200*ms, 0, 0, 0, true, true), 10)
+			return t
+		}, nil},
+		{"turnd gone by a window's end: no split (the bench reaped it)", func() cpuTally {
+			var t cpuTally
+			t.add(reading(0, 0, 0, 0, 0, true, true), reading(100*ms, 200*ms, 0, 0, 0, true, true), 10)
+			t.add(reading(0, 0, 0, 0, 0, true, true), reading(100*ms, 200*ms, 90*ms, 0, 0, false, true), 10)
 			return t
 		}, nil},
 		{"no op completed: no split", func() cpuTally {

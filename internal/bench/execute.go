@@ -266,14 +266,16 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		serverPID = server.PID()
 	}
 	meter := newCPUMeter(ctx, serverPID, baselineDB)
-	// The CPU of the windows measured, by round (see cpu.go): a round's
+	// The CPU of the measured windows (see cpu.go), read at their edges
+	// through the context's window hook: the load's after its warm-up, a
+	// baseline slice's around its inserts (pgbench's run). A round's
 	// counts join the report's when the round does.
-	var loadCPU, baseCPU, roundLoadCPU, roundBaseCPU cpuTally
-	var windowOpen, windowClosed cpuReading
-	target.OnWindow = func() func() {
-		windowOpen = meter.read()
-		return func() { windowClosed = meter.read() }
-	}
+	var loadCPU, baseCPU, roundBaseCPU cpuTally
+	var opened, closed cpuReading
+	windowed := loadtest.WithWindow(ctx, func() func() {
+		opened = meter.read()
+		return func() { closed = meter.read() }
+	})
 
 	pgbench, havePgbench := c.pgbench()
 	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
@@ -282,7 +284,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		defer func() { measured++ }()
 		switch {
 		case usePgbench:
-			r, err := PgbenchBaseline(ctx, pgbench, baselineDB, dir, c.baselineClients(), d)
+			r, err := PgbenchBaseline(windowed, pgbench, baselineDB, dir, c.baselineClients(), d)
 			if err == nil || c.BaselineClient == BaselineClientPgbench || measured > 0 || ctx.Err() != nil {
 				return r, err
 			}
@@ -291,20 +293,18 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 			// for all of its baseline.
 			logf("pgbench failed, the baseline runs on the Go loop instead: %v", err)
 			usePgbench = false
-			return PostgresBaseline(ctx, baselineDB, c.baselineClients(), d)
+			return PostgresBaseline(windowed, baselineDB, c.baselineClients(), d)
 		case baselineDB != "":
-			return PostgresBaseline(ctx, baselineDB, c.baselineClients(), d)
+			return PostgresBaseline(windowed, baselineDB, c.baselineClients(), d)
 		}
-		return SQLiteBaseline(ctx, sqliteDir, c.baselineClients(), d)
+		return SQLiteBaseline(windowed, sqliteDir, c.baselineClients(), d)
 	}
-	// A slice of baseline, its CPU counted in the round's. (The slice's
-	// setup counts too: a scratch table, pgbench's start and connections,
-	// a few percent of a second.)
+	// A slice of baseline, its window's CPU counted in the round's.
 	baseline := func(d time.Duration) (loadtest.Result, error) {
-		before := meter.read()
+		opened, closed = cpuReading{}, cpuReading{}
 		r, err := inserts(d)
 		if err == nil {
-			roundBaseCPU.add(before, meter.read(), r.Ops)
+			roundBaseCPU.add(opened, closed, r.Ops)
 		}
 		return r, err
 	}
@@ -374,11 +374,9 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		}
 		logf("load: %s%s", describe(w), roundName(i, n, ""))
 		var load Load
-		windowOpen, windowClosed = cpuReading{}, cpuReading{}
-		load, runErr = Run(ctx, target, w, progressPrinter(c, stderr), c.ProgressEvery)
-		if load.Result.Elapsed > 0 {
-			roundLoadCPU.add(windowOpen, windowClosed, load.Result.Ops)
-		}
+		opened, closed = cpuReading{}, cpuReading{}
+		load, runErr = Run(windowed, target, w, progressPrinter(c, stderr), c.ProgressEvery)
+		loadOpened, loadClosed := opened, closed // the baseline after reads its own
 		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
 			return rep, runErr
 		}
@@ -389,9 +387,8 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		// A round stopped partway counts only when no round is complete.
 		if load.Result.Elapsed > 0 && (runErr == nil || complete == 0) {
 			loads = append(loads, load)
-			loadCPU.merge(roundLoadCPU)
+			loadCPU.add(loadOpened, loadClosed, load.Result.Ops)
 		}
-		roundLoadCPU = cpuTally{}
 		if runErr != nil {
 			if complete == 0 && withBaseline {
 				rep.BaselineNote = "the run stopped before its baseline was complete"

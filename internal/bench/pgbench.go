@@ -96,7 +96,11 @@ func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d
 		// Not on the command line, where ps shows it to everyone.
 		cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
 	}
+	// The measured window (see loadtest.WithWindow) is pgbench's run,
+	// its connections' start included.
+	closeWindow := loadtest.OpenWindow(ctx)
 	out, err := cmd.CombinedOutput()
+	closeWindow()
 	if err != nil {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %s: %w\n%s", bin, err, tail(out, 2000))
 	}

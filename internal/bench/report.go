@@ -34,7 +34,8 @@ type Report struct {
 	// Ratio is turns.per_sec / baseline.per_sec, null without a baseline.
 	Ratio *float64 `json:"ratio"`
 	// CPU is where the machine's time went over the load's windows, per
-	// completed turn (see CPUSplit); null without /proc.
+	// completed turn (see CPUSplit); null when /proc could not be read in
+	// a window, turnd exited in one, or no turn completed.
 	CPU *CPUSplit `json:"cpu"`
 	// Rounds are the rounds of a run of several (--rounds), each with its
 	// own baseline; absent for one round or without a baseline.
@@ -215,7 +216,7 @@ type BaselineInfo struct {
 	PerSec         float64   `json:"per_sec"`
 	Latency        LatencyMS `json:"latency_ms"`
 	// CPU is where the machine's time went over the baseline's slices,
-	// per transaction; null without /proc.
+	// per transaction; null as for Report.CPU.
 	CPU *CPUSplit `json:"cpu"`
 }
 

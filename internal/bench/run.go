@@ -28,9 +28,6 @@ type Target struct {
 	URL string
 	// Token is a bearer token for the API; empty sends none.
 	Token string
-	// OnWindow, when set, is called as the measured window opens (after
-	// the warm-up); the function it returns, as the window closes.
-	OnWindow func() (closed func())
 }
 
 // Snapshot is the state of a run, handed to the progress callback.
@@ -66,7 +63,8 @@ type Load struct {
 // Run posts w's turns to t and measures them. progress, when not nil, is
 // called every interval from a goroutine of Run's and once at the end. Run
 // stops early when ctx is done, returning what it measured and ctx's
-// error.
+// error. A window hook in ctx (loadtest.WithWindow) is called as the
+// measured window opens, after the warm-up, and as it closes.
 func Run(ctx context.Context, t Target, w Workload, progress func(Snapshot), interval time.Duration) (Load, error) {
 	if err := w.Validate(); err != nil {
 		return Load{}, err
@@ -107,8 +105,6 @@ type runner struct {
 	reads, writes, defs  atomic.Int64
 	truncated            atomic.Int64
 
-	onWindow func() func()
-
 	mu       sync.Mutex
 	lat      []time.Duration
 	errs     map[string]int
@@ -126,7 +122,7 @@ func newRunner(t Target, w Workload) (*runner, error) {
 		DisableCompression:  true,
 	}
 	r := &runner{
-		w: w, base: base, token: t.Token, transport: tr, onWindow: t.OnWindow,
+		w: w, base: base, token: t.Token, transport: tr,
 		client: &http.Client{Transport: tr, Timeout: time.Duration(w.waitSeconds()+60) * time.Second},
 		prefix: "/v1/sessions/bench-" + randomID(4) + "-",
 		errs:   map[string]int{},
@@ -190,10 +186,8 @@ func (r *runner) run(ctx context.Context, progress func(Snapshot), interval time
 	}
 	nextSession := warm
 
-	var windowClosed func()
-	if r.onWindow != nil {
-		windowClosed = r.onWindow()
-	}
+	// The measured window opens (see loadtest.WithWindow).
+	closeWindow := loadtest.OpenWindow(ctx)
 	t0 := time.Now()
 	var stopProgress func()
 	if progress != nil {
@@ -249,9 +243,7 @@ func (r *runner) run(ctx context.Context, progress func(Snapshot), interval time
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
-	if windowClosed != nil {
-		windowClosed()
-	}
+	closeWindow()
 	if stopProgress != nil {
 		stopProgress()
 	}

@@ -165,6 +165,15 @@ func TestProc(t *testing.T) {
 	if err != nil || total <= 0 || busy > total {
 		t.Errorf("MachineCPU = %v, %v, %v", busy, total, err)
 	}
+	boot, err := loadtest.BootTime()
+	if err != nil || boot.Year() < 2000 || !boot.Before(time.Now()) {
+		t.Errorf("BootTime = %v, %v", boot, err)
+	}
+	self, err := loadtest.ReadProcessTimes(os.Getpid())
+	// btime is to the second, and the clock may have been set since.
+	if started := boot.Add(self.Started); err != nil || time.Since(started) < -5*time.Second || time.Since(started) > time.Hour {
+		t.Errorf("this test process started at %v (%v)", started, err)
+	}
 }
 
 // connectDB connects to DATABASE_URL, skipping t when it is not set; the

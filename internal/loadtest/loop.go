@@ -92,11 +92,13 @@ func Loop(ctx context.Context, clients int, d time.Duration, warm, op func(ctx c
 		}()
 	}
 	warmed.Wait()
+	closeWindow := OpenWindow(parent)
 	t0 := time.Now()
 	deadline = t0.Add(d)
 	close(start)
 	done.Wait()
 	elapsed := time.Since(t0)
+	closeWindow()
 
 	if warmErr != nil {
 		return Result{}, warmErr

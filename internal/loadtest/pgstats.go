@@ -76,52 +76,53 @@ func PGSettings(ctx context.Context, conn *pgx.Conn, names ...string) (map[strin
 	return out, nil
 }
 
-// PostgresCPU sums the CPU time used so far by the server processes listed
-// in pg_stat_activity (client backends and the background processes:
-// WAL writer, checkpointer, …), read from /proc. ok is false when the
-// server is not on this machine (or /proc is not readable); processes that
-// exit between two readings drop out of the sum, so compare readings over a
-// window in which the connections stay open.
+// PostgresCPU returns the CPU time used so far by the whole PostgreSQL
+// server conn is connected to, when it runs on this machine (see
+// Postmaster): TreeCPU of its postmaster, which counts its backends that
+// exited too. Compare readings over a window.
 func PostgresCPU(ctx context.Context, conn *pgx.Conn) (cpu time.Duration, ok bool, err error) {
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity")
+	pm, ok, err := Postmaster(ctx, conn)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	cpu, err = TreeCPU(pm)
 	if err != nil {
-		return 0, false, fmt.Errorf("listing server processes: %w", err)
+		return 0, false, nil // gone since, or /proc not readable
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return 0, false, fmt.Errorf("listing server processes: %w", err)
-	}
-	for _, pid := range pids {
-		t, err := ProcessCPU(int(pid))
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue // exited, or not on this machine
-			}
-			return 0, false, nil
-		}
-		cpu += t
-		ok = true
-	}
-	return cpu, ok, nil
+	return cpu, true, nil
 }
 
 // Postmaster returns the pid of the PostgreSQL server conn is connected to
 // (its postmaster, the parent of every server process) when that server
-// runs on this machine: the parent of conn's backend, both named postgres
-// in /proc. ok is false when the server is elsewhere (or /proc is not
-// readable).
+// runs on this machine and its processes are visible here: the parent of
+// conn's backend, both named postgres in /proc, the parent started when
+// the server says it did. ok is false otherwise: a server on another
+// machine or in a container of its own (a pid there may be another
+// process's here), or no /proc.
 func Postmaster(ctx context.Context, conn *pgx.Conn) (pid int, ok bool, err error) {
 	var backend int32
-	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+	var started time.Time
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid(), pg_postmaster_start_time()").Scan(&backend, &started); err != nil {
 		return 0, false, fmt.Errorf("reading the backend's pid: %w", err)
 	}
-	// A pid that exists here may be another process's when the server is
-	// elsewhere: both must be PostgreSQL's.
 	if !isPostgres(int(backend)) {
 		return 0, false, nil
 	}
 	t, err := ReadProcessTimes(int(backend))
 	if err != nil || !isPostgres(t.Parent) {
+		return 0, false, nil
+	}
+	pm, err := ReadProcessTimes(t.Parent)
+	if err != nil {
+		return 0, false, nil
+	}
+	boot, err := BootTime()
+	if err != nil {
+		return 0, false, nil
+	}
+	// The server notes its start a moment after the process starts;
+	// btime is to the second.
+	if d := started.Sub(boot.Add(pm.Started)); d < -2*time.Second || d > 10*time.Second {
 		return 0, false, nil
 	}
 	return t.Parent, true, nil

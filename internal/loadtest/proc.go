@@ -33,6 +33,9 @@ type ProcessTimes struct {
 	Children time.Duration
 	// Parent is the process's parent's pid.
 	Parent int
+	// Started is when the process started, as time since the machine
+	// booted.
+	Started time.Duration
 }
 
 // ReadProcessTimes reads pid's ProcessTimes from /proc/<pid>/stat (Linux
@@ -54,13 +57,13 @@ func parseProcStat(b []byte) (ProcessTimes, error) {
 		return ProcessTimes{}, errors.New("unexpected /proc stat format")
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
+	if len(f) < 20 {
 		return ProcessTimes{}, errors.New("unexpected /proc stat format")
 	}
 	// f[0] is field 3 (state): ppid is field 4, utime, stime, cutime and
-	// cstime are fields 14 to 17.
-	var n [5]int64
-	for j, k := range [5]int{1, 11, 12, 13, 14} {
+	// cstime are fields 14 to 17, starttime field 22.
+	var n [6]int64
+	for j, k := range [6]int{1, 11, 12, 13, 14, 19} {
 		v, err := strconv.ParseInt(f[k], 10, 64)
 		if err != nil || v < 0 {
 			return ProcessTimes{}, fmt.Errorf("unexpected /proc stat format: field %d is %q", k+3, f[k])
@@ -71,6 +74,7 @@ func parseProcStat(b []byte) (ProcessTimes, error) {
 		Self:     time.Duration(n[1]+n[2]) * clockTick,
 		Children: time.Duration(n[3]+n[4]) * clockTick,
 		Parent:   int(n[0]),
+		Started:  time.Duration(n[5]) * clockTick,
 	}, nil
 }
 
@@ -79,10 +83,34 @@ func parseProcStat(b []byte) (ProcessTimes, error) {
 // waited for it, which a server such as PostgreSQL's postmaster does at
 // once): root's own and reaped children's time, plus the time of the
 // living processes whose parent is root, and so on down. It reads /proc
-// (Linux only). Root is read last, so that a child reaped meanwhile is
-// still counted, in root's children time; one reaped in the instant
-// between its own reading and root's counts twice in that reading.
+// (Linux only). A child reaped while /proc is read would be counted twice
+// or not at all, so root's children time is read before and after, and
+// /proc read again while it moved.
 func TreeCPU(root int) (time.Duration, error) {
+	for tries := 0; ; tries++ {
+		before, err := ReadProcessTimes(root)
+		if err != nil {
+			return 0, err
+		}
+		below, err := descendantsCPU(root)
+		if err != nil {
+			return 0, err
+		}
+		after, err := ReadProcessTimes(root)
+		if err != nil {
+			return 0, err
+		}
+		// A server whose processes come and go by the hundred a second
+		// may never hold still: after a few tries, the last reading.
+		if after.Children == before.Children || tries == 4 {
+			return after.Self + after.Children + below, nil
+		}
+	}
+}
+
+// descendantsCPU is the CPU time of the living processes under root
+// (their own and their reaped children's), from one pass over /proc.
+func descendantsCPU(root int) (time.Duration, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
@@ -114,11 +142,26 @@ func TreeCPU(root int) (time.Duration, error) {
 		}
 		next = below
 	}
-	rt, err := ReadProcessTimes(root)
+	return cpu, nil
+}
+
+// BootTime returns when the machine booted: btime in /proc/stat (Linux
+// only), to the second.
+func BootTime() (time.Time, error) {
+	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
-	return cpu + rt.Self + rt.Children, nil
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			secs, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("unexpected btime %q in /proc/stat", v)
+			}
+			return time.Unix(secs, 0), nil
+		}
+	}
+	return time.Time{}, errors.New("no btime in /proc/stat")
 }
 
 // MachineCPU returns the CPU time all the machine's cores have spent busy

@@ -21,25 +21,30 @@ func TestParseProcStat(t *testing.T) {
 	// flags, minflt, cminflt, majflt, cmajflt, utime, stime, cutime,
 	// cstime, and more.
 	tail := " S 77 1 1 0 -1 4194560 100 0 0 0 250 50 1200 300 20 0 1 0 5 1000 10"
-	for _, tc := range []struct {
-		name, line string
-		want       loadtest.ProcessTimes
-	}{
-		{"plain", "123 (turnd)" + tail, loadtest.ProcessTimes{Self: 3 * time.Second, Children: 15 * time.Second, Parent: 77}},
-		{"a command with spaces and parentheses", "123 (a (b) c)" + tail, loadtest.ProcessTimes{Self: 3 * time.Second, Children: 15 * time.Second, Parent: 77}},
+	want := loadtest.ProcessTimes{Self: 3 * time.Second, Children: 15 * time.Second, Parent: 77, Started: 50 * time.Millisecond}
+	for _, tc := range []struct{ name, line string }{
+		{"plain", "123 (turnd)" + tail},
+		{"a command with spaces and parentheses", "123 (a (b) c)" + tail},
 	} {
 		got, err := loadtest.ParseProcStat([]byte(tc.line))
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
+		if err != nil || got != want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, want)
 		}
+	}
+	// field replaces field n (1-based, as in proc(5)) of the good line.
+	field := func(n int, v string) string {
+		f := strings.Fields("(turnd)" + tail)
+		f[n-2] = v
+		return "123 " + strings.Join(f, " ")
 	}
 	for _, bad := range []string{
 		"",
 		"123 turnd S 77",
-		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 250",                // cut short
-		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 x 50 1200 300 20",   // utime not a number
-		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 250 50 -1 300 20",   // negative cutime
-		"123 (turnd) S pp 1 1 0 -1 4194560 100 0 0 0 250 50 1200 300 20", // ppid not a number
+		"123 (turnd) S 77 1 1 0 -1 4194560 100 0 0 0 250 50 1200 300 20 0 1 0", // cut short of starttime
+		field(4, "pp"),  // ppid not a number
+		field(14, "x"),  // utime not a number
+		field(16, "-1"), // negative cutime
+		field(22, "1e3"),
 	} {
 		if got, err := loadtest.ParseProcStat([]byte(bad)); err == nil {
 			t.Errorf("ParseProcStat(%q) = %+v, want an error", bad, got)
@@ -47,9 +52,6 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
-// TestTreeCPUKeepsExitedChildren: a child's CPU counts in its parent's
-// tree while it runs and, once waited for, through the parent's children
-// time: the tree's total does not drop when a child exits.
 func TestTreeCPUKeepsExitedChildren(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
@@ -138,10 +140,18 @@ func TestPostmaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !ok {
+		// A server whose data directory is here (the test command's
+		// throwaway cluster) runs here: it must have been found.
+		var dir string
+		if err := conn.QueryRow(ctx, "SELECT current_setting('data_directory')").Scan(&dir); err == nil {
+			if _, err := os.Stat(dir + "/postmaster.pid"); err == nil {
+				t.Fatalf("the server's data directory %s is on this machine, but Postmaster did not find the server", dir)
+			}
+		}
 		t.Skip("the PostgreSQL server of DATABASE_URL is not on this machine")
 	}
 	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pm) + "/comm")
-	if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+	if c := strings.TrimSpace(string(comm)); err != nil || (c != "postgres" && c != "postmaster") {
 		t.Errorf("postmaster %d runs %q (%v)", pm, comm, err)
 	}
 	before, err := loadtest.TreeCPU(pm)
