@@ -598,6 +598,8 @@ func TestBenchInterruptedRounds(t *testing.T) {
 			if rep.Turns.OK == 0 {
 				t.Fatalf("no turns reported: %+v\n%s", rep.Turns, stderr)
 			}
+			// The CPU split covers the turns reported, and no more.
+			checkCPU(t, "load", rep.CPU, true, false, rep.Turns.OK, rep.Turns.ElapsedSeconds)
 			if tc.complete == 0 {
 				if rep.Baseline != nil || rep.Ratio != nil || rep.Rounds != nil || rep.BaselineNote == "" || rep.Note != "" {
 					t.Errorf("stopped in the first round: baseline %+v, ratio %v, rounds %v, notes %q %q",
@@ -621,6 +623,7 @@ func TestBenchInterruptedRounds(t *testing.T) {
 			if rep.Turns.ElapsedSeconds > 1.5 {
 				t.Errorf("the report's load lasted %vs; the first round's is 1s", rep.Turns.ElapsedSeconds)
 			}
+			checkCPU(t, "baseline", rep.Baseline.CPU, true, false, rep.Baseline.Transactions, rep.Baseline.ElapsedSeconds)
 		})
 	}
 }
