@@ -96,8 +96,8 @@ func BenchmarkTurn(b *testing.B) {
 // generic plan it still starts an executor for every part, receives its
 // arrays, commits and flushes); the size 1 run shows it, the larger ones
 // how it spreads. The time includes encoding the records in Go. Besides ns/op (one statement) it reports µs per turn and,
-// when the server runs on this machine, its CPU µs per turn (every server
-// process that pg_stat_activity lists):
+// when the server runs on this machine, its CPU µs per turn (every process
+// of the server, see loadtest.PostgresCPU):
 //
 //	go test -run '^$' -bench RecordStatement ./store/postgres/
 func BenchmarkRecordStatement(b *testing.B) {
