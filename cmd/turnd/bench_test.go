@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,23 +311,31 @@ func checkReport(t *testing.T, rep bench.Report, turns, calls int, store, baseli
 }
 
 // localPostgres reports whether the PostgreSQL of a run the bench started
-// runs on this machine: the test cluster (DATABASE_URL) or the bench's own.
+// runs on this machine: the bench's own, or the test cluster (DATABASE_URL,
+// asked once for every test).
 func localPostgres(t *testing.T, rep bench.Report) bool {
 	t.Helper()
 	if strings.HasPrefix(rep.Target.StoreDetail, "throwaway PostgreSQL") {
 		return true
 	}
-	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	_, ok, err := loadtest.Postmaster(t.Context(), conn)
+	ok, err := testClusterLocal()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ok
 }
+
+var testClusterLocal = sync.OnceValues(func() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	_, ok, err := loadtest.Postmaster(ctx, conn)
+	return ok, err
+})
 
 // checkCPU checks a CPU split of ops ops in a window of elapsed seconds:
 // there (on Linux), with turnd's and PostgreSQL's parts as wanted, its

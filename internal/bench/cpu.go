@@ -129,13 +129,26 @@ func (m *cpuMeter) read() cpuReading {
 	return r
 }
 
+// cpuWindow holds the readings at the edges of one measured window.
+type cpuWindow struct{ opened, closed cpuReading }
+
+// watch returns ctx with a window hook (loadtest.WithWindow) that takes
+// m's readings into the returned window, for one run on it.
+func (m *cpuMeter) watch(ctx context.Context) (context.Context, *cpuWindow) {
+	w := &cpuWindow{}
+	return loadtest.WithWindow(ctx, func() func() {
+		w.opened = m.read()
+		return func() { w.closed = m.read() }
+	}), w
+}
+
 // cpuTally adds up the CPU used over windows, and their ops.
 type cpuTally struct {
 	ops int
 	cpuTimes
-	// windows counts the windows; turndWindows and postgresWindows those
-	// in which that part was read at both edges.
-	windows, turndWindows, postgresWindows int
+	// noTurnd, noPostgres: that part was not read at both edges of some
+	// window.
+	noTurnd, noPostgres bool
 	// broken: a window lacked the machine's times, or turnd exited in it
 	// (the bench then reaped it: its whole life's CPU would count as the
 	// bench's).
@@ -149,37 +162,25 @@ func (t *cpuTally) add(a, b cpuReading, ops int) {
 		return
 	}
 	d := b.minus(a.cpuTimes)
-	if !(a.turndOK && b.turndOK) {
-		d.turnd = 0
-	}
-	if !(a.postgresOK && b.postgresOK) {
-		d.postgres = 0
-	}
-	t.merge(cpuTally{ops: ops, cpuTimes: d, windows: 1,
-		turndWindows: btoi(a.turndOK && b.turndOK), postgresWindows: btoi(a.postgresOK && b.postgresOK)})
+	t.noTurnd = t.noTurnd || !(a.turndOK && b.turndOK)
+	t.noPostgres = t.noPostgres || !(a.postgresOK && b.postgresOK)
+	t.ops += ops
+	t.cpuTimes = t.plus(d)
 }
 
 // merge adds o's windows to t's.
 func (t *cpuTally) merge(o cpuTally) {
 	t.ops += o.ops
 	t.cpuTimes = t.plus(o.cpuTimes)
-	t.windows += o.windows
-	t.turndWindows += o.turndWindows
-	t.postgresWindows += o.postgresWindows
+	t.noTurnd = t.noTurnd || o.noTurnd
+	t.noPostgres = t.noPostgres || o.noPostgres
 	t.broken = t.broken || o.broken
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // split is the tally per op; nil when a window could not be read or no op
 // completed. A part is known only when it was read in every window.
 func (t cpuTally) split() *CPUSplit {
-	if t.broken || t.windows == 0 || t.ops <= 0 || t.total <= 0 {
+	if t.broken || t.ops <= 0 || t.total <= 0 {
 		return nil
 	}
 	per := func(d time.Duration) float64 {
@@ -187,11 +188,11 @@ func (t cpuTally) split() *CPUSplit {
 	}
 	s := &CPUSplit{TotalUS: per(t.total), ClientUS: per(t.client), IdleUS: per(t.total - t.busy)}
 	rest := t.busy - t.client
-	if t.turndWindows == t.windows {
+	if !t.noTurnd {
 		v := per(t.turnd)
 		s.TurndUS, rest = &v, rest-t.turnd
 	}
-	if t.postgresWindows == t.windows {
+	if !t.noPostgres {
 		v := per(t.postgres)
 		s.PostgresUS, rest = &v, rest-t.postgres
 	}

@@ -267,20 +267,15 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 	meter := newCPUMeter(ctx, serverPID, baselineDB)
 	// The CPU of the measured windows (see cpu.go), read at their edges
-	// through the context's window hook: the load's after its warm-up, a
-	// baseline slice's around its inserts (pgbench's run). A round's
-	// counts join the report's when the round does.
+	// through each run's context (meter.watch): the load's after its
+	// warm-up, a baseline slice's around its inserts (pgbench's run). A
+	// round's counts join the report's when the round does.
 	var loadCPU, baseCPU, roundBaseCPU cpuTally
-	var opened, closed cpuReading
-	windowed := loadtest.WithWindow(ctx, func() func() {
-		opened = meter.read()
-		return func() { closed = meter.read() }
-	})
 
 	pgbench, havePgbench := c.pgbench()
 	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
 	measured := 0 // baseline slices measured
-	inserts := func(d time.Duration) (loadtest.Result, error) {
+	inserts := func(windowed context.Context, d time.Duration) (loadtest.Result, error) {
 		defer func() { measured++ }()
 		switch {
 		case usePgbench:
@@ -301,10 +296,10 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	}
 	// A slice of baseline, its window's CPU counted in the round's.
 	baseline := func(d time.Duration) (loadtest.Result, error) {
-		opened, closed = cpuReading{}, cpuReading{}
-		r, err := inserts(d)
+		windowed, w := meter.watch(ctx)
+		r, err := inserts(windowed, d)
 		if err == nil {
-			roundBaseCPU.add(opened, closed, r.Ops)
+			roundBaseCPU.add(w.opened, w.closed, r.Ops)
 		}
 		return r, err
 	}
@@ -374,9 +369,8 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		}
 		logf("load: %s%s", describe(w), roundName(i, n, ""))
 		var load Load
-		opened, closed = cpuReading{}, cpuReading{}
+		windowed, loadWindow := meter.watch(ctx)
 		load, runErr = Run(windowed, target, w, progressPrinter(c, stderr), c.ProgressEvery)
-		loadOpened, loadClosed := opened, closed // the baseline after reads its own
 		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
 			return rep, runErr
 		}
@@ -387,7 +381,7 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 		// A round stopped partway counts only when no round is complete.
 		if load.Result.Elapsed > 0 && (runErr == nil || complete == 0) {
 			loads = append(loads, load)
-			loadCPU.add(loadOpened, loadClosed, load.Result.Ops)
+			loadCPU.add(loadWindow.opened, loadWindow.closed, load.Result.Ops)
 		}
 		if runErr != nil {
 			if complete == 0 && withBaseline {

@@ -133,5 +133,6 @@ func Postmaster(ctx context.Context, conn *pgx.Conn) (pid int, ok bool, err erro
 // set).
 func isPostgres(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return err == nil && (string(bytes.TrimSpace(b)) == "postgres" || string(bytes.TrimSpace(b)) == "postmaster")
+	comm := string(bytes.TrimSpace(b))
+	return err == nil && (comm == "postgres" || comm == "postmaster")
 }
