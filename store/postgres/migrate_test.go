@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/migrations"
 	"github.com/turnd/turnd/store/postgres"
@@ -182,4 +184,43 @@ VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, []an
 	}
 
 	storetest.CheckUpgraded(t, s, now)
+}
+
+// TestIndexedIDsCompareAsBytes: every text column an index keys on is
+// indexed under "C" (migration 8), so that an index descent compares bytes
+// whatever the database's default collation. A new index on a text column
+// without COLLATE "C" fails here.
+func TestIndexedIDsCompareAsBytes(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	rows, err := s.Pool().Query(t.Context(), `SELECT ic.relname, a.attname, COALESCE(coll.collname, '')
+FROM pg_index i
+JOIN pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_class tc ON tc.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = tc.relnamespace AND n.nspname = current_schema()
+CROSS JOIN LATERAL unnest(i.indkey::int2[], i.indcollation::oid[]) AS k (attnum, coll)
+JOIN pg_attribute a ON a.attrelid = tc.oid AND a.attnum = k.attnum
+LEFT JOIN pg_collation coll ON coll.oid = k.coll
+WHERE a.atttypid = 'text'::regtype
+ORDER BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index, column, collation string
+	n := 0
+	if _, err := pgx.ForEachRow(rows, []any{&index, &column, &collation}, func() error {
+		n++
+		if collation != "C" {
+			t.Errorf("index %s keys on text column %s under collation %q, want \"C\"", index, column, collation)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// sessions(id), turns(session_id, id), results(session_id, call_id,
+	// turn_id), ledger_batches(session_id), outputs(id),
+	// completions(session_id, turn_id), webhooks(id), settings(name).
+	if n < 12 {
+		t.Errorf("found %d indexed text columns, want at least 12: is the query still looking in the test's schema?", n)
+	}
 }
