@@ -8,9 +8,11 @@
 -- comparison. A four-call turn makes a dozen such descents (its turn, its
 -- results, its ledger row, the answered-call probes). On an ICU en-US
 -- database, 400,000 inserts into a table keyed like results took 3.5 s
--- against 2.4 s with the columns in "C" (see BENCHMARKS.md). A database
+-- against 2.4 s with the columns in "C" (BENCHMARKS.md, sixth round). A database
 -- created with the C locale already compared this way, and nothing changes
--- there but the declared collation.
+-- there but the declared collation. The foreign keys of completions and
+-- webhooks to turns get "C" on their side too, so that both sides of each
+-- key agree.
 --
 -- Equality is the same under both collations (both are deterministic), so
 -- no lookup finds anything else; only the order of ids changes, which
@@ -19,8 +21,9 @@
 -- (a parameter, an unnest of one) is made in "C", so the indexes serve it.
 --
 -- Changing a column's collation does not rewrite its table, but every
--- index on the column is rebuilt, under an exclusive lock: on a large
--- database, run `turnd migrate` in a quiet moment.
+-- index on the column is rebuilt, and the foreign keys re-added, under an
+-- exclusive lock of every table named here: on a large database, run
+-- `turnd migrate` in a quiet moment.
 ALTER TABLE sessions ALTER COLUMN id TYPE text COLLATE "C";
 ALTER TABLE turns
     ALTER COLUMN session_id TYPE text COLLATE "C",

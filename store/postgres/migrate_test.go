@@ -186,32 +186,34 @@ VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, []an
 	storetest.CheckUpgraded(t, s, now)
 }
 
-// TestIndexedIDsCompareAsBytes: every text column an index keys on is
-// indexed under "C" (migration 8), so that an index descent compares bytes
-// whatever the database's default collation. A new index on a text column
-// without COLLATE "C" fails here.
+// TestIndexedIDsCompareAsBytes: every collatable key of every index (a
+// text column or an expression) is indexed under "C" (migration 8), so that
+// an index descent compares bytes whatever the database's default
+// collation. A new index on a text column without COLLATE "C" fails here.
 func TestIndexedIDsCompareAsBytes(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Store(t)
-	rows, err := s.Pool().Query(t.Context(), `SELECT ic.relname, a.attname, COALESCE(coll.collname, '')
+	// indcollation covers the key columns only (not INCLUDE ones), 0 for a
+	// type without collation; attnum 0 is an expression.
+	rows, err := s.Pool().Query(t.Context(), `SELECT ic.relname, COALESCE(a.attname, 'expression ' || k.ord), COALESCE(coll.collname, '')
 FROM pg_index i
 JOIN pg_class ic ON ic.oid = i.indexrelid
 JOIN pg_class tc ON tc.oid = i.indrelid
 JOIN pg_namespace n ON n.oid = tc.relnamespace AND n.nspname = current_schema()
-CROSS JOIN LATERAL unnest(i.indkey::int2[], i.indcollation::oid[]) AS k (attnum, coll)
-JOIN pg_attribute a ON a.attrelid = tc.oid AND a.attnum = k.attnum
+CROSS JOIN LATERAL unnest(i.indkey::int2[], i.indcollation::oid[]) WITH ORDINALITY AS k (attnum, coll, ord)
+LEFT JOIN pg_attribute a ON a.attrelid = tc.oid AND a.attnum = k.attnum AND k.attnum > 0
 LEFT JOIN pg_collation coll ON coll.oid = k.coll
-WHERE a.atttypid = 'text'::regtype
+WHERE k.ord <= i.indnkeyatts AND k.coll <> 0
 ORDER BY 1, 2`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var index, column, collation string
+	var index, key, collation string
 	n := 0
-	if _, err := pgx.ForEachRow(rows, []any{&index, &column, &collation}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&index, &key, &collation}, func() error {
 		n++
 		if collation != "C" {
-			t.Errorf("index %s keys on text column %s under collation %q, want \"C\"", index, column, collation)
+			t.Errorf("index %s keys on %s under collation %q, want \"C\"", index, key, collation)
 		}
 		return nil
 	}); err != nil {
@@ -221,6 +223,6 @@ ORDER BY 1, 2`)
 	// turn_id), ledger_batches(session_id), outputs(id),
 	// completions(session_id, turn_id), webhooks(id), settings(name).
 	if n < 12 {
-		t.Errorf("found %d indexed text columns, want at least 12: is the query still looking in the test's schema?", n)
+		t.Errorf("found %d collatable index keys, want at least 12: is the query still looking in the test's schema?", n)
 	}
 }
