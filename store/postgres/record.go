@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/dispatch"
@@ -160,11 +162,12 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // over the call ids; batch lists the turns with their line counts and
 // whether their session exists and they are answered; t inserts the turns
 // that pass; ins
-// keeps those inserted, with where their lines start among their session's
-// lines of this batch (before) and their session's total; seq moves each
-// session's last_seq past its total (one update per session row, which
-// also serialises the session's writers as every ledger write does) and
-// returns the seq before it; the fragments write the inserted turns' rows.
+// keeps those inserted; seq moves each one's session's last_seq past its
+// lines (one update per session row, which also serialises the session's
+// writers as every ledger write does) and returns the seq before them; the
+// fragments write the inserted turns' rows. A batch holds at most one turn
+// of a session (the group's key, see newRecorder; execRecord checks it):
+// a turn's lines are all its session's lines of the statement.
 // The final SELECT says, per turn, whether it was inserted, whether its
 // session exists and whether it was refused for its answered calls (and
 // not for its turn id, taken before the statement began).
@@ -200,22 +203,26 @@ const (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
     SELECT b.session_id, b.id, b.status, b.mode, b.failure_policy, b.calls::json, b.hash, b.created_at, b.settled_at
     FROM batch b
-    WHERE b.session_found AND NOT b.answered
-    ON CONFLICT (session_id, id) DO NOTHING
+    WHERE b.session_found AND NOT b.answered`
+
+	// recordOnConflict makes a taken turn id a refusal of its turn alone;
+	// see recordSafe.
+	recordOnConflict = `
+    ON CONFLICT (session_id, id) DO NOTHING`
+
+	recordBody = `
     RETURNING session_id, id
 ), ins AS (
-    SELECT b.ord, b.session_id, b.id, b.nlines,
-        sum(b.nlines) OVER (PARTITION BY b.session_id ORDER BY b.ord) - b.nlines AS before,
-        sum(b.nlines) OVER (PARTITION BY b.session_id) AS total
+    SELECT b.ord, b.session_id, b.id, b.nlines
     FROM batch b JOIN t ON t.session_id = b.session_id AND t.id = b.id
 ), seq AS (
-    UPDATE sessions s SET last_seq = s.last_seq + n.total
-    FROM (SELECT DISTINCT session_id, total FROM ins) n
-    WHERE s.id = n.session_id
-    RETURNING s.id, s.last_seq - n.total AS base
+    UPDATE sessions s SET last_seq = s.last_seq + i.nlines
+    FROM ins i
+    WHERE s.id = i.session_id
+    RETURNING s.id, s.last_seq - i.nlines AS base
 ), lines AS (
     INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
-    SELECT i.session_id, seq.base + i.before + i.nlines, seq.base + i.before + 1, x.lines::json
+    SELECT i.session_id, seq.base + i.nlines, seq.base + 1, x.lines::json
     FROM unnest(@t_lines::text[]) WITH ORDINALITY AS x (lines, ord)
     JOIN ins i ON i.ord = x.ord
     JOIN seq ON seq.id = i.session_id
@@ -261,9 +268,23 @@ FROM batch b LEFT JOIN ins i ON i.ord = b.ord
 ORDER BY b.ord`
 )
 
+// recordSafe is the bit of recordSQL's index that adds recordOnConflict.
+//
+// Without it a taken turn id fails the whole statement with a unique
+// violation of turns_pkey, and execRecord runs the batch again with it.
+// The statement is cheaper without: ON CONFLICT is a speculative insertion,
+// which probes turns_pkey before inserting into it, takes and releases a
+// speculative insertion lock and writes one more WAL record, for every
+// turn (about 5% of the server's CPU under workload 1, by perf). A taken
+// id is rare on this path: a repost of a turn recorded here takes the
+// ordinary path at once (turn.recentIDs); one recorded by another replica,
+// or before a restart, costs one failed statement.
+const recordSafe = 4
+
 // recordSQL holds the recording statement with and without its optional
-// fragments: bit 0 outputs, bit 1 webhooks.
-var recordSQL = variants(recordHead, recordTail, recordOutputs, recordWebhooks)
+// fragments: bit 0 outputs, bit 1 webhooks, bit 2 (recordSafe) ON CONFLICT.
+var recordSQL = append(variants(recordHead+recordBody, recordTail, recordOutputs, recordWebhooks),
+	variants(recordHead+recordOnConflict+recordBody, recordTail, recordOutputs, recordWebhooks)...)
 
 // recordNames name recordSQL's variants as statements prepared for
 // execBinary: turnd_record_<variant>.
@@ -340,12 +361,54 @@ func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
 
 // execRecord runs the recording statement for batch and returns each
 // call's outcome: nil, turn.ErrNotFound (no session), turn.ErrCallsAnswered
-// or turn.ErrTurnExists.
+// or turn.ErrTurnExists. It runs the statement without ON CONFLICT first
+// and, when a turn id of the batch was taken, again with it (see
+// recordSafe).
 func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, error) {
+	if err := distinctSessions(batch); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	args, parts := recordArgs(batch)
-	stmt := recordSQL[parts]
+	outcomes, err := s.execRecordSQL(ctx, batch, args, parts)
+	if turnTaken(err) {
+		outcomes, err = s.execRecordSQL(ctx, batch, args, parts|recordSafe)
+	}
+	return outcomes, err
+}
+
+// distinctSessions checks that no two calls of batch record turns of one
+// session: the statement gives each turn all of its session's seqs of the
+// statement. The recorder's key keeps them apart (see newRecorder); a
+// batch that breaks this is refused whole rather than written wrong.
+func distinctSessions(batch []*recordCall) error {
+	if len(batch) < 2 {
+		return nil
+	}
+	seen := make(map[string]struct{}, len(batch))
+	for _, c := range batch {
+		id := c.rec.key.SessionID
+		if _, dup := seen[id]; dup {
+			return fmt.Errorf("recording turns: two turns of session %s in one statement", id)
+		}
+		seen[id] = struct{}{}
+	}
+	return nil
+}
+
+// turnTaken reports whether err is a unique violation of turns' key: a
+// turn id of the batch taken before the statement, or by a writer that
+// committed it meanwhile.
+func turnTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "turns_pkey"
+}
+
+// execRecordSQL runs recordSQL[variant] with args for batch (see
+// execRecord).
+func (s *Store) execRecordSQL(ctx context.Context, batch []*recordCall, args map[string]any, variant int) ([]error, error) {
+	stmt := recordSQL[variant]
 	outcomes := make([]error, len(batch))
 	seen := 0
 	outcome := func(ord int64, inserted, sessionFound, answered bool) error {
@@ -367,7 +430,7 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 	}
 	var err error
 	if s.binary {
-		err = s.execBinary(ctx, recordNames[parts], stmt, stmt.args(args), 4, func(v [][]byte) error {
+		err = s.execBinary(ctx, recordNames[variant], stmt, stmt.args(args), 4, func(v [][]byte) error {
 			ord, err := binaryInt8(v[0])
 			if err != nil {
 				return err
