@@ -156,21 +156,25 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // others of its batch as they are.
 //
 // The statement's CTEs, in order: answered lists the turns (by position,
-// ord) one of whose call ids ($c_turn, $c_id: each call id with its turn's
-// position) has an answer in the turn's session — the predicate of
-// sqlAnswered, one probe of the results key (session_id, call_id, …) per call id, in one pass
-// over the call ids; batch lists the turns with their line counts and
-// whether their session exists and they are answered; t inserts the turns
-// that pass; ins
+// ord) one of whose call ids ($c_turn, $c_session, $c_id: each call id with
+// its turn's position and session) has an answer in the turn's session —
+// the predicate of sqlAnswered, one probe of the results key (session_id,
+// call_id, …) per call id, in one pass over the call ids; batch lists the
+// turns with their line counts and ledger batches and whether their
+// session exists and they are answered; t inserts the turns that pass; ins
 // keeps those inserted; seq moves each one's session's last_seq past its
 // lines (one update per session row, which also serialises the session's
-// writers as every ledger write does) and returns the seq before them; the
-// fragments write the inserted turns' rows. A batch holds at most one turn
-// of a session (the group's key, see newRecorder; execRecord checks it):
-// a turn's lines are all its session's lines of the statement.
-// The final SELECT says, per turn, whether it was inserted, whether its
-// session exists and whether it was refused for its answered calls (and
-// not for its turn id, taken before the statement began).
+// writers as every ledger write does) and returns the seq before them with
+// the lines, which lines writes; the fragments write the inserted turns'
+// other rows. A batch holds at most one turn of a session (the group's key,
+// see newRecorder; execRecord checks it): a turn's lines are all its
+// session's lines of the statement. The final SELECT says, per turn (in no
+// particular order), whether it was inserted, whether its session exists
+// and whether it was refused for its answered calls (and not for its turn
+// id, taken before the statement began). Every part is there for a reason
+// of its own: each node of the plan costs the server time at every run,
+// however few its rows (the executor starts, runs and ends it), which a
+// statement of one turn pays whole.
 //
 // The existence checks are LIMIT 1 subqueries rather than EXISTS on
 // purpose: pgx prepares the statement, and a plan made while the tables
@@ -187,18 +191,18 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // reading the answers just before the write, never worse.
 const (
 	recordHead = `WITH answered AS MATERIALIZED (
-    SELECT DISTINCT c.turn
-    FROM unnest(@c_turn::bigint[], @c_id::text[]) AS c (turn, call_id)
-    JOIN unnest(@t_session::text[]) WITH ORDINALITY AS s (session_id, ord) ON s.ord = c.turn
-    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = s.session_id AND r.call_id = c.call_id
+    SELECT c.turn
+    FROM unnest(@c_turn::bigint[], @c_session::text[], @c_id::text[]) AS c (turn, session_id, call_id)
+    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = c.session_id AND r.call_id = c.call_id
         AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '' LIMIT 1) r
 ), batch AS (
     SELECT b.*,
         (SELECT true FROM sessions s WHERE s.id = b.session_id LIMIT 1) IS NOT NULL AS session_found,
         EXISTS (SELECT FROM answered a WHERE a.turn = b.ord) AS answered
     FROM unnest(@t_session::text[], @t_id::text[], @t_status::text[], @t_mode::text[], @t_policy::text[],
-        @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[], @t_nlines::bigint[])
-        WITH ORDINALITY AS b (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, nlines, ord)
+        @t_calls::text[], @t_hash::text[], @t_created::timestamptz[], @t_settled::timestamptz[], @t_nlines::bigint[],
+        @t_lines::text[])
+        WITH ORDINALITY AS b (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, nlines, lines, ord)
 ), t AS (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
     SELECT b.session_id, b.id, b.status, b.mode, b.failure_policy, b.calls::json, b.hash, b.created_at, b.settled_at
@@ -213,19 +217,17 @@ const (
 	recordBody = `
     RETURNING session_id, id
 ), ins AS (
-    SELECT b.ord, b.session_id, b.id, b.nlines
+    SELECT b.ord, b.session_id, b.id, b.nlines, b.lines
     FROM batch b JOIN t ON t.session_id = b.session_id AND t.id = b.id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + i.nlines
     FROM ins i
     WHERE s.id = i.session_id
-    RETURNING s.id, s.last_seq - i.nlines AS base
+    RETURNING s.id, s.last_seq - i.nlines AS base, i.nlines, i.lines
 ), lines AS (
     INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
-    SELECT i.session_id, seq.base + i.nlines, seq.base + 1, x.lines::json
-    FROM unnest(@t_lines::text[]) WITH ORDINALITY AS x (lines, ord)
-    JOIN ins i ON i.ord = x.ord
-    JOIN seq ON seq.id = i.session_id
+    SELECT q.id, q.base + q.nlines, q.base + 1, q.lines::json
+    FROM seq q
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
@@ -261,11 +263,10 @@ const (
 )`
 
 	recordTail = `
-SELECT b.ord, i.ord IS NOT NULL, b.session_found,
+SELECT b.ord, EXISTS (SELECT FROM ins i WHERE i.ord = b.ord), b.session_found,
     CASE WHEN b.answered THEN (SELECT true FROM turns t WHERE t.session_id = b.session_id AND t.id = b.id LIMIT 1) IS NULL
         ELSE false END
-FROM batch b LEFT JOIN ins i ON i.ord = b.ord
-ORDER BY b.ord`
+FROM batch b`
 )
 
 // recordSafe is the bit of recordSQL's index that adds recordOnConflict.
@@ -526,7 +527,7 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 	for _, c := range batch {
 		nc += len(c.rec.r.Turn.Calls)
 	}
-	cTurn, cID := make([]int64, 0, nc), make([]string, 0, nc)
+	cTurn, cSession, cID := make([]int64, 0, nc), make([]string, 0, nc), make([]string, 0, nc)
 
 	rTurn := make([]int64, 0, nr)
 	rIdx, rAttempts := make([]int32, 0, nr), make([]int32, 0, nr)
@@ -554,7 +555,7 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 		tLines[i] = int64(len(e.r.Lines))
 		tBatch[i] = string(e.lines)
 		for _, call := range t.Calls {
-			cTurn, cID = append(cTurn, ord), append(cID, call.ID)
+			cTurn, cSession, cID = append(cTurn, ord), append(cSession, t.SessionID), append(cID, call.ID)
 		}
 		for j, r := range e.res {
 			rTurn = append(rTurn, ord)
@@ -587,7 +588,7 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 	args := map[string]any{
 		"t_session": tSession, "t_id": tID, "t_status": tStatus, "t_mode": tMode, "t_policy": tPolicy,
 		"t_calls": tCalls, "t_hash": tHash, "t_created": tCreated, "t_settled": tSettled, "t_nlines": tLines,
-		"t_lines": tBatch, "c_turn": cTurn, "c_id": cID,
+		"t_lines": tBatch, "c_turn": cTurn, "c_session": cSession, "c_id": cID,
 		"r_turn": rTurn, "r_idx": rIdx, "r_call": rCall, "r_name": rName, "r_effect": rEffect, "r_status": rStatus,
 		"r_output": rOutput, "r_err_code": rCode, "r_err_msg": rMsg, "r_truncated": rTruncated, "r_bytes": rBytes,
 		"r_lines": rLines, "r_output_id": rOutputID, "r_attempts": rAttempts, "r_started": rStarted,
