@@ -8,10 +8,11 @@ import (
 	"testing/synctest"
 )
 
-// TestGroupSecondStatementWaitsForAQuarter: a lone call runs at once; while
-// a statement runs, the next starts only when a quarter of a full batch
-// waits, and the running statement's runner takes what waits otherwise.
-func TestGroupSecondStatementWaitsForAQuarter(t *testing.T) {
+// TestGroupSecondStatementWaitsForAnEighth: a lone call runs at once;
+// while a statement runs, the next starts only when an eighth of a full
+// batch waits, and the running statement's runner takes what waits
+// otherwise.
+func TestGroupSecondStatementWaitsForAnEighth(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		type call struct {
@@ -21,7 +22,7 @@ func TestGroupSecondStatementWaitsForAQuarter(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var batches [][]int
-		g := &group[*call]{max: 8, par: 2, exec: func(_ context.Context, batch []*call) {
+		g := &group[*call]{max: 16, par: 2, exec: func(_ context.Context, batch []*call) {
 			ids := make([]int, len(batch))
 			for i, c := range batch {
 				ids[i] = c.id
@@ -52,7 +53,7 @@ func TestGroupSecondStatementWaitsForAQuarter(t *testing.T) {
 		if n := statements(); n != 1 {
 			t.Fatalf("%d statements for a lone call, want 1", n)
 		}
-		second := submit(2) // one waits: fewer than a quarter of 8
+		second := submit(2) // one waits: fewer than an eighth of 16
 		if n := statements(); n != 1 {
 			t.Fatalf("%d statements with one call waiting, want still 1", n)
 		}

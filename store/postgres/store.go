@@ -42,7 +42,7 @@ type Options struct {
 	ApplicationName string
 	// GroupStatements is how many group-commit statements of each kind
 	// (recording whole turns, looking them up) may run at once; beyond the
-	// first, one starts only when a quarter of a full batch waits (see
+	// first, one starts only when an eighth of a full batch waits (see
 	// group). Calls that arrive meanwhile wait and share the next
 	// statement: larger batches cost the database less per turn, and a
 	// second statement lets a large queue be written while the first waits
