@@ -22,3 +22,13 @@ func (s *Store) RecordBatch(ctx context.Context, rs []turn.Record) ([]error, err
 	}
 	return s.execRecord(ctx, batch)
 }
+
+// RecordStatements returns the recording statement's variants (see
+// recordSQL), as sent to the server.
+func RecordStatements() []string {
+	sqls := make([]string, len(recordSQL))
+	for i, p := range recordSQL {
+		sqls[i] = p.sql
+	}
+	return sqls
+}

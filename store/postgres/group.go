@@ -10,17 +10,17 @@ import (
 // round trip, its per-statement work in the server and, for writes, its
 // commit and WAL flush. Up to par statements of a group run at a time
 // (Options.GroupStatements): a lone call runs at once, but while one
-// statement runs another starts only once an eighth of a full batch (max)
-// waits, and otherwise the waiting calls go with the running statement's
-// next batch. Each statement has a fixed cost in the server besides its
+// statement runs another starts only once wait calls wait (default a
+// quarter of a full batch, max), and otherwise the waiting calls go with
+// the running statement's next batch. Each statement has a fixed cost in the server besides its
 // rows, so batches should be large; yet a statement waiting for its WAL
 // flush should not hold up a queue that another could write meanwhile.
-// (With 32 clients on 2 cores, starting a second statement at once made
-// batches of 7 and cost a fifth more database CPU per turn than waiting for
-// 16 calls, for fewer turns/s. Once the recording statement's fixed cost
-// fell by about a third, waiting for 8 gave 0.308 of the INSERT rate
-// against 0.293 for 16 over nine alternated runs, and waiting for 4 less
-// than 8.)
+// (With 32 clients on 2 cores, starting a second recording statement at
+// once made batches of 7 and cost a fifth more database CPU per turn than
+// waiting for 16 calls, for fewer turns/s. Once the recording statement's
+// fixed cost fell by about a third, waiting for 8 gave 0.308 of the INSERT
+// rate against 0.293 for 16 over nine alternated runs, and waiting for 4
+// less than 8: see newRecorder.)
 //
 // A caller that may lead (see do) runs a batch (which holds its own call unless key kept it out) and, when more
 // calls are queued, hands them to a goroutine that runs batches until none
@@ -28,6 +28,9 @@ import (
 // after its own. exec must answer every call of its batch.
 type group[C any] struct {
 	max, par int
+	// wait is how many calls must wait before a statement starts beside
+	// a running one; 0 means max/4.
+	wait int
 	// key, when set, keys calls that must not be in two statements running
 	// at once, nor twice in one: a call whose key is busy waits for the
 	// statement holding it, whose runner takes it next.
@@ -41,12 +44,16 @@ type group[C any] struct {
 }
 
 // do queues c and leads when no statement runs, or when fewer than par do
-// and an eighth of a full batch waits. Statements run under ctx without its
+// and wait calls wait. Statements run under ctx without its
 // cancellation: once queued, a call is answered.
 func (g *group[C]) do(ctx context.Context, c C) {
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
-	lead := g.running == 0 || (g.running < g.par && len(g.queue) >= max(1, g.max/8))
+	wait := g.wait
+	if wait == 0 {
+		wait = g.max / 4
+	}
+	lead := g.running == 0 || (g.running < g.par && len(g.queue) >= max(1, wait))
 	if lead {
 		g.running++
 	}

@@ -8,12 +8,23 @@ import (
 	"testing/synctest"
 )
 
-// TestGroupSecondStatementWaitsForAnEighth: a lone call runs at once;
-// while a statement runs, the next starts only when an eighth of a full
-// batch waits, and the running statement's runner takes what waits
-// otherwise.
-func TestGroupSecondStatementWaitsForAnEighth(t *testing.T) {
+// TestGroupSecondStatementWaits: a lone call runs at once; while a
+// statement runs, the next starts only when wait calls wait (by default a
+// quarter of a full batch), and the running statement's runner takes what
+// waits otherwise.
+func TestGroupSecondStatementWaits(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct{ max, wait int }{{8, 0}, {16, 2}} {
+		t.Run(fmt.Sprintf("max=%d,wait=%d", c.max, c.wait), func(t *testing.T) {
+			t.Parallel()
+			testSecondStatementWaitsForTwo(t, c.max, c.wait)
+		})
+	}
+}
+
+// testSecondStatementWaitsForTwo runs TestGroupSecondStatementWaits for a
+// group whose second statement starts when two calls wait.
+func testSecondStatementWaitsForTwo(t *testing.T, maxBatch, wait int) {
 	synctest.Test(t, func(t *testing.T) {
 		type call struct {
 			id   int
@@ -22,7 +33,7 @@ func TestGroupSecondStatementWaitsForAnEighth(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var batches [][]int
-		g := &group[*call]{max: 16, par: 2, exec: func(_ context.Context, batch []*call) {
+		g := &group[*call]{max: maxBatch, par: 2, wait: wait, exec: func(_ context.Context, batch []*call) {
 			ids := make([]int, len(batch))
 			for i, c := range batch {
 				ids[i] = c.id
@@ -53,7 +64,7 @@ func TestGroupSecondStatementWaitsForAnEighth(t *testing.T) {
 		if n := statements(); n != 1 {
 			t.Fatalf("%d statements for a lone call, want 1", n)
 		}
-		second := submit(2) // one waits: fewer than an eighth of 16
+		second := submit(2) // one waits: fewer than two
 		if n := statements(); n != 1 {
 			t.Fatalf("%d statements with one call waiting, want still 1", n)
 		}

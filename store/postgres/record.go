@@ -156,7 +156,7 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // others of its batch as they are.
 //
 // The statement's CTEs, in order: answered lists the turns (by position,
-// ord) one of whose call ids ($c_turn, $c_session, $c_id: each call id with
+// ord, once per answered call id) one of whose call ids ($c_turn, $c_session, $c_id: each call id with
 // its turn's position and session) has an answer in the turn's session —
 // the predicate of sqlAnswered, one probe of the results key (session_id,
 // call_id, …) per call id, in one pass over the call ids; batch lists the
@@ -176,8 +176,8 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 // however few its rows (the executor starts, runs and ends it), which a
 // statement of one turn pays whole.
 //
-// The existence checks are LIMIT 1 subqueries rather than EXISTS on
-// purpose: pgx prepares the statement, and a plan made while the tables
+// The existence checks on tables are LIMIT 1 subqueries rather than
+// EXISTS on purpose (the EXISTS on CTEs are fine): pgx prepares the statement, and a plan made while the tables
 // were nearly empty (a new database) would otherwise turn EXISTS into a
 // hash join over a sequential scan of results, kept with the cached plan
 // while the table grows; a subquery with a LIMIT is not pulled up, and is
@@ -278,8 +278,12 @@ FROM batch b`
 // speculative insertion lock and writes one more WAL record, for every
 // turn (about 5% of the server's CPU under workload 1, by perf). A taken
 // id is rare on this path: a repost of a turn recorded here takes the
-// ordinary path at once (turn.recentIDs); one recorded by another replica,
-// or before a restart, costs one failed statement.
+// ordinary path at once (turn.recentIDs). The others cost the whole batch
+// (up to maxRecordBatch turns) a failed statement before the rerun: a turn
+// recorded by another replica, before a restart, long enough ago that
+// recentIDs forgot it, or received on the ordinary path; two posts of one
+// id racing before either is recorded. Both runs share the call's 30 s
+// deadline.
 const recordSafe = 4
 
 // recordSQL holds the recording statement with and without its optional
@@ -312,8 +316,11 @@ func newRecorder(s *Store, par int) *group[*recordCall] {
 	// same session row (nor the same turn key), so they cannot deadlock on
 	// each other, and a session's turns of one statement need no ordering.
 	return &group[*recordCall]{
-		max:  maxRecordBatch,
-		par:  par,
+		max: maxRecordBatch,
+		par: par,
+		// A second recording statement starts at 8 waiting turns, not
+		// the default 16 (see group): workload 1 measured higher.
+		wait: 8,
 		key:  func(c *recordCall) any { return c.rec.key.SessionID },
 		exec: s.recordBatch,
 	}

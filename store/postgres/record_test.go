@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +22,23 @@ import (
 // the refused ones write nothing.
 func TestRecordBatchRefusals(t *testing.T) {
 	t.Parallel()
+	// Statements prepared by name and sent with binary parameters (pgx's
+	// default mode), and through pgx's Query (describe_exec), whose
+	// prepared statements are not checked.
+	for _, mode := range []string{"", "describe_exec"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			t.Parallel()
+			var params []string
+			if mode != "" {
+				params = []string{"default_query_exec_mode", mode}
+			}
+			testRecordBatchRefusals(t, pgtest.StoreWith(t, postgres.Options{HealthCheckPeriod: time.Hour}, params...), mode == "")
+		})
+	}
+}
+
+func testRecordBatchRefusals(t *testing.T, s *postgres.Store, named bool) {
 	ctx := t.Context()
-	s := pgtest.StoreWith(t, postgres.Options{HealthCheckPeriod: time.Hour})
 	for _, id := range []string{"taken", "answered", "fresh1", "fresh2"} {
 		if err := s.CreateSession(ctx, turn.Session{ID: id, CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
@@ -39,7 +55,7 @@ func TestRecordBatchRefusals(t *testing.T) {
 	if err != nil || outcomes[0] != nil || outcomes[1] != nil {
 		t.Fatalf("fresh batch: %v, %v", outcomes, err)
 	}
-	if fast, safe := recordVariantsPrepared(t, s); !fast || safe {
+	if fast, safe := recordVariantsPrepared(t, s); named && (!fast || safe) {
 		t.Fatalf("after a fresh batch: statement without ON CONFLICT prepared %v, with it %v; want true, false", fast, safe)
 	}
 	ledgerBefore := ledgerOf(t, s, "taken")
@@ -66,7 +82,7 @@ func TestRecordBatchRefusals(t *testing.T) {
 			t.Errorf("turn %s/%s: outcome %v, want %v", batch[i].Turn.SessionID, batch[i].Turn.ID, outcomes[i], w)
 		}
 	}
-	if _, safe := recordVariantsPrepared(t, s); !safe {
+	if _, safe := recordVariantsPrepared(t, s); named && !safe {
 		t.Error("the batch with a taken turn id did not run the statement with ON CONFLICT")
 	}
 
@@ -110,11 +126,41 @@ func TestRecordBatchOneSessionTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.RecordBatch(ctx, []turn.Record{storetest.WholeTurn("s", "t1", 1), storetest.WholeTurn("s", "t2", 2)})
-	if err == nil {
-		t.Fatal("a batch with two turns of one session was recorded")
+	if err == nil || !strings.Contains(err.Error(), "two turns of session s in one statement") {
+		t.Fatalf("a batch with two turns of one session: %v, want it refused", err)
 	}
 	if lines := ledgerOf(t, s, "s"); len(lines) != 0 {
 		t.Errorf("the refused batch wrote %d ledger lines", len(lines))
+	}
+	for _, id := range []string{"t1", "t2"} {
+		if _, err := s.GetTurn(ctx, turn.TurnKey{SessionID: "s", TurnID: id}); !errors.Is(err, turn.ErrNotFound) {
+			t.Errorf("turn s/%s of the refused batch: %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+// TestRecordStatementsPrepare: every variant of the recording statement
+// (outputs, webhooks, ON CONFLICT, and their combinations) is valid SQL
+// against the schema, including those no other test runs.
+func TestRecordStatementsPrepare(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	c, err := s.GroupPool().Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	sqls := postgres.RecordStatements()
+	if len(sqls) != 8 {
+		t.Fatalf("%d recording statements, want 8 (outputs × webhooks × ON CONFLICT)", len(sqls))
+	}
+	for i, sql := range sqls {
+		if _, err := c.Conn().Prepare(t.Context(), fmt.Sprintf("record_check_%d", i), sql); err != nil {
+			t.Errorf("variant %d: %v", i, err)
+		}
+		if strings.Contains(sql, "ON CONFLICT (session_id, id) DO NOTHING") != (i&4 != 0) {
+			t.Errorf("variant %d: ON CONFLICT on turns is %v, want %v", i, !(i&4 != 0), i&4 != 0)
+		}
 	}
 }
 

@@ -42,10 +42,10 @@ type Options struct {
 	ApplicationName string
 	// GroupStatements is how many group-commit statements of each kind
 	// (recording whole turns, looking them up) may run at once; beyond the
-	// first, one starts only when an eighth of a full batch waits (see
-	// group). Calls that arrive meanwhile wait and share the next
-	// statement: larger batches cost the database less per turn, and a
-	// second statement lets a large queue be written while the first waits
+	// first, one starts only when enough calls wait (8 recordings, 16
+	// lookups; see group). Calls that arrive meanwhile wait and share the
+	// next statement: larger batches cost the database less per turn, and
+	// a second statement lets a queue be written while the first waits
 	// for its WAL flush. Default: GOMAXPROCS / 2, at least 2; at most
 	// maxGroupStatements.
 	GroupStatements int
