@@ -32,18 +32,26 @@ func wrap(op string, err error) error {
 		// not exist (a completion of an unknown turn).
 		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
 	}
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		switch pgErr.ConstraintName {
-		case "sessions_pkey":
-			return fmt.Errorf("%s: %w", op, turn.ErrSessionExists)
-		case "turns_pkey":
-			return fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
-		}
+	switch uniqueViolation(err) {
+	case "sessions_pkey":
+		return fmt.Errorf("%s: %w", op, turn.ErrSessionExists)
+	case "turns_pkey":
+		return fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
 	}
 	if unavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// uniqueViolation returns the constraint a unique_violation (23505) in err
+// names, or "" for any other error.
+func uniqueViolation(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return pgErr.ConstraintName
+	}
+	return ""
 }
 
 // unavailable reports whether err means the database could not be reached or

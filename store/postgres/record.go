@@ -2,13 +2,11 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/dispatch"
@@ -408,10 +406,7 @@ func distinctSessions(batch []*recordCall) error {
 // turnTaken reports whether err is a unique violation of turns' key: a
 // turn id of the batch taken before the statement, or by a writer that
 // committed it meanwhile.
-func turnTaken(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "turns_pkey"
-}
+func turnTaken(err error) bool { return uniqueViolation(err) == "turns_pkey" }
 
 // execRecordSQL runs recordSQL[variant] with args for batch (see
 // execRecord).

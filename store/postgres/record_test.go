@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/turn"
@@ -63,8 +65,8 @@ func testRecordBatchRefusals(t *testing.T, s *postgres.Store, named bool) {
 	// a2 reuses a1's first call id (WholeTurn names them <turn>-c<i>); the
 	// repost of t1 has call ids of its own, so that only its turn id is
 	// taken (answered calls are checked first, and need no conflict).
-	answered := withCallID(storetest.WholeTurn("answered", "a2", 1), 0, "a1-c0")
-	taken := withCallID(withCallID(storetest.WholeTurn("taken", "t1", 2), 0, "new-c0"), 1, "new-c1")
+	answered := storetest.WholeTurnWithCalls("answered", "a2", "a1-c0")
+	taken := storetest.WholeTurnWithCalls("taken", "t1", "new-c0", "new-c1")
 	batch := []turn.Record{
 		storetest.WholeTurn("fresh1", "f1", 3),
 		taken,
@@ -164,14 +166,6 @@ func TestRecordStatementsPrepare(t *testing.T) {
 	}
 }
 
-// withCallID renames call i of r (a storetest.WholeTurn: its lines are
-// turn_received, then two per call) to id.
-func withCallID(r turn.Record, i int, id string) turn.Record {
-	r.Turn.Calls[i].ID, r.Results[i].CallID = id, id
-	r.Lines[1+2*i].CallID, r.Lines[2+2*i].CallID = id, id
-	return r
-}
-
 // recordVariantsPrepared reports whether the group connections prepared
 // the recording statement without ON CONFLICT (turnd_record_0) and with it
 // (turnd_record_4), for turns without outputs or webhooks.
@@ -184,16 +178,11 @@ func recordVariantsPrepared(t *testing.T, s *postgres.Store) (fast, safe bool) {
 			c.Release()
 			t.Fatal(err)
 		}
-		var names []string
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, n)
-		}
-		rows.Close()
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
 		fast = fast || slices.Contains(names, "turnd_record_0")
 		safe = safe || slices.Contains(names, "turnd_record_4")
 	}

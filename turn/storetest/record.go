@@ -269,3 +269,9 @@ func testRecordTurnConcurrent(t *testing.T, s turn.Store) {
 // WholeTurn is a turn tid of session sid with n read calls, recorded whole
 // (see record): the fixture of the store benchmarks.
 func WholeTurn(sid, tid string, n int) turn.Record { return record(sid, tid, n) }
+
+// WholeTurnWithCalls is WholeTurn with one call per id, named ids (a
+// call id answered elsewhere, say).
+func WholeTurnWithCalls(sid, tid string, ids ...string) turn.Record {
+	return withCalls(sid, tid, ids...)
+}
