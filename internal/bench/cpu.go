@@ -158,14 +158,11 @@ type cpuTally struct {
 // add counts the window from a to b, in which ops ops completed.
 func (t *cpuTally) add(a, b cpuReading, ops int) {
 	if !a.ok || !b.ok || (a.turndOK && !b.turndOK) {
-		t.broken = true
+		t.merge(cpuTally{broken: true})
 		return
 	}
-	d := b.minus(a.cpuTimes)
-	t.noTurnd = t.noTurnd || !(a.turndOK && b.turndOK)
-	t.noPostgres = t.noPostgres || !(a.postgresOK && b.postgresOK)
-	t.ops += ops
-	t.cpuTimes = t.plus(d)
+	t.merge(cpuTally{ops: ops, cpuTimes: b.minus(a.cpuTimes),
+		noTurnd: !(a.turndOK && b.turndOK), noPostgres: !(a.postgresOK && b.postgresOK)})
 }
 
 // merge adds o's windows to t's.
