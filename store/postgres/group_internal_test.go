@@ -33,7 +33,7 @@ func testSecondStatementWaitsForTwo(t *testing.T, maxBatch, wait int) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var batches [][]int
-		g := &group[*call]{max: maxBatch, par: 2, wait: wait, exec: func(_ context.Context, batch []*call) {
+		g := &group[*call, struct{}]{max: maxBatch, par: 2, wait: wait, exec: func(_ context.Context, batch []*call) {
 			ids := make([]int, len(batch))
 			for i, c := range batch {
 				ids[i] = c.id
@@ -84,6 +84,77 @@ func testSecondStatementWaitsForTwo(t *testing.T, maxBatch, wait int) {
 	})
 }
 
+// TestGroupEndedStatementLeavesFewCalls: when a statement ends while
+// another runs, its runner leaves fewer than wait waiting calls to the
+// other statement's runner instead of starting a statement for them; a
+// runner that ends alone takes what waits.
+func TestGroupEndedStatementLeavesFewCalls(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			id   int
+			done chan struct{}
+		}
+		hold := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+		var mu sync.Mutex
+		var batches [][]int
+		g := &group[*call, struct{}]{max: 8, par: 2, wait: 2, exec: func(_ context.Context, batch []*call) {
+			ids := make([]int, len(batch))
+			for i, c := range batch {
+				ids[i] = c.id
+			}
+			mu.Lock()
+			batches = append(batches, ids)
+			release := hold[len(batches)]
+			mu.Unlock()
+			if release != nil {
+				<-release
+			}
+			for _, c := range batch {
+				close(c.done)
+			}
+		}}
+		ran := func() string {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprint(batches)
+		}
+		submit := func(id int) *call {
+			c := &call{id: id, done: make(chan struct{})}
+			go g.do(context.Background(), c)
+			return c
+		}
+		first := submit(1)
+		ran()
+		second := submit(2)
+		ran()
+		third := submit(3) // two wait: a second statement
+		if got := ran(); got != "[[1] [2 3]]" {
+			t.Fatalf("batches %s, want [[1] [2 3]]", got)
+		}
+		fourth := submit(4) // one waits beside two statements
+		ran()
+		close(hold[2])
+		<-second.done
+		<-third.done
+		if got := ran(); got != "[[1] [2 3]]" {
+			t.Fatalf("the second statement's runner took a lone waiting call: batches %s", got)
+		}
+		close(hold[1])
+		<-first.done
+		<-fourth.done
+		if got := ran(); got != "[[1] [2 3] [4]]" {
+			t.Errorf("batches %s, want [[1] [2 3] [4]]", got)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.queue) != 0 || g.running != 0 {
+			t.Errorf("after: %d queued, %d running", len(g.queue), g.running)
+		}
+	})
+}
+
 // TestGroupKeyedCallsUnderLoad: with keyed calls and up to par statements,
 // every call is answered once, no key is in two running statements or
 // twice in one, and the group ends idle.
@@ -98,7 +169,7 @@ func TestGroupKeyedCallsUnderLoad(t *testing.T) {
 			}
 			var mu sync.Mutex
 			busy := map[int]bool{}
-			g := &group[*call]{max: 8, par: par, key: func(c *call) any { return c.key }}
+			g := &group[*call, int]{max: 8, par: par, key: func(c *call) int { return c.key }}
 			g.exec = func(_ context.Context, batch []*call) {
 				mu.Lock()
 				mine := map[int]bool{}

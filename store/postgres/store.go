@@ -102,8 +102,8 @@ type Store struct {
 	// their own, which use generic plans only (see genericPlans).
 	groupPool *pgxpool.Pool
 	// The statements that concurrent turns share (group.go).
-	lookups *group[*lookupCall]
-	records *group[*recordCall]
+	lookups *group[*lookupCall, struct{}]
+	records *group[*recordCall, string]
 	// binary: the pool prepares statements (pgx's default exec mode), so
 	// the hot path may run its own prepared statements (execBinary).
 	binary bool
