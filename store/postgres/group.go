@@ -24,10 +24,12 @@ import (
 // waiting for 16 calls, for fewer turns/s. Once the recording statement's
 // fixed cost fell by about a third, waiting for 8 gave 0.308 of the INSERT
 // rate against 0.293 for 16 over nine alternated runs, and waiting for 4
-// less than 8. When an ending statement's runner also waited for 12
-// instead of taking whatever waited, recordings grew from 8.2 to 10.6
-// turns a statement and workload 1 ran 5% more turns/s, 8 of 10
-// alternated runs higher: see newRecorder.)
+// less than 8. Once an ending statement's runner also waited instead of
+// taking whatever waited, waiting for 12 made recordings grow from 8.2 to
+// 10.6 turns a statement and workload 1 run 5% more turns/s than before
+// (8 of 10 alternated runs higher); 16 gave 12.4 turns a statement and 4%
+// more than 12 (6 of 8), 24 no more than 16 (2 of 8, more idle cores):
+// see newRecorder.)
 //
 // A caller that may lead (see do) runs a batch (which holds its own call unless key kept it out) and, when more
 // calls are queued, hands them to a goroutine that runs batches until none
