@@ -24,17 +24,25 @@ func (noop) Invoke(context.Context, dispatch.Call, *dispatch.Attempt) dispatch.O
 	return dispatch.Outcome{Status: dispatch.StatusOK}
 }
 
+// inlineNoop is noop run on the wave's goroutine (dispatch.InlineTool).
+type inlineNoop struct{ noop }
+
+func (inlineNoop) Inline() bool { return true }
+
 // BenchmarkWave measures the dispatcher's overhead per call for a 64-call
 // wave of no-op reads: admission, goroutine start, reorder buffer and
-// accounting.
+// accounting; "inline" runs the reads on the wave's goroutine
+// (dispatch.InlineTool), the baseline of what the workers cost.
 func BenchmarkWave(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		wave dispatch.Wave
+		tool dispatch.Tool
 	}{
-		{"ordered", dispatch.Wave{}},
-		{"ordered-fail-fast", dispatch.Wave{FailurePolicy: dispatch.PolicyFailFast}},
-		{"concurrent", dispatch.Wave{Mode: dispatch.ModeConcurrent}},
+		{"ordered", dispatch.Wave{}, noop{}},
+		{"ordered-inline", dispatch.Wave{}, inlineNoop{}},
+		{"ordered-fail-fast", dispatch.Wave{FailurePolicy: dispatch.PolicyFailFast}, noop{}},
+		{"concurrent", dispatch.Wave{Mode: dispatch.ModeConcurrent}, noop{}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const n = 64
@@ -44,7 +52,7 @@ func BenchmarkWave(b *testing.B) {
 			}
 			w := bc.wave
 			w.Calls = cs
-			h := benchHost{tool: noop{}}
+			h := benchHost{tool: bc.tool}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -336,11 +336,16 @@ func (d *dispatcher) newRun(k int, call Call, tool Tool, effect Effect, policy R
 	return r
 }
 
-// launch hands r to a worker. In a fail_fast wave every run may have to be
-// cancelled alone.
+// launch hands r to a worker, or runs it at once for an inline tool (see
+// InlineTool), whose result then waits for the driving goroutine like a
+// worker's. In a fail_fast wave every run may have to be cancelled alone.
 func (d *dispatcher) launch(toolCtx context.Context, r *run) {
 	r.own = r.own || d.failFast
 	d.running++
+	if runsInline(r) {
+		d.work(toolCtx, r)
+		return
+	}
 	d.hire(toolCtx)
 	d.jobs <- r
 }

@@ -15,6 +15,33 @@ type Tool interface {
 	Invoke(ctx context.Context, call Call, at *Attempt) Outcome
 }
 
+// InlineTool is implemented by a Tool whose calls compute their outcome
+// from the call alone, without I/O, waiting or a goroutine of their own,
+// in about the time it takes to start one: turnd's echo and now builtins.
+// A read of a tool whose Inline reports true, tried at most once and that
+// dispatch need not cancel alone, runs on the wave's own goroutine instead
+// of a worker: for such a call the worker's start and the two hand-offs
+// cost more than the call (a wave of four echo calls spent more time
+// handing its calls to workers and back than running them). The wave does
+// nothing else while the call runs, so a tool that may block or take long
+// must report false; and it must not end its goroutine
+// (runtime.Goexit), which is the wave's. A panic is recovered as for any
+// tool.
+type InlineTool interface {
+	Tool
+	Inline() bool
+}
+
+// runsInline reports whether r runs on the wave's goroutine (see
+// InlineTool).
+func runsInline(r *run) bool {
+	if r.own || r.effect != EffectRead || r.prev != nil || r.policy.attempts() > 1 {
+		return false
+	}
+	t, ok := r.tool.(InlineTool)
+	return ok && t.Inline()
+}
+
 // ToolFunc adapts a function to Tool.
 type ToolFunc func(ctx context.Context, call Call, at *Attempt) Outcome
 

@@ -43,16 +43,25 @@ func BuiltinNames() []string {
 // compare tools (a ToolFunc cannot be compared).
 type builtin struct {
 	run func(ctx context.Context, call dispatch.Call) dispatch.Outcome
+	// inline: the builtin computes its outcome from the call alone, and
+	// dispatch may run it on the wave's goroutine (dispatch.InlineTool).
+	inline bool
 }
 
 func (b *builtin) Invoke(ctx context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
 	return b.run(ctx, call)
 }
 
+// Inline implements dispatch.InlineTool.
+func (b *builtin) Inline() bool { return b.inline }
+
+// inlineBuiltins are the builtins that neither wait nor do I/O.
+var inlineBuiltins = map[string]bool{"echo": true, "now": true}
+
 func builtinSpec(name, desc, schema string, run func(context.Context, dispatch.Call) dispatch.Outcome) *Spec {
 	s := &Spec{
 		Name: name, Description: desc, Effect: dispatch.EffectRead, Idempotent: true,
-		Retry: noRetry, Impl: &builtin{run: run},
+		Retry: noRetry, Impl: &builtin{run: run, inline: inlineBuiltins[name]},
 	}
 	if err := s.CompileSchema(json.RawMessage(schema)); err != nil {
 		panic(fmt.Sprintf("tool: builtin %s: %v", name, err)) // a bug in this file

@@ -46,6 +46,12 @@ func TestBuiltinSpecs(t *testing.T) {
 		if !json.Valid(s.InputSchema) {
 			t.Errorf("builtin %s schema %s", s.Name, s.InputSchema)
 		}
+		// echo and now neither wait nor do I/O: dispatch may run them on
+		// the wave's goroutine. sleep waits; approval parks.
+		it, ok := s.Impl.(dispatch.InlineTool)
+		if inline, want := ok && it.Inline(), s.Name == "echo" || s.Name == "now"; inline != want {
+			t.Errorf("builtin %s inline %v, want %v", s.Name, inline, want)
+		}
 	}
 }
 

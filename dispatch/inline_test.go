@@ -1,0 +1,159 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/turnd/turnd/dispatch"
+)
+
+// goid is the id of the calling goroutine, from its stack's first line.
+func goid() int {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.Atoi(string(b[:bytes.IndexByte(b, ' ')]))
+	return id
+}
+
+// inlineTool is an InlineTool that notes the goroutine of each call.
+type inlineTool struct {
+	inline bool
+	mu     sync.Mutex
+	on     map[string]int // call id → goroutine id
+	run    func(call dispatch.Call) dispatch.Outcome
+}
+
+func (t *inlineTool) Inline() bool { return t.inline }
+
+func (t *inlineTool) Invoke(_ context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+	t.mu.Lock()
+	if t.on == nil {
+		t.on = map[string]int{}
+	}
+	t.on[call.ID] = goid()
+	t.mu.Unlock()
+	if t.run != nil {
+		return t.run(call)
+	}
+	return dispatch.OK([]byte(`"`+call.ID+`"`), true)
+}
+
+func (t *inlineTool) goroutine(id string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.on[id]
+}
+
+// TestInlineToolRunsOnTheWave: a read of a tool whose Inline reports true,
+// tried once, runs on the goroutine that runs the wave, and is accounted
+// as any other; every other call of the tool (Inline false, a write, a
+// policy with retries, a fail_fast wave) runs on a worker.
+func TestInlineToolRunsOnTheWave(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		inline bool
+		effect dispatch.Effect
+		retry  dispatch.RetryPolicy
+		policy dispatch.FailurePolicy
+		want   bool // on the wave's goroutine
+	}{
+		{name: "inline read", inline: true, effect: dispatch.EffectRead, want: true},
+		{name: "inline read tried once by policy", inline: true, effect: dispatch.EffectRead, retry: dispatch.RetryPolicy{MaxAttempts: 1}, want: true},
+		{name: "not inline", inline: false, effect: dispatch.EffectRead},
+		{name: "inline write", inline: true, effect: dispatch.EffectWrite},
+		{name: "inline read with retries", inline: true, effect: dispatch.EffectRead, retry: dispatch.RetryPolicy{MaxAttempts: 3}},
+		{name: "inline read in a fail_fast wave", inline: true, effect: dispatch.EffectRead, policy: dispatch.PolicyFailFast},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tool := &inlineTool{inline: tc.inline}
+			h := newHost()
+			h.tools["read"] = registered{tool: tool, effect: tc.effect, retry: tc.retry}
+			w := dispatch.Wave{Calls: calls("c0", "c1", "c2", "c3"), FailurePolicy: tc.policy}
+			self := goid()
+			rep, err := w.Run(t.Context(), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK != 4 || rep.Ran != 4 {
+				t.Errorf("report %+v, want 4 ok and ran", rep)
+			}
+			checkOrder(t, h.accountedCalls(), w.Calls)
+			for _, a := range h.accountedCalls() {
+				if got := string(a.Outcome.Output); got != `"`+a.Call.ID+`"` {
+					t.Errorf("%s accounted with output %s", a.Call.ID, got)
+				}
+				if on := tool.goroutine(a.Call.ID) == self; on != tc.want {
+					t.Errorf("%s ran on the wave's goroutine: %v, want %v", a.Call.ID, on, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestInlineCallsBesideWorkers: inline reads between reads that must run
+// at once (each waits for the other) neither serialise those nor change
+// the accounting order.
+func TestInlineCallsBesideWorkers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		both := newRendezvous(2)
+		h := newHost().register("wait", dispatch.EffectRead, dispatch.ToolFunc(
+			func(_ context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+				both.arrive()
+				<-both.all
+				return dispatch.OK([]byte(`"`+call.ID+`"`), true)
+			}))
+		inline := &inlineTool{inline: true}
+		h.register("read", dispatch.EffectRead, inline)
+		w := dispatch.Wave{Calls: calls("i0", "w1:wait", "i2", "w3:wait", "i4")}
+		self := goid()
+		rep, err := w.Run(t.Context(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK != 5 {
+			t.Errorf("report %+v, want 5 ok", rep)
+		}
+		checkOrder(t, h.accountedCalls(), w.Calls)
+		for _, id := range []string{"i0", "i2", "i4"} {
+			if inline.goroutine(id) != self {
+				t.Errorf("%s did not run on the wave's goroutine", id)
+			}
+		}
+	})
+}
+
+// TestPanickingInlineToolBecomesAnError: a panic in an inline call is the
+// call's error outcome, and the wave goes on with the next call.
+func TestPanickingInlineToolBecomesAnError(t *testing.T) {
+	t.Parallel()
+	tool := &inlineTool{inline: true, run: func(call dispatch.Call) dispatch.Outcome {
+		if call.ID == "c1" {
+			panic("boom")
+		}
+		return dispatch.OK([]byte(`"`+call.ID+`"`), true)
+	}}
+	h := newHost()
+	h.tools["read"] = registered{tool: tool, effect: dispatch.EffectRead}
+	w := dispatch.Wave{Calls: calls("c0", "c1", "c2")}
+	rep, err := w.Run(t.Context(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK != 2 || rep.Errors != 1 {
+		t.Errorf("report %+v, want 2 ok and 1 error", rep)
+	}
+	as := h.accountedCalls()
+	checkOrder(t, as, w.Calls)
+	if e := as[1].Outcome.Err; e == nil || e.Code != dispatch.CodeToolPanic {
+		t.Errorf("c1 accounted with %+v, want %s", as[1].Outcome, dispatch.CodeToolPanic)
+	}
+}
