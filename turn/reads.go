@@ -76,25 +76,15 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 	r.unrecorded = true
 	r.head = t
 	r.received = receivedLine(t, t.CreatedAt)
-	s.launch(r)
+	r.inline = inlineWave(reg, t.Calls)
+	s.launch(r) // an inline wave has ended when launch returns
 
-	window := time.NewTimer(s.cfg.ReadTurnWindow)
-	defer window.Stop()
 	select {
 	case <-r.done:
-	case <-window.C:
-		// Still running: record it as running and answer as for any turn
-		// (the caller awaits it). When recording fails the wave goes on
-		// unrecorded and is recorded whole at its end.
-		if err := r.ensureRecorded(context.WithoutCancel(ctx)); err == nil {
-			r.recMu.Lock()
-			recorded := !r.unrecorded
-			r.recMu.Unlock()
-			if recorded {
-				return Submitted{Turn: visible(t)}, true, nil
-			}
+	default:
+		if s.awaitWindow(ctx, r) {
+			return Submitted{Turn: visible(t)}, true, nil
 		}
-		<-r.done
 	}
 	r.recMu.Lock()
 	conflict := r.conflict != nil
@@ -106,6 +96,49 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 		return Submitted{}, true, r.settleErr
 	}
 	return Submitted{Turn: visible(r.final)}, true, nil
+}
+
+// awaitWindow waits for r's wave until Submit's window ends. A wave still
+// running then is recorded as running, and awaitWindow reports true: the
+// caller answers as for any turn (and awaits it). When recording fails
+// the wave goes on unrecorded, is recorded whole at its end, and
+// awaitWindow waits for that end.
+func (s *Service) awaitWindow(ctx context.Context, r *run) bool {
+	window := time.NewTimer(s.cfg.ReadTurnWindow)
+	defer window.Stop()
+	select {
+	case <-r.done:
+		return false
+	case <-window.C:
+	}
+	if err := r.ensureRecorded(context.WithoutCancel(ctx)); err == nil {
+		r.recMu.Lock()
+		recorded := !r.unrecorded
+		r.recMu.Unlock()
+		if recorded {
+			return true
+		}
+	}
+	<-r.done
+	return false
+}
+
+// inlineWave reports whether every call of a turn is a read of a tool
+// that dispatch runs on the wave's goroutine (dispatch.InlineTool): such a
+// wave takes about as long as handing it to another goroutine would, and
+// cannot outlast Submit's window, so Submit runs it itself.
+func inlineWave(reg *tool.Registry, calls []Call) bool {
+	for _, c := range calls {
+		spec, ok := reg.Lookup(c.Name)
+		if !ok || spec.Effect != dispatch.EffectRead || spec.Deferred || spec.Retry.MaxAttempts > 1 {
+			return false
+		}
+		it, ok := spec.Impl.(dispatch.InlineTool)
+		if !ok || !it.Inline() {
+			return false
+		}
+	}
+	return true
 }
 
 // readOnly reports whether every call of a turn is a read that cannot park:

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -501,5 +503,79 @@ func TestWaveLogsCarryRequest(t *testing.T) {
 	defer h.mu.Unlock()
 	if !slices.Contains(h.got, "recording turn failed; nothing of it is stored | req-7") {
 		t.Fatalf("log lines %q: want the failed record logged with the request's context", h.got)
+	}
+}
+
+// stackTool is an inline read tool (dispatch.InlineTool) that notes, per
+// call, whether Service.Submit is on the stack that runs it: whether the
+// wave ran on the goroutine that submitted the turn.
+type stackTool struct {
+	mu     sync.Mutex
+	inline bool
+	under  map[string]bool
+}
+
+func (s *stackTool) Inline() bool { return s.inline }
+
+func (s *stackTool) Invoke(_ context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+	pcs := make([]uintptr, 128)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	under := false
+	for f, more := frames.Next(); more && !under; f, more = frames.Next() {
+		under = strings.HasSuffix(f.Function, "turn.(*Service).Submit")
+	}
+	s.mu.Lock()
+	if s.under == nil {
+		s.under = map[string]bool{}
+	}
+	s.under[call.ID] = under
+	s.mu.Unlock()
+	return dispatch.OK([]byte(`{}`), true)
+}
+
+func (s *stackTool) ranUnderSubmit(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.under[id]
+}
+
+// TestInlineReadTurnRunsInSubmit: a turn whose calls are all reads of
+// inline tools runs on the goroutine that submits it, and is recorded
+// whole as any all-read turn; one call of another tool (a read that is
+// not inline, an unknown tool) sends the wave to a worker goroutine.
+func TestInlineReadTurnRunsInSubmit(t *testing.T) {
+	t.Parallel()
+	instant := &stackTool{inline: true}
+	notInline := &stackTool{}
+	f, cs := readsFixture(t, time.Minute,
+		&tool.Spec{Name: "instant", Effect: dispatch.EffectRead, Impl: instant},
+		&tool.Spec{Name: "plain", Effect: dispatch.EffectRead, Impl: notInline})
+	for _, tc := range []struct {
+		turn  string
+		calls []turn.Call
+		want  string
+		here  bool
+	}{
+		{"t1", calls("a=instant", "b=instant", "c=instant"), "a=ok b=ok c=ok", true},
+		{"t2", calls("d=instant", "e=plain"), "d=ok e=ok", false},
+		{"t3", calls("g=instant", "h=nosuch"), "g=ok h=refused(unknown_tool)", false},
+	} {
+		records := cs.records.Load()
+		sub, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: tc.turn, Calls: tc.calls})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sub.Turn.Status != turn.StatusCompleted || statuses(sub.Turn) != tc.want {
+			t.Errorf("%s: %s %s, want completed %s", tc.turn, sub.Turn.Status, statuses(sub.Turn), tc.want)
+		}
+		if got := cs.records.Load() - records; got != 1 {
+			t.Errorf("%s: %d whole recordings, want 1", tc.turn, got)
+		}
+		if got := instant.ranUnderSubmit(tc.calls[0].ID); got != tc.here {
+			t.Errorf("%s: the wave ran on Submit's goroutine: %v, want %v", tc.turn, got, tc.here)
+		}
+	}
+	if notInline.ranUnderSubmit("e") {
+		t.Error("a read of a tool that is not inline ran on Submit's goroutine")
 	}
 }

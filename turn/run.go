@@ -64,6 +64,9 @@ type run struct {
 	// lines belong to that request. Background for a recovered turn.
 	logCtx   context.Context
 	conflict error // why recording was refused: Submit takes the ordinary path
+	// inline: the wave runs on the goroutine that launches it (every call
+	// is a read of an inline tool, see inlineWave), set before launch.
+	inline bool
 }
 
 type callState struct {
@@ -149,7 +152,11 @@ func (s *Service) launch(r *run) {
 	}
 	s.waves.Add(1)
 	s.mu.Unlock()
-	s.workers.run(func() {
+	run := s.workers.run
+	if r.inline {
+		run = runHere
+	}
+	run(func() {
 		defer s.waves.Done()
 		defer cancel()
 		r.execute()
@@ -164,6 +171,9 @@ func (s *Service) launch(r *run) {
 		close(r.done)
 	})
 }
+
+// runHere runs f on the calling goroutine.
+func runHere(f func()) { f() }
 
 func (r *run) execute() {
 	s := r.svc
