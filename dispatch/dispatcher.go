@@ -47,7 +47,9 @@ type run struct {
 	// own: dispatch may cancel this run alone, so it gets a context of its
 	// own rather than the wave's.
 	own bool
-	at  Attempt // the first attempt, kept here to save an allocation
+	// inline: the run ran on the driving goroutine (see InlineTool).
+	inline bool
+	at     Attempt // the first attempt, kept here to save an allocation
 	// keys is the call's completion key, shared with the attempts of a
 	// run that continues this one.
 	keys keyCache
@@ -116,7 +118,8 @@ type dispatcher struct {
 
 	next    int // next call to admit
 	acct    int // next call to account
-	running int // runs handed to workers and not yet received back
+	running int // runs handed to workers or run inline, and not yet received back
+	inlined int // of those, the runs that ran inline: they need no worker
 
 	queue   []int // admitted reads waiting for a free goroutine, in call order
 	qhead   int
@@ -343,6 +346,8 @@ func (d *dispatcher) launch(toolCtx context.Context, r *run) {
 	r.own = r.own || d.failFast
 	d.running++
 	if runsInline(r) {
+		r.inline = true
+		d.inlined++
 		d.work(toolCtx, r)
 		return
 	}
@@ -350,10 +355,11 @@ func (d *dispatcher) launch(toolCtx context.Context, r *run) {
 	d.jobs <- r
 }
 
-// hire starts workers until there is one for every run in flight; running
-// never exceeds the cap, so neither do workers.
+// hire starts workers until there is one for every run in flight on
+// workers (inline runs need none); running never exceeds the cap, so
+// neither do workers.
 func (d *dispatcher) hire(toolCtx context.Context) {
-	for d.workers < d.running {
+	for d.workers < d.running-d.inlined {
 		d.workers++
 		d.staff.Go(func() { d.serve(toolCtx) })
 	}
@@ -435,6 +441,9 @@ func (d *dispatcher) poll(toolCtx context.Context) {
 // receive takes a finished run back.
 func (d *dispatcher) receive(toolCtx context.Context, r *run) {
 	d.running--
+	if r.inline {
+		d.inlined--
+	}
 	if r.exited {
 		// The tool ended its worker's goroutine: replace the worker if
 		// runs are waiting for one.

@@ -144,6 +144,7 @@ func TestPanickingInlineToolBecomesAnError(t *testing.T) {
 	h := newHost()
 	h.tools["read"] = registered{tool: tool, effect: dispatch.EffectRead}
 	w := dispatch.Wave{Calls: calls("c0", "c1", "c2")}
+	self := goid()
 	rep, err := w.Run(t.Context(), h)
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +157,47 @@ func TestPanickingInlineToolBecomesAnError(t *testing.T) {
 	if e := as[1].Outcome.Err; e == nil || e.Code != dispatch.CodeToolPanic {
 		t.Errorf("c1 accounted with %+v, want %s", as[1].Outcome, dispatch.CodeToolPanic)
 	}
+	for _, id := range []string{"c0", "c1", "c2"} {
+		if tool.goroutine(id) != self {
+			t.Errorf("%s did not run on the wave's goroutine", id)
+		}
+	}
+}
+
+// TestInlineCallsRunBesideABlockedWorker: under a cap of two, a read that
+// blocks on its worker leaves the other slot to the inline calls, which
+// all run (each holding the slot until the wave takes its result) while
+// the read still blocks, and are accounted in call order after it.
+func TestInlineCallsRunBesideABlockedWorker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var workers sync.Map // goroutine ids of the blocking reads
+		h := newHost().register("block", dispatch.EffectRead, dispatch.ToolFunc(
+			func(_ context.Context, call dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+				workers.Store(goid(), true)
+				<-release
+				return dispatch.OK([]byte(`"`+call.ID+`"`), true)
+			}))
+		inline := &inlineTool{inline: true}
+		h.register("read", dispatch.EffectRead, inline)
+		w := dispatch.Wave{Calls: calls("i0", "i1", "b2:block", "i3", "i4", "i5"), MaxConcurrency: 2}
+		run := start(t.Context(), w, h)
+		synctest.Wait()
+		for _, id := range []string{"i0", "i1", "i3", "i4", "i5"} {
+			if inline.goroutine(id) == 0 {
+				t.Errorf("%s has not run while b2 blocks", id)
+			}
+		}
+		close(release)
+		if _, err := run.wait(); err != nil {
+			t.Fatal(err)
+		}
+		checkOrder(t, h.accountedCalls(), w.Calls)
+		n := 0
+		workers.Range(func(any, any) bool { n++; return true })
+		if n != 1 {
+			t.Errorf("the blocking read ran on %d goroutines, want 1", n)
+		}
+	})
 }

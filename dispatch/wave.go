@@ -202,7 +202,8 @@ type Host interface {
 }
 
 // AttemptHook may also be implemented by a Host. BeforeAttempt is called on
-// the tool's goroutine before each attempt, so the host can commit a
+// the tool's goroutine (the wave's own for an InlineTool's read) before
+// each attempt, so the host can commit a
 // write-ahead ledger line; an error answers the call with
 // CodeAttemptNotRecorded and the tool does not run. For a speculative read
 // (see Aheader) it is called before the call's Admit.
@@ -212,7 +213,8 @@ type AttemptHook interface {
 
 // AttemptObserver may also be implemented by a Host to watch attempts
 // without deciding anything (metrics). AttemptStarted is called on the
-// tool's goroutine just before an attempt invokes the tool, after
+// tool's goroutine (the wave's own for an InlineTool's read) just before
+// an attempt invokes the tool, after
 // BeforeAttempt allowed it; AttemptFinished right after the tool returned
 // (or panicked), with the attempt's raw outcome and how long the tool took,
 // measured on the monotonic clock. Every AttemptStarted is followed by one

@@ -124,9 +124,11 @@ func (s *Service) awaitWindow(ctx context.Context, r *run) bool {
 }
 
 // inlineWave reports whether every call of a turn is a read of a tool
-// that dispatch runs on the wave's goroutine (dispatch.InlineTool): such a
-// wave takes about as long as handing it to another goroutine would, and
-// cannot outlast Submit's window, so Submit runs it itself.
+// that dispatch runs on the wave's goroutine (dispatch.InlineTool): the
+// tools of such a wave take about as long as handing the wave to another
+// goroutine would, and cannot outlast Submit's window, so Submit runs it
+// itself. (Its recording may take longer, as for any all-read turn; the
+// window did not shorten that wait either.)
 func inlineWave(reg *tool.Registry, calls []Call) bool {
 	for _, c := range calls {
 		spec, ok := reg.Lookup(c.Name)

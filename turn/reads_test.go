@@ -578,4 +578,18 @@ func TestInlineReadTurnRunsInSubmit(t *testing.T) {
 	if notInline.ranUnderSubmit("e") {
 		t.Error("a read of a tool that is not inline ran on Submit's goroutine")
 	}
+
+	// The window does not apply: with a window that is over at once, the
+	// inline turn still comes back completed, recorded whole, never
+	// recorded as running first.
+	instant = &stackTool{inline: true}
+	f, cs = readsFixture(t, time.Nanosecond, &tool.Spec{Name: "instant", Effect: dispatch.EffectRead, Impl: instant})
+	sub, err := f.svc.Submit(context.Background(), "s1", turn.TurnRequest{ID: "t4", Calls: calls("x=instant", "y=instant")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Turn.Status != turn.StatusCompleted || cs.receives.Load() != 0 || cs.records.Load() != 1 || !instant.ranUnderSubmit("x") {
+		t.Errorf("with a window of 1 ns: %s %s, %d receives, %d whole recordings, on Submit's goroutine %v; want completed, 0, 1, true",
+			sub.Turn.Status, statuses(sub.Turn), cs.receives.Load(), cs.records.Load(), instant.ranUnderSubmit("x"))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -172,8 +173,22 @@ func (s *Service) launch(r *run) {
 	})
 }
 
-// runHere runs f on the calling goroutine.
-func runHere(f func()) { f() }
+// runHere runs f, a wave, on the calling goroutine. A panic in it ends the
+// process, as it would on a worker's goroutine, instead of reaching the
+// HTTP server's recovery: a wave that died half way (perhaps leading a
+// recording statement of other turns) must not leave a process that goes
+// on serving. Recovery resumes its turns in the next process, as after
+// any crash.
+func runHere(f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			stack := debug.Stack()
+			go panic(fmt.Sprintf("turn: a wave run inline panicked: %v\n\n%s", v, stack))
+			select {} // this goroutine serves nothing more
+		}
+	}()
+	f()
+}
 
 func (r *run) execute() {
 	s := r.svc

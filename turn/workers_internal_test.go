@@ -1,6 +1,11 @@
 package turn
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,4 +85,33 @@ func TestWorkersReuseAndClose(t *testing.T) {
 	w.run(func() { close(done) })
 	<-done
 	liveSettles(t, &w, 0)
+}
+
+// TestRunHerePanicEndsTheProcess: a wave run on the submitting goroutine
+// that panics ends the process, as on a worker's goroutine, even when the
+// caller would recover (as the HTTP server does). The test runs itself
+// again as that process.
+func TestRunHerePanicEndsTheProcess(t *testing.T) {
+	if os.Getenv("TURND_TEST_RUNHERE_PANIC") == "1" {
+		defer func() {
+			if recover() != nil {
+				fmt.Println("recovered by the caller")
+				os.Exit(0)
+			}
+		}()
+		runHere(func() { panic("boom in a wave") })
+		fmt.Println("runHere returned")
+		os.Exit(0)
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunHerePanicEndsTheProcess$")
+	cmd.Env = append(os.Environ(), "TURND_TEST_RUNHERE_PANIC=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Success() {
+		t.Fatalf("the process went on (%v): %s", err, out)
+	}
+	if !strings.Contains(string(out), "a wave run inline panicked: boom in a wave") {
+		t.Errorf("the crash does not name the wave's panic: %s", out)
+	}
 }

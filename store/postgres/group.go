@@ -31,14 +31,23 @@ import (
 // more than 12 (6 of 8), 24 no more than 16 (2 of 8, more idle cores):
 // see newRecorder.)
 //
-// A caller that may lead (see do) runs a batch (which holds its own call unless key kept it out) and, when more
-// calls are queued, hands them to a goroutine that runs batches until none
-// can be taken, so that the leader is not kept waiting for calls that came
-// after its own. exec must answer every call of its batch.
+// A caller that may lead (see do) runs a batch (which holds its own call
+// unless key kept it out) and, when more calls are queued, hands them to a
+// goroutine that runs batches until none can be taken (or, beside another
+// statement, until fewer than wait wait: see takeNext), so that the leader
+// is not kept waiting for calls that came after its own. exec must answer
+// every call of its batch.
+//
+// The price of leaving calls to the other statement: they wait for it to
+// end, however long it takes. A statement that fails as a whole and is
+// retried call by call (recordBatch) holds them for all of its retries;
+// and below wait waiting calls a second statement never starts, so that
+// a light load runs one statement at a time.
 type group[C any, K comparable] struct {
 	max, par int
 	// wait is how many calls must wait before a statement starts beside
-	// a running one; 0 means max/4.
+	// a running one, and before a runner whose statement ended beside
+	// another takes the next batch; 0 means max/4.
 	wait int
 	// key, when set, keys calls that must not be in two statements running
 	// at once, nor twice in one: a call whose key is busy waits for the

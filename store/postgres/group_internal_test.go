@@ -155,6 +155,77 @@ func TestGroupEndedStatementLeavesFewCalls(t *testing.T) {
 	})
 }
 
+// TestGroupEndedStatementSkipsBusyKeys: a runner whose statement ended
+// beside another takes the waiting calls whose keys are free when wait of
+// them wait, and leaves a call whose key the other statement holds to that
+// statement's runner.
+func TestGroupEndedStatementSkipsBusyKeys(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			id, key int
+			done    chan struct{}
+		}
+		hold := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+		var mu sync.Mutex
+		var batches [][]int
+		g := &group[*call, int]{max: 8, par: 2, wait: 2, key: func(c *call) int { return c.key },
+			exec: func(_ context.Context, batch []*call) {
+				ids := make([]int, len(batch))
+				for i, c := range batch {
+					ids[i] = c.id
+				}
+				mu.Lock()
+				batches = append(batches, ids)
+				release := hold[len(batches)]
+				mu.Unlock()
+				if release != nil {
+					<-release
+				}
+				for _, c := range batch {
+					close(c.done)
+				}
+			}}
+		ran := func() string {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprint(batches)
+		}
+		var all []*call
+		submit := func(id, key int) {
+			c := &call{id: id, key: key, done: make(chan struct{})}
+			all = append(all, c)
+			go g.do(context.Background(), c)
+			ran()
+		}
+		submit(1, 1)
+		submit(2, 2)
+		submit(3, 3) // two wait: the second statement
+		submit(4, 1) // key 1 is the first statement's
+		submit(5, 4)
+		if got := ran(); got != "[[1] [2 3]]" {
+			t.Fatalf("batches %s, want [[1] [2 3]]", got)
+		}
+		close(hold[2]) // two wait: its runner takes 5, not 4, then leaves
+		if got := ran(); got != "[[1] [2 3] [5]]" {
+			t.Fatalf("after the second statement: batches %s, want [[1] [2 3] [5]]", got)
+		}
+		close(hold[1])
+		for _, c := range all {
+			<-c.done
+		}
+		if got := ran(); got != "[[1] [2 3] [5] [4]]" {
+			t.Errorf("batches %s, want [[1] [2 3] [5] [4]]", got)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.queue) != 0 || g.running != 0 || len(g.busy) != 0 {
+			t.Errorf("after: %d queued, %d running, %d busy keys", len(g.queue), g.running, len(g.busy))
+		}
+	})
+}
+
 // TestGroupKeyedCallsUnderLoad: with keyed calls and up to par statements,
 // every call is answered once, no key is in two running statements or
 // twice in one, and the group ends idle.
