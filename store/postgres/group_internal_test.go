@@ -84,6 +84,81 @@ func testSecondStatementWaitsForTwo(t *testing.T, maxBatch, wait int) {
 	})
 }
 
+// heldCall is a call of a heldGroup.
+type heldCall struct {
+	id, key int
+	done    chan struct{}
+}
+
+// heldGroup is a group (max 8, par 2) whose statements note their batches
+// and whose nth statement runs until hold[n] is closed.
+type heldGroup struct {
+	g       *group[*heldCall, int]
+	hold    map[int]chan struct{}
+	mu      sync.Mutex
+	batches [][]int
+	calls   []*heldCall
+}
+
+func newHeldGroup(wait int, keyed bool, held ...int) *heldGroup {
+	h := &heldGroup{hold: map[int]chan struct{}{}}
+	for _, n := range held {
+		h.hold[n] = make(chan struct{})
+	}
+	h.g = &group[*heldCall, int]{max: 8, par: 2, wait: wait, exec: func(_ context.Context, batch []*heldCall) {
+		ids := make([]int, len(batch))
+		for i, c := range batch {
+			ids[i] = c.id
+		}
+		h.mu.Lock()
+		h.batches = append(h.batches, ids)
+		release := h.hold[len(h.batches)]
+		h.mu.Unlock()
+		if release != nil {
+			<-release
+		}
+		for _, c := range batch {
+			close(c.done)
+		}
+	}}
+	if keyed {
+		h.g.key = func(c *heldCall) int { return c.key }
+	}
+	return h
+}
+
+// ran waits until every goroutine of the bubble is blocked and says which
+// batches ran.
+func (h *heldGroup) ran() string {
+	synctest.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fmt.Sprint(h.batches)
+}
+
+// submit queues a call on a goroutine of its own and waits until it
+// blocks, so that calls queue in the order submitted.
+func (h *heldGroup) submit(id, key int) {
+	c := &heldCall{id: id, key: key, done: make(chan struct{})}
+	h.calls = append(h.calls, c)
+	go h.g.do(context.Background(), c)
+	h.ran()
+}
+
+// finish waits for every call and checks that the group ended idle.
+func (h *heldGroup) finish(t *testing.T) {
+	t.Helper()
+	for _, c := range h.calls {
+		<-c.done
+	}
+	synctest.Wait()
+	h.g.mu.Lock()
+	defer h.g.mu.Unlock()
+	if len(h.g.queue) != 0 || h.g.running != 0 || len(h.g.busy) != 0 {
+		t.Errorf("after: %d queued, %d running, %d busy keys", len(h.g.queue), h.g.running, len(h.g.busy))
+	}
+}
+
 // TestGroupEndedStatementLeavesFewCalls: when a statement ends while
 // another runs, its runner leaves fewer than wait waiting calls to the
 // other statement's runner instead of starting a statement for them; a
@@ -91,66 +166,22 @@ func testSecondStatementWaitsForTwo(t *testing.T, maxBatch, wait int) {
 func TestGroupEndedStatementLeavesFewCalls(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		type call struct {
-			id   int
-			done chan struct{}
-		}
-		hold := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
-		var mu sync.Mutex
-		var batches [][]int
-		g := &group[*call, struct{}]{max: 8, par: 2, wait: 2, exec: func(_ context.Context, batch []*call) {
-			ids := make([]int, len(batch))
-			for i, c := range batch {
-				ids[i] = c.id
-			}
-			mu.Lock()
-			batches = append(batches, ids)
-			release := hold[len(batches)]
-			mu.Unlock()
-			if release != nil {
-				<-release
-			}
-			for _, c := range batch {
-				close(c.done)
-			}
-		}}
-		ran := func() string {
-			synctest.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			return fmt.Sprint(batches)
-		}
-		submit := func(id int) *call {
-			c := &call{id: id, done: make(chan struct{})}
-			go g.do(context.Background(), c)
-			return c
-		}
-		first := submit(1)
-		ran()
-		second := submit(2)
-		ran()
-		third := submit(3) // two wait: a second statement
-		if got := ran(); got != "[[1] [2 3]]" {
+		h := newHeldGroup(2, false, 1, 2)
+		h.submit(1, 0)
+		h.submit(2, 0)
+		h.submit(3, 0) // two wait: a second statement
+		if got := h.ran(); got != "[[1] [2 3]]" {
 			t.Fatalf("batches %s, want [[1] [2 3]]", got)
 		}
-		fourth := submit(4) // one waits beside two statements
-		ran()
-		close(hold[2])
-		<-second.done
-		<-third.done
-		if got := ran(); got != "[[1] [2 3]]" {
+		h.submit(4, 0) // one waits beside two statements
+		close(h.hold[2])
+		if got := h.ran(); got != "[[1] [2 3]]" {
 			t.Fatalf("the second statement's runner took a lone waiting call: batches %s", got)
 		}
-		close(hold[1])
-		<-first.done
-		<-fourth.done
-		if got := ran(); got != "[[1] [2 3] [4]]" {
+		close(h.hold[1])
+		h.finish(t)
+		if got := h.ran(); got != "[[1] [2 3] [4]]" {
 			t.Errorf("batches %s, want [[1] [2 3] [4]]", got)
-		}
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if len(g.queue) != 0 || g.running != 0 {
-			t.Errorf("after: %d queued, %d running", len(g.queue), g.running)
 		}
 	})
 }
@@ -162,66 +193,23 @@ func TestGroupEndedStatementLeavesFewCalls(t *testing.T) {
 func TestGroupEndedStatementSkipsBusyKeys(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		type call struct {
-			id, key int
-			done    chan struct{}
-		}
-		hold := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
-		var mu sync.Mutex
-		var batches [][]int
-		g := &group[*call, int]{max: 8, par: 2, wait: 2, key: func(c *call) int { return c.key },
-			exec: func(_ context.Context, batch []*call) {
-				ids := make([]int, len(batch))
-				for i, c := range batch {
-					ids[i] = c.id
-				}
-				mu.Lock()
-				batches = append(batches, ids)
-				release := hold[len(batches)]
-				mu.Unlock()
-				if release != nil {
-					<-release
-				}
-				for _, c := range batch {
-					close(c.done)
-				}
-			}}
-		ran := func() string {
-			synctest.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			return fmt.Sprint(batches)
-		}
-		var all []*call
-		submit := func(id, key int) {
-			c := &call{id: id, key: key, done: make(chan struct{})}
-			all = append(all, c)
-			go g.do(context.Background(), c)
-			ran()
-		}
-		submit(1, 1)
-		submit(2, 2)
-		submit(3, 3) // two wait: the second statement
-		submit(4, 1) // key 1 is the first statement's
-		submit(5, 4)
-		if got := ran(); got != "[[1] [2 3]]" {
+		h := newHeldGroup(2, true, 1, 2)
+		h.submit(1, 1)
+		h.submit(2, 2)
+		h.submit(3, 3) // two wait: the second statement
+		h.submit(4, 1) // key 1 is the first statement's
+		h.submit(5, 4)
+		if got := h.ran(); got != "[[1] [2 3]]" {
 			t.Fatalf("batches %s, want [[1] [2 3]]", got)
 		}
-		close(hold[2]) // two wait: its runner takes 5, not 4, then leaves
-		if got := ran(); got != "[[1] [2 3] [5]]" {
+		close(h.hold[2]) // two wait: its runner takes 5, not 4, then leaves
+		if got := h.ran(); got != "[[1] [2 3] [5]]" {
 			t.Fatalf("after the second statement: batches %s, want [[1] [2 3] [5]]", got)
 		}
-		close(hold[1])
-		for _, c := range all {
-			<-c.done
-		}
-		if got := ran(); got != "[[1] [2 3] [5] [4]]" {
+		close(h.hold[1])
+		h.finish(t)
+		if got := h.ran(); got != "[[1] [2 3] [5] [4]]" {
 			t.Errorf("batches %s, want [[1] [2 3] [5] [4]]", got)
-		}
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if len(g.queue) != 0 || g.running != 0 || len(g.busy) != 0 {
-			t.Errorf("after: %d queued, %d running, %d busy keys", len(g.queue), g.running, len(g.busy))
 		}
 	})
 }
