@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/turnd/turnd/dispatch"
 )
@@ -200,4 +202,69 @@ func TestInlineCallsRunBesideABlockedWorker(t *testing.T) {
 			t.Errorf("the blocking read ran on %d goroutines, want 1", n)
 		}
 	})
+}
+
+// observingHost is a host that also implements AttemptHook and
+// AttemptObserver, noting each attempt's events.
+type observingHost struct {
+	*host
+}
+
+func (h observingHost) BeforeAttempt(_ context.Context, call dispatch.Call, _ dispatch.Effect, n int) error {
+	h.log("before %s/%d", call.ID, n)
+	return nil
+}
+
+func (h observingHost) AttemptStarted(call dispatch.Call, n int) { h.log("started %s/%d", call.ID, n) }
+
+func (h observingHost) AttemptFinished(call dispatch.Call, n int, _ dispatch.Outcome, _ time.Duration) {
+	h.log("finished %s/%d", call.ID, n)
+}
+
+// TestInlineAndWorkerRunsAccountAlike: whether its reads run inline or on
+// workers, a wave accounts the same calls with the same outcomes in the
+// same order — ordered or concurrent, under a cap of one, a refused call
+// among them, on a context cancelled before it starts — and its host sees
+// each attempt's hook and observer calls in pairs.
+func TestInlineAndWorkerRunsAccountAlike(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		wave dispatch.Wave
+	}{
+		{"ordered", context.Background(), dispatch.Wave{Calls: calls("c0", "c1", "x2:nosuch", "c3")}},
+		{"concurrent", context.Background(), dispatch.Wave{Calls: calls("c0", "c1", "c2"), Mode: dispatch.ModeConcurrent}},
+		{"cap of one", context.Background(), dispatch.Wave{Calls: calls("c0", "c1", "c2", "c3", "c4"), MaxConcurrency: 1}},
+		{"cancelled", cancelled, dispatch.Wave{Calls: calls("c0", "c1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got [2][]summary
+			for i, inline := range []bool{false, true} {
+				h := observingHost{newHost()}
+				h.tools["read"] = registered{tool: &inlineTool{inline: inline}, effect: dispatch.EffectRead}
+				if _, err := tc.wave.Run(tc.ctx, h); err != nil {
+					t.Fatal(err)
+				}
+				checkOrder(t, h.accountedCalls(), tc.wave.Calls)
+				got[i] = summarize(h.accountedCalls())
+				events := h.eventLog()
+				for _, a := range h.accountedCalls() {
+					if a.Attempts == 0 {
+						continue
+					}
+					id := a.Call.ID + "/1"
+					before(t, events, "before "+id, "started "+id)
+					before(t, events, "started "+id, "finished "+id)
+					before(t, events, "finished "+id, "account "+a.Call.ID)
+				}
+			}
+			if !slices.Equal(got[0], got[1]) {
+				t.Errorf("on workers %+v\ninline     %+v", got[0], got[1])
+			}
+		})
+	}
 }
