@@ -155,7 +155,12 @@ func TestProc(t *testing.T) {
 		t.Errorf("RSS = %d, %v", rss, err)
 	}
 	peak, err := loadtest.PeakRSS(os.Getpid())
-	if err != nil || peak < rss {
+	// The kernel's RSS counters are cached per thread and summed when
+	// read, and the peak is only raised at some events, so a peak read
+	// after the RSS may come out a few pages under it (seen: 64 kB) while
+	// the parallel tests allocate and the runtime returns pages.
+	const slack = 4 << 20
+	if err != nil || peak < rss-slack {
 		t.Errorf("PeakRSS = %d, %v (RSS %d)", peak, err, rss)
 	}
 	if _, err := loadtest.ProcessCPU(os.Getpid()); err != nil {
