@@ -35,14 +35,21 @@ type InlineTool interface {
 	Inline() bool
 }
 
-// runsInline reports whether r runs on the wave's goroutine (see
-// InlineTool).
-func runsInline(r *run) bool {
-	if r.own || r.effect != EffectRead || r.prev != nil || r.policy.attempts() > 1 {
+// Inline reports whether a call admitted to run tool with effect and
+// policy may run on the wave's goroutine (see InlineTool): a read of an
+// inline tool, tried at most once. Dispatch runs it so unless it must be
+// able to cancel the run alone (a fail_fast wave, a speculative run).
+func Inline(tool Tool, effect Effect, policy RetryPolicy) bool {
+	if effect != EffectRead || policy.attempts() > 1 {
 		return false
 	}
-	t, ok := r.tool.(InlineTool)
+	t, ok := tool.(InlineTool)
 	return ok && t.Inline()
+}
+
+// runsInline reports whether r runs on the wave's goroutine.
+func runsInline(r *run) bool {
+	return !r.own && r.prev == nil && Inline(r.tool, r.effect, r.policy)
 }
 
 // ToolFunc adapts a function to Tool.

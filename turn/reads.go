@@ -48,7 +48,8 @@ import (
 // a race, reads ran whose outcome the ordinary path replaces).
 func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bool, err error) {
 	reg := s.cfg.Tools()
-	if !readOnly(reg, t.Calls) {
+	reads, inline := readsOnly(reg, t.Calls)
+	if !reads {
 		return Submitted{}, false, nil
 	}
 	if s.recent.known(t) {
@@ -76,7 +77,7 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 	r.unrecorded = true
 	r.head = t
 	r.received = receivedLine(t, t.CreatedAt)
-	r.inline = inlineWave(reg, t.Calls)
+	r.inline = inline
 	s.launch(r) // an inline wave has ended when launch returns
 
 	select {
@@ -123,36 +124,29 @@ func (s *Service) awaitWindow(ctx context.Context, r *run) bool {
 	return false
 }
 
-// inlineWave reports whether every call of a turn is a read of a tool
-// that dispatch runs on the wave's goroutine (dispatch.InlineTool): the
-// tools of such a wave take about as long as handing the wave to another
-// goroutine would, and cannot outlast Submit's window, so Submit runs it
-// itself. (Its recording may take longer, as for any all-read turn; the
-// window did not shorten that wait either.)
-func inlineWave(reg *tool.Registry, calls []Call) bool {
+// readsOnly reports, in one pass over a turn's calls, whether every call
+// is a read that cannot park (a call of an unregistered tool qualifies: it
+// is refused, nothing runs), and whether the wave is inline: every call a
+// read of a registered tool that dispatch may run on the wave's goroutine
+// (dispatch.Inline). The tools of an inline wave take about as long as
+// handing the wave to another goroutine would, and cannot outlast
+// Submit's window, so Submit runs it itself. (Its recording may take
+// longer, as for any all-read turn; the window did not shorten that wait
+// either.)
+func readsOnly(reg *tool.Registry, calls []Call) (reads, inline bool) {
+	inline = true
 	for _, c := range calls {
 		spec, ok := reg.Lookup(c.Name)
-		if !ok || spec.Effect != dispatch.EffectRead || spec.Deferred || spec.Retry.MaxAttempts > 1 {
-			return false
+		if !ok {
+			inline = false
+			continue
 		}
-		it, ok := spec.Impl.(dispatch.InlineTool)
-		if !ok || !it.Inline() {
-			return false
+		if spec.Effect != dispatch.EffectRead || spec.Deferred {
+			return false, false
 		}
+		inline = inline && dispatch.Inline(spec.Impl, spec.Effect, spec.Retry)
 	}
-	return true
-}
-
-// readOnly reports whether every call of a turn is a read that cannot park:
-// a call of an unregistered tool qualifies (it is refused, nothing runs).
-func readOnly(reg *tool.Registry, calls []Call) bool {
-	for _, c := range calls {
-		spec, ok := reg.Lookup(c.Name)
-		if ok && (spec.Effect != dispatch.EffectRead || spec.Deferred) {
-			return false
-		}
-	}
-	return true
+	return true, inline
 }
 
 func distinctIDs(calls []Call) []string {

@@ -66,7 +66,7 @@ type run struct {
 	logCtx   context.Context
 	conflict error // why recording was refused: Submit takes the ordinary path
 	// inline: the wave runs on the goroutine that launches it (every call
-	// is a read of an inline tool, see inlineWave), set before launch.
+	// is a read of an inline tool, see readsOnly), set before launch.
 	inline bool
 }
 

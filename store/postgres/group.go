@@ -34,7 +34,7 @@ import (
 // A caller that may lead (see do) runs a batch (which holds its own call
 // unless key kept it out) and, when more calls are queued, hands them to a
 // goroutine that runs batches until none can be taken (or, beside another
-// statement, until fewer than wait wait: see takeNext), so that the leader
+// statement, until fewer than wait wait: see take), so that the leader
 // is not kept waiting for calls that came after its own. exec must answer
 // every call of its batch.
 //
@@ -76,33 +76,18 @@ func (g *group[C, K]) do(ctx context.Context, c C) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	b := g.take()
+	b := g.take(false)
 	if b == nil {
 		return
 	}
 	g.run(ctx, b)
-	if next := g.takeNext(); next != nil {
+	if next := g.take(true); next != nil {
 		go func() {
-			for b := next; b != nil; b = g.takeNext() {
+			for b := next; b != nil; b = g.take(true) {
 				g.run(ctx, b)
 			}
 		}()
 	}
-}
-
-// takeNext is take for a runner whose statement ended: while another
-// statement runs, it leaves fewer than wait queued calls to that
-// statement's runner (or to a caller that finds wait calls queued) and
-// gives up its slot, as a caller would not start a statement for them.
-func (g *group[C, K]) takeNext() []C {
-	g.mu.Lock()
-	if g.running > 1 && len(g.queue) < g.threshold() {
-		g.running--
-		g.mu.Unlock()
-		return nil
-	}
-	g.mu.Unlock()
-	return g.take()
 }
 
 func (g *group[C, K]) threshold() int {
@@ -126,10 +111,18 @@ func (g *group[C, K]) run(ctx context.Context, batch []C) {
 
 // take takes up to max queued calls whose keys are free, marking the keys
 // busy, or returns nil and gives up the caller's running slot when it
-// takes none. Calls it leaves keep their order.
-func (g *group[C, K]) take() []C {
+// takes none. Calls it leaves keep their order. ended: the caller's
+// statement just ended; while another statement runs, it then leaves fewer
+// than wait queued calls to that statement's runner (or to a caller that
+// finds wait calls queued) and gives up its slot, as a caller would not
+// start a statement for them.
+func (g *group[C, K]) take(ended bool) []C {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if ended && g.running > 1 && len(g.queue) < g.threshold() {
+		g.running--
+		return nil
+	}
 	var batch []C
 	rest := g.queue[:0]
 	for _, c := range g.queue {

@@ -42,8 +42,9 @@ type Options struct {
 	ApplicationName string
 	// GroupStatements is how many group-commit statements of each kind
 	// (recording whole turns, looking them up) may run at once; beyond the
-	// first, one starts only when enough calls wait (8 recordings, 16
-	// lookups; see group). Calls that arrive meanwhile wait and share the
+	// first, one starts only when enough calls wait (16 of either kind;
+	// see group), and a statement that ends beside another leaves fewer
+	// to it. Calls that arrive meanwhile wait and share the
 	// next statement: larger batches cost the database less per turn, and
 	// a second statement lets a queue be written while the first waits
 	// for its WAL flush. Default: GOMAXPROCS / 2, at least 2; at most
