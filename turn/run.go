@@ -49,7 +49,7 @@ type run struct {
 	// stays active until its goroutine ends; a renewal that finds its lease
 	// gone then lost nothing (see renew).
 	settling atomic.Bool
-	done            chan struct{}
+	done     chan struct{}
 
 	final     Turn
 	settleErr error
