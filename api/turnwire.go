@@ -466,7 +466,7 @@ func decodeTurnRequest(r *http.Request, req *turnRequest) error {
 	switch {
 	case err != nil:
 		// Let the decoder meet the error where it would have.
-		err = decodeJSONFrom(io.MultiReader(bytes.NewReader(b), errorReader{err}), req)
+		err = decodeStream(io.MultiReader(bytes.NewReader(b), errorReader{err}), req)
 	case !scanTurnRequest(b, req):
 		err = decodeJSONFrom(bytes.NewReader(b), req)
 	}
@@ -511,10 +511,13 @@ type callSpans struct {
 // reports true, where it is sure to: body is one JSON object whose keys
 // are plain ASCII, each of turnRequest's and callWire's keys at most once
 // and spelled as their tags are, its string fields strings without escapes
-// (or null), calls an array (or null) of objects (or nulls). Anything else,
-// errors included, is left to encoding/json: it reports false and leaves
-// req alone.
+// (or null), calls an array (or null) of objects (or nulls), all of it
+// UTF-8. Anything else, errors included, is left to encoding/json: it
+// reports false and leaves req alone.
 func scanTurnRequest(body []byte, req *turnRequest) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
 	s := jsonScanner{b: body}
 	var (
 		id, mode, policy span

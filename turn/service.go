@@ -292,8 +292,13 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error()}
 		}
 	}
-	if len(spec.Metadata) > 0 && !json.Valid(spec.Metadata) {
-		return Session{}, invalid("metadata", "not valid JSON")
+	if len(spec.Metadata) > 0 {
+		if !json.Valid(spec.Metadata) {
+			return Session{}, invalid("metadata", "not valid JSON")
+		}
+		if err := checkJSONText("metadata", spec.Metadata); err != nil {
+			return Session{}, err
+		}
 	}
 	sess := Session{
 		ID:          spec.ID,
@@ -442,6 +447,12 @@ func (s *Service) checkRequest(req *TurnRequest) error {
 			return invalid(fmt.Sprintf("calls[%d].name", i), "required")
 		case len(c.Name) > 256:
 			return invalid(fmt.Sprintf("calls[%d].name", i), "longer than 256 bytes")
+		}
+		if err := checkText(fmt.Sprintf("calls[%d].name", i), c.Name); err != nil {
+			return err
+		}
+		if err := checkJSONText(fmt.Sprintf("calls[%d].arguments", i), c.Arguments); err != nil {
+			return err
 		}
 	}
 	return nil

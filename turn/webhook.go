@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/turnd/turnd/completion"
 )
@@ -162,6 +163,9 @@ const maxCallbackURL = 2048
 func checkCallbackURL(raw string) error {
 	if len(raw) > maxCallbackURL {
 		return fmt.Errorf("longer than %d bytes", maxCallbackURL)
+	}
+	if !utf8.ValidString(raw) {
+		return errors.New("not valid UTF-8")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
