@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,11 @@ type Config struct {
 	// from forgeries: set one wherever a callback URL is reachable by
 	// anyone else.
 	WebhookSigner *completion.Signer
-	// WebhookClient sends the webhooks. Default: NewWebhookClient (no
+	// CallbackPolicy decides which addresses callback URLs may reach,
+	// checked when a session is created and when a delivery connects.
+	// Default: BlockedCallbackNets blocked, everything else reachable.
+	CallbackPolicy CallbackPolicy
+	// WebhookClient sends the webhooks. Default: CallbackPolicy.Client (no
 	// redirects, connection timeouts); Shutdown closes its idle connections.
 	WebhookClient *http.Client
 	// WebhookTimeout bounds one delivery attempt. Default 10s.
@@ -139,7 +144,7 @@ func (c Config) WithDefaults() Config {
 		c.OutputSweep = 10 * time.Minute
 	}
 	if c.WebhookClient == nil {
-		c.WebhookClient = NewWebhookClient()
+		c.WebhookClient = c.CallbackPolicy.Client()
 	}
 	if c.WebhookTimeout <= 0 {
 		c.WebhookTimeout = defaultWebhookTimeout
@@ -290,6 +295,10 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 	if spec.CallbackURL != "" {
 		if err := checkCallbackURL(spec.CallbackURL); err != nil {
 			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error()}
+		}
+		u, _ := url.Parse(spec.CallbackURL) // checked above
+		if err := s.cfg.CallbackPolicy.checkHost(ctx, u.Hostname()); err != nil {
+			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error() + " (see TURND_CALLBACK_ALLOW_NETS)"}
 		}
 	}
 	if len(spec.Metadata) > 0 {
