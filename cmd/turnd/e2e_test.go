@@ -106,8 +106,20 @@ func TestServeLoopbackWithoutTokensWarns(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning about serving without API tokens in the log:\n%s", p.stderr.String())
 	}
-	// And /v1 is open.
+	// And /v1 is open, to requests on loopback: not to web pages a browser
+	// runs (a rebound DNS name, a foreign origin, a simple cross-site POST).
 	p.must(http.StatusOK, http.MethodGet, "/v1/tools", nil)
+	turn := `{"calls":[{"id":"a","name":"echo","arguments":{}}]}`
+	p.must(http.StatusForbidden, http.MethodGet, "/v1/tools", nil, "Host", "attacker.example:8080")
+	p.must(http.StatusForbidden, http.MethodPost, "/v1/sessions/s/turns", turn, "Origin", "https://evil.example")
+	p.must(http.StatusUnsupportedMediaType, http.MethodPost, "/v1/sessions/s/turns", turn, "Content-Type", "text/plain")
+	p.must(http.StatusNotFound, http.MethodGet, "/v1/sessions/s", nil)
+	// Headers over the limit are refused by turnd as a problem, not by
+	// net/http in plain text.
+	big := p.must(http.StatusRequestHeaderFieldsTooLarge, http.MethodGet, "/v1/tools", nil, "X-Big", strings.Repeat("x", 100<<10))
+	if !strings.Contains(string(big), `"code":"headers_too_large"`) {
+		t.Errorf("431 body %s", big)
+	}
 }
 
 // TestServeTokensFile: with TURND_API_TOKENS_FILE turnd may listen on every
@@ -115,7 +127,8 @@ func TestServeLoopbackWithoutTokensWarns(t *testing.T) {
 func TestServeTokensFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tokens := writeFile(t, dir, "tokens", "first-token\nsecond-token\n")
+	// Off loopback tokens must have at least 32 characters.
+	tokens := writeFile(t, dir, "tokens", "first-token-0123456789abcdef0123456789\nsecond-token-0123456789abcdef0123456789\n")
 	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
 	p := startTurnd(t, procOptions{
 		addr: "0.0.0.0:" + port,
@@ -125,13 +138,13 @@ func TestServeTokensFile(t *testing.T) {
 	p.must(http.StatusOK, http.MethodGet, "/healthz", nil)
 	p.must(http.StatusUnauthorized, http.MethodGet, "/v1/tools", nil)
 	p.must(http.StatusUnauthorized, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer wrong")
-	p.must(http.StatusOK, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer second-token")
+	p.must(http.StatusOK, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer second-token-0123456789abcdef0123456789")
 	for _, rec := range p.logLines() {
 		if strings.Contains(fmt.Sprint(rec["msg"]), "no API tokens") {
 			t.Errorf("warned about missing tokens although they are set: %v", rec)
 		}
 	}
-	if strings.Contains(p.stderr.String(), "second-token") {
+	if strings.Contains(p.stderr.String(), "second-token-0123456789abcdef0123456789") {
 		t.Errorf("a token appears in the log:\n%s", p.stderr.String())
 	}
 }
