@@ -40,6 +40,10 @@ func TestBadBytes(t *testing.T) {
 			{"NUL in a session id", "/v1/sessions", `{"id":"{S}\u0000"}`, 422, "invalid_request", "id"},
 			{"invalid UTF-8 in a session id", "/v1/sessions", `{"id":"{S}` + bad + `"}`, 400, "malformed_json", ""},
 			{"invalid UTF-8 in an unknown field", "/v1/sessions", `{"id":"{S}","note":"` + bad + `"}`, 400, "malformed_json", ""},
+			{"NUL in a tool grant", "/v1/sessions", `{"id":"{S}","tools":["echo\u0000"]}`, 422, "invalid_request", "tools[0]"},
+			{"NUL in a callback URL", "/v1/sessions", `{"id":"{S}","callback_url":"https://hooks.example.com/\u0000"}`, 422, "invalid_request", "callback_url"},
+			{"NUL in the path's session id", "/v1/sessions/{S}%00/turns", `{"calls":[{"id":"a","name":"echo"}]}`, 422, "invalid_request", "session_id"},
+			{"invalid UTF-8 in the path's session id", "/v1/sessions/{S}%FF/turns", `{"calls":[{"id":"a","name":"echo"}]}`, 422, "invalid_request", "session_id"},
 			{"openai.chat: invalid UTF-8", "/v1/sessions/{S}/turns?format=openai.chat", `{"role":"assistant","tool_calls":[{"id":"a` + bad + `","type":"function","function":{"name":"echo","arguments":"{}"}}]}`, 400, "malformed_json", ""},
 			{"openai.chat: NUL in a name", "/v1/sessions/{S}/turns?format=openai.chat", `{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"echo\u0000","arguments":"{}"}}]}`, 422, "invalid_request", "calls[0].name"},
 			{"openai.chat: NUL in arguments", "/v1/sessions/{S}/turns?format=openai.chat", `{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"echo","arguments":"{\"x\":\"\\u0000\"}"}}]}`, 422, "invalid_request", "calls[0].arguments"},
@@ -63,6 +67,11 @@ func TestBadBytes(t *testing.T) {
 					t.Fatalf("the detail does not name %s: %s", tc.field, r.body)
 				}
 			})
+		}
+		for _, path := range []string{"/v1/sessions/s%00", "/v1/sessions/s%FF/turns/t", "/v1/sessions/s/turns/t%00", "/v1/sessions/s%FF/ledger", "/v1/outputs/o%00", "/v1/tools?session_id=%FF", "/v1/complete/ck_%00"} {
+			if r := s.do("GET", path, nil); r.status != 404 || r.code(t) != "not_found" {
+				t.Errorf("GET %s: %d %s, want 404 not_found", path, r.status, r.body)
+			}
 		}
 		for _, sid := range sessions {
 			if r := s.do("GET", "/v1/sessions/"+sid, nil); r.status != 404 {

@@ -44,27 +44,23 @@ func (s *server) guard(next http.Handler) http.Handler {
 				"this server answers to loopback host names only (and those set with --allowed-hosts), not "+strconv.Quote(r.Host)))
 			return
 		}
+		if len(s.corsOrigins) > 0 {
+			// Answers differ by Origin: caches must key on it.
+			w.Header().Add("Vary", "Origin")
+		}
 		if origin := r.Header.Get("Origin"); origin != "" {
-			listed := s.corsOrigins[origin]
-			if !listed && !sameOrigin(origin, r.Host) {
+			switch {
+			case s.corsOrigins[origin]:
+				if s.grantCORS(w, r, origin) {
+					return // a preflight, answered
+				}
+			case sameOrigin(origin, r.Host):
+				// A page served by turnd itself: no CORS involved.
+			default:
 				s.writeError(w, r, errHTTP(http.StatusForbidden, "origin_not_allowed",
 					"requests from the web origin "+strconv.Quote(origin)+" are not allowed; list it with --cors-origins to let a browser frontend there call turnd"))
 				return
 			}
-			h := w.Header()
-			h.Add("Vary", "Origin")
-			h.Set("Access-Control-Allow-Origin", origin)
-			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-				h.Add("Vary", "Access-Control-Request-Method")
-				h.Add("Vary", "Access-Control-Request-Headers")
-				h.Set("Access-Control-Allow-Methods", "GET, POST")
-				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
-				h.Set("Access-Control-Max-Age", corsMaxAge)
-				h.Set("Cache-Control", "no-store")
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
-			h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 		}
 		if r.Method == http.MethodPost && !strings.HasPrefix(r.URL.Path, "/v1/complete/") {
 			if err := checkContentType(r); err != nil {
@@ -75,6 +71,25 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// grantCORS adds the CORS answer for a listed origin; a preflight is
+// answered whole (204) and reported true.
+func (s *server) grantCORS(w http.ResponseWriter, r *http.Request, origin string) bool {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		return false
+	}
+	h.Add("Vary", "Access-Control-Request-Method")
+	h.Add("Vary", "Access-Control-Request-Headers")
+	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+	h.Set("Access-Control-Max-Age", corsMaxAge)
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+	return true
 }
 
 // headerBytes is the size of the request line and headers as a client sent

@@ -73,6 +73,7 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 		{"a streamed type on turns", "POST", "/v1/sessions/ok4/turns", "data: x\n\n", []string{"Content-Type", "text/event-stream"}, 400, "malformed_json"},
 		{"NDJSON on turns", "POST", "/v1/sessions/ok5/turns", "{}\n{}\n", []string{"Content-Type", "application/x-ndjson"}, 400, "malformed_json"},
 		{"the server's own origin", "POST", "/v1/sessions/ok6/turns", turn, []string{"Origin", self}, 200, ""},
+		{"the server's own origin, text/plain", "POST", "/v1/sessions/x10/turns", turn, []string{"Origin", self, "Content-Type", "text/plain"}, 415, "unsupported_media_type"},
 		{"localhost", "GET", "/v1/tools", "", []string{"Host", "localhost:" + port}, 200, ""},
 		{"localhost without a port", "GET", "/v1/tools", "", []string{"Host", "LOCALHOST"}, 200, ""},
 		{"another loopback address", "GET", "/v1/tools", "", []string{"Host", "127.3.2.1:" + port}, 200, ""},
@@ -120,7 +121,7 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 			}
 		})
 	}
-	for _, id := range []string{"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"} {
+	for _, id := range []string{"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10"} {
 		if r := s.do("GET", "/v1/sessions/"+id, nil); r.status != 404 {
 			t.Errorf("a refused request created session %s: %d", id, r.status)
 		}
