@@ -267,3 +267,17 @@ func TestSlowBody(t *testing.T) {
 		})
 	}
 }
+
+// TestCallbackURLBlocked: a session cannot point its webhooks at the cloud's
+// metadata service or link-local addresses.
+func TestCallbackURLBlocked(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stores[0].open, stackOptions{})
+	for i, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/", "http://metadata.google.internal/", "http://[fe80::1%25eth0]:8080/", "http://0.0.0.0:8080/"} {
+		id := "cb" + string(rune('a'+i))
+		r := s.do("POST", "/v1/sessions", map[string]any{"id": id, "callback_url": u})
+		if r.status != 422 || r.code(t) != "invalid_request" || !strings.Contains(string(r.body), "callback_url") {
+			t.Errorf("%s: %d %s", u, r.status, r.body)
+		}
+	}
+}

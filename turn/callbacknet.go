@@ -31,6 +31,9 @@ var BlockedCallbackNets = []netip.Prefix{
 	netip.MustParsePrefix("255.255.255.255/32"),
 }
 
+// nat64 is the well-known NAT64 prefix (RFC 6052).
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // blockedCallbackHosts are names of metadata services, refused whatever
 // they resolve to.
 var blockedCallbackHosts = map[string]bool{
@@ -60,7 +63,17 @@ type CallbackPolicy struct {
 
 // Permits reports whether a callback may reach ip.
 func (p CallbackPolicy) Permits(ip netip.Addr) bool {
-	ip = ip.Unmap()
+	ip = ip.Unmap().WithZone("") // a zoned address never matches a prefix
+	if !ip.IsValid() {
+		return false
+	}
+	if nat64.Contains(ip) {
+		// The well-known NAT64 prefix reaches the IPv4 address it embeds.
+		b := ip.As16()
+		if !p.Permits(netip.AddrFrom4([4]byte(b[12:]))) {
+			return false
+		}
+	}
 	for _, n := range p.Allow {
 		if n.Contains(ip) {
 			return true

@@ -298,7 +298,7 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 		}
 		u, _ := url.Parse(spec.CallbackURL) // checked above
 		if err := s.cfg.CallbackPolicy.checkHost(ctx, u.Hostname()); err != nil {
-			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error() + " (see TURND_CALLBACK_ALLOW_NETS)"}
+			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error()}
 		}
 	}
 	if len(spec.Metadata) > 0 {
