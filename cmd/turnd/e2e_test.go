@@ -30,7 +30,8 @@ func TestBinaryExitCodes(t *testing.T) {
 		{name: "no subcommand", code: 2, wantStderr: []string{"Usage:", "turnd: a subcommand is required"}},
 		{name: "unknown subcommand", args: []string{"bogus"}, code: 2, wantStderr: []string{"Usage:", "turnd serve", `unknown subcommand "bogus"`}},
 		{name: "help", args: []string{"help"}, code: 0, wantStdout: "Usage:"},
-		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, wantStderr: []string{"-shutdown-grace", "TURND_SHUTDOWN_GRACE"}},
+		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, wantStderr: []string{"-shutdown-grace", "TURND_SHUTDOWN_GRACE", "TURND_ALLOWED_HOSTS", "TURND_CORS_ORIGINS", "TURND_CALLBACK_ALLOW_NETS", "TURND_CALLBACK_DENY_NETS"}},
+		{name: "wildcard CORS origin", args: []string{"serve", "--cors-origins", "*"}, code: 2, wantStderr: []string{"cors-origins", "wildcard"}},
 		{name: "bad duration", args: []string{"serve", "--shutdown-grace", "10"}, code: 2, wantStderr: []string{"shutdown-grace"}},
 		{name: "lease too short", args: []string{"serve", "--lease-ttl", "100ms"}, code: 2, wantStderr: []string{"lease-ttl"}},
 		{name: "bad log format", args: []string{"serve", "--log-format", "xml"}, code: 2, wantStderr: []string{"log-format"}},
@@ -74,6 +75,21 @@ func TestBinaryVersion(t *testing.T) {
 		if len(lines) != 3 || lines[0] != "turnd "+testVersion || !strings.HasPrefix(lines[1], "commit ") || lines[2] != runtime.Version() {
 			t.Errorf("turnd %s printed:\n%s\nwant turnd %s / commit ... / %s", arg, stdout, testVersion, runtime.Version())
 		}
+	}
+}
+
+// TestServeRefusesShortTokensOffLoopback: off loopback every API token must
+// have at least 32 characters; a short one stops turnd before it listens.
+func TestServeRefusesShortTokensOffLoopback(t *testing.T) {
+	t.Parallel()
+	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	data := filepath.Join(t.TempDir(), "turnd.db")
+	code, _, stderr := runTurnd(t, childEnv("TURND_API_TOKENS=x"), "serve", "--addr", "0.0.0.0:"+port, "--data", data)
+	if code != 1 {
+		t.Errorf("serve with a 1-character token off loopback: exit code %d, want 1", code)
+	}
+	if !strings.Contains(stderr, "at least 32") || strings.Contains(stderr, "TURND_API_TOKENS=x") {
+		t.Errorf("stderr does not explain the refusal (or shows the token):\n%s", stderr)
 	}
 }
 
