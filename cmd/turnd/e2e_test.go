@@ -186,9 +186,13 @@ func TestQuickStart(t *testing.T) {
 	t.Parallel()
 	p := startTurnd(t, procOptions{args: []string{"--config", exampleConfig, "--data", filepath.Join(t.TempDir(), "turnd.db")}})
 
-	// curl -d sends application/x-www-form-urlencoded: send what curl sends.
+	// Plain curl -d sends application/x-www-form-urlencoded, as an HTML form
+	// does: turnd refuses it, so that no web page can post to it; the
+	// README's commands say application/json.
 	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
-	p.must(http.StatusCreated, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, form...)
+	p.must(http.StatusUnsupportedMediaType, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, form...)
+	readme := []string{"Content-Type", "application/json"}
+	p.must(http.StatusCreated, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, readme...)
 	text := strings.Repeat("x", 300)
 	body := `{
   "id": "turn-1",
@@ -197,7 +201,7 @@ func TestQuickStart(t *testing.T) {
     {"id": "c2", "name": "sleep", "arguments": {"ms": 200}},
     {"id": "c3", "name": "echo", "arguments": {"text": "` + text + `"}}
   ]}`
-	data := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/demo/turns", body, form...)
+	data := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/demo/turns", body, readme...)
 	tj := decode[turnJSON](t, data)
 	if tj.Status != "completed" {
 		t.Fatalf("turn status %q, want completed: %s", tj.Status, data)
@@ -227,7 +231,7 @@ func TestQuickStart(t *testing.T) {
 	}
 
 	// "Post the same turn again and it is replayed from the record."
-	resp, again := p.do(http.MethodPost, "/v1/sessions/demo/turns", body, form...)
+	resp, again := p.do(http.MethodPost, "/v1/sessions/demo/turns", body, readme...)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Turnd-Replayed") != "true" {
 		t.Errorf("repost: status %d, Turnd-Replayed %q; want 200, true", resp.StatusCode, resp.Header.Get("Turnd-Replayed"))
 	}
