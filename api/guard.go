@@ -157,7 +157,7 @@ func checkContentType(r *http.Request) error {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err == nil {
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 			return errHTTP(http.StatusUnsupportedMediaType, "unsupported_media_type", "request bodies are UTF-8; charset "+strconv.Quote(cs)+" is not accepted")
 		}
 		switch {

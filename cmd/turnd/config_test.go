@@ -360,3 +360,14 @@ func TestCheckTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestServedHosts(t *testing.T) {
+	t.Parallel()
+	got := servedHosts(config{AllowedHosts: []string{"a.example"}, PublicURL: "https://tunnel.example:8443"})
+	if strings.Join(got, ",") != "a.example,tunnel.example" {
+		t.Errorf("servedHosts = %q, want the configured hosts and the public URL's", got)
+	}
+	if got := servedHosts(config{PublicURL: "http://127.0.0.1:8080"}); strings.Join(got, ",") != "127.0.0.1" {
+		t.Errorf("servedHosts of the default public URL = %q", got)
+	}
+}

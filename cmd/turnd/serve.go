@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -208,7 +209,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		// On loopback without tokens any web page could otherwise reach
 		// turnd through a rebound DNS name; --allowed-hosts restricts too.
 		RestrictHosts: (len(c.Tokens) == 0 && isLoopback(c.Addr)) || len(c.AllowedHosts) > 0,
-		AllowedHosts:  c.AllowedHosts,
+		AllowedHosts:  servedHosts(c),
 		CORSOrigins:   c.CORSOrigins,
 	}
 	if c.MetricsAddr == "" {
@@ -320,4 +321,15 @@ func serveMetrics(c config, g prometheus.Gatherer, log *slog.Logger, errc chan<-
 		}
 	}()
 	return srv, nil
+}
+
+// servedHosts is the Host names served besides the loopback ones: those
+// configured and the public URL's, which external systems post
+// completions to (through a tunnel to a loopback turnd, for instance).
+func servedHosts(c config) []string {
+	hosts := append([]string(nil), c.AllowedHosts...)
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts
 }
