@@ -438,17 +438,13 @@ func numberEnd(b []byte, i int) int {
 	return i
 }
 
-// bufferedBodyMax bounds the bodies decodeTurnRequest reads whole before
-// decoding. It is net/http's bound on the request body an HTTP/1 server
-// reads and discards after the handler (maxPostHandlerReadBytes, 256 KiB):
-// a body of known length up to it is read to its end before the response
-// goes out whether the streaming decoder stopped early (at a syntax error)
-// or not, so reading it all first changes nothing on the wire. Other
-// bodies are decoded streaming as before: of a larger one, the server
-// closes the connection when the decoder stopped early and keeps it when
-// it read to the end; a chunked one, read ahead, could cross MaxBodyBytes
-// (and so mark the connection to close) where the decoder would have
-// stopped before.
+// bufferedBodyMax bounds the bodies decodeTurnRequest reads into a pooled
+// buffer and may scan by hand: 256 KiB, net/http's bound on the request body
+// an HTTP/1 server reads and discards after the handler
+// (maxPostHandlerReadBytes). Other bodies (larger ones, chunked ones, those
+// of HTTP/2) go to decodeJSON, which reads them whole too, since only a
+// body read to its end can be checked for UTF-8, but into a buffer of their
+// own.
 const bufferedBodyMax = 256 << 10
 
 // decodeTurnRequest decodes the body of a native POST of a turn into req
