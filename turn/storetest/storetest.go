@@ -334,7 +334,7 @@ func readLedger(t *testing.T, s turn.Store, sid string, page int) []turn.Line {
 	var all []turn.Line
 	var after int64
 	for {
-		lines, err := s.Ledger(ctx(t), sid, after, page)
+		lines, err := s.Ledger(ctx(t), sid, after, page, turn.MaxPageBytes)
 		must(t, "Ledger "+sid, err)
 		if len(lines) == 0 {
 			return all

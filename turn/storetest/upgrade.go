@@ -35,7 +35,7 @@ func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping after Migrate: %v", err)
 	}
-	lines, err := s.Ledger(ctx, "s1", 0, 10)
+	lines, err := s.Ledger(ctx, "s1", 0, 10, turn.MaxPageBytes)
 	if err != nil {
 		t.Fatalf("Ledger after Migrate: %v", err)
 	}
@@ -68,7 +68,7 @@ func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	if got, err := s.GetCompletion(ctx, h); err != nil || got.Status != turn.CompletionPending {
 		t.Fatalf("GetCompletion = %v, %v; want it pending", got.Status, err)
 	}
-	lines, err = s.Ledger(ctx, "s1", 2, 10)
+	lines, err = s.Ledger(ctx, "s1", 2, 10, turn.MaxPageBytes)
 	if err != nil || len(lines) != 2 || lines[0].Seq != 3 || lines[1].Seq != 4 || lines[1].Kind != turn.LineCallPending {
 		t.Fatalf("ledger after new writes: %+v, %v", lines, err)
 	}
