@@ -480,7 +480,8 @@ func (s *Service) GetTurn(ctx context.Context, k TurnKey) (Turn, error) {
 	return visible(t), nil
 }
 
-// Ledger returns a page of a session's ledger after seq.
+// Ledger returns a page of a session's ledger after seq: up to limit
+// (1-1000) lines and MaxPageBytes of line data, at least one line.
 func (s *Service) Ledger(ctx context.Context, sessionID string, after int64, limit int) ([]Line, error) {
 	if !validPathID(sessionID) {
 		return nil, ErrNotFound
