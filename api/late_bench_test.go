@@ -17,9 +17,10 @@ import (
 
 // BenchmarkLateLedgerPage posts 50 identical late deliveries of about
 // 4 MB to one cancelled key (the reproduction), then reads the
-// session's ledger with limit=1000 per iteration. It reports the
-// completion_late lines recorded, the line data they hold, the bytes of one
-// ledger page and (with -benchmem) what reading it allocates in the process
+// session's ledger with limit=1000 (ledger), or the turn's whole event
+// stream (events), per iteration. It reports the completion_late lines
+// recorded, the line data they hold, the bytes of one ledger page or
+// stream and (with -benchmem) what reading it allocates in the process
 // (server and client).
 func BenchmarkLateLedgerPage(b *testing.B) {
 	opens := []struct {
@@ -55,8 +56,8 @@ func BenchmarkLateLedgerPage(b *testing.B) {
 					b.Fatalf("late post: %d %.200s", r.status, r.body)
 				}
 			}
-			read := func() []byte {
-				req, err := http.NewRequest("GET", s.url+"/v1/sessions/s/ledger?limit=1000", nil)
+			get := func(path string) []byte {
+				req, err := http.NewRequest("GET", s.url+path, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -66,32 +67,44 @@ func BenchmarkLateLedgerPage(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer resp.Body.Close()
-				page, err := io.ReadAll(resp.Body)
+				body, err := io.ReadAll(resp.Body)
 				if err != nil || resp.StatusCode != 200 {
-					b.Fatalf("ledger: %d %v", resp.StatusCode, err)
+					b.Fatalf("%s: %d %v", path, resp.StatusCode, err)
 				}
-				return page
+				return body
 			}
-			var page wireLedger
-			first := read()
-			if err := json.Unmarshal(first, &page); err != nil {
-				b.Fatal(err)
-			}
-			late, data := 0, 0
-			for _, l := range page.Lines {
-				data += len(l.Data)
-				if l.Kind == string(turn.LineCompletionLate) {
-					late++
+			b.Run("ledger", func(b *testing.B) {
+				var page wireLedger
+				first := get("/v1/sessions/s/ledger?limit=1000")
+				if err := json.Unmarshal(first, &page); err != nil {
+					b.Fatal(err)
 				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				read()
-			}
-			b.ReportMetric(float64(late), "late_lines")
-			b.ReportMetric(float64(data), "page_data_bytes")
-			b.ReportMetric(float64(len(first)), "page_bytes")
+				late, data := 0, 0
+				for _, l := range page.Lines {
+					data += len(l.Data)
+					if l.Kind == string(turn.LineCompletionLate) {
+						late++
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					get("/v1/sessions/s/ledger?limit=1000")
+				}
+				b.ReportMetric(float64(late), "late_lines")
+				b.ReportMetric(float64(data), "page_data_bytes")
+				b.ReportMetric(float64(len(first)), "page_bytes")
+			})
+			// The settled turn's whole event stream.
+			b.Run("events", func(b *testing.B) {
+				stream := get("/v1/sessions/s/turns/t/events")
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					get("/v1/sessions/s/turns/t/events")
+				}
+				b.ReportMetric(float64(len(stream)), "stream_bytes")
+			})
 		})
 	}
 }
