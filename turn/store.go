@@ -99,10 +99,10 @@ type Store interface {
 
 	// Ledger returns up to limit lines of the session with seq > after, in
 	// seq order, and lines only while their LineBytes sum to at most
-	// maxBytes (the first line whatever its size). It stops reading once
-	// the page is full, and may return a shorter page than the bounds
-	// allow, never an empty one while lines remain. An unknown session
-	// yields ErrNotFound.
+	// maxBytes (the first line whatever its size). It reads about a page
+	// from the database, not the whole range, and may return a shorter
+	// page than the bounds allow, never an empty one while lines remain.
+	// An unknown session yields ErrNotFound.
 	Ledger(ctx context.Context, sessionID string, after int64, limit, maxBytes int) ([]Line, error)
 	// TurnLedger is Ledger for the lines of one turn of the session, read
 	// by an index on the turn without reading its session's other lines.
