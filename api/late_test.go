@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -192,6 +194,48 @@ func TestTurnEventsWithoutLateLines(t *testing.T) {
 		}
 		got := strings.Join(kinds, " ")
 		if want := "turn_received call_admitted attempt_started call_pending call_answered turn_settled"; got != want {
+			t.Fatalf("events\n got %s\nwant %s", got, want)
+		}
+	})
+}
+
+// A turn whose lines outgrow a page's byte bound streams every line: the
+// stream reads page after page up to turn_settled.
+func TestTurnEventsAcrossBytePages(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+		s := newStack(t, open, stackOptions{})
+		ctx := t.Context()
+		now := time.Now().UTC()
+		k := turn.TurnKey{SessionID: "s", TurnID: "big"}
+		_, err := s.store.ReceiveTurn(ctx, turn.Receive{
+			Session: turn.Session{ID: k.SessionID, CreatedAt: now},
+			Turn: turn.Turn{SessionID: k.SessionID, ID: k.TurnID, Status: turn.StatusRunning, Mode: dispatch.ModeOrdered,
+				FailurePolicy: dispatch.PolicyIsolate, Hash: "h", CreatedAt: now, Calls: []turn.Call{{ID: "c", Name: "echo"}}},
+			Line:       turn.Line{Kind: turn.LineTurnReceived, At: now, Data: json.RawMessage(`{}`)},
+			LeaseOwner: "elsewhere", LeaseUntil: now.Add(time.Hour),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 4
+		c := turn.Commit{Key: k, LeaseOwner: "elsewhere", Status: turn.StatusCompleted, SettledAt: now}
+		for i := range n {
+			c.Lines = append(c.Lines, turn.Line{CallID: "c", Kind: turn.LineAttemptStarted, At: now,
+				Data: json.RawMessage(fmt.Sprintf(`{"attempt":%d,"pad":"%s"}`, i+1, strings.Repeat("z", turn.MaxPageBytes/3)))})
+		}
+		c.Lines = append(c.Lines, turn.Line{Kind: turn.LineTurnSettled, At: now, Data: json.RawMessage(`{"status":"completed"}`)})
+		if err := s.store.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		events := make(chan sseEvent, 16)
+		readEvents(t, s, "/v1/sessions/s/turns/big/events", "", events)
+		var kinds []string
+		for ev := range events {
+			kinds = append(kinds, ev.kind)
+		}
+		want := "turn_received" + strings.Repeat(" attempt_started", n) + " turn_settled"
+		if got := strings.Join(kinds, " "); got != want {
 			t.Fatalf("events\n got %s\nwant %s", got, want)
 		}
 	})
