@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -355,6 +356,7 @@ func TestMetricsListener(t *testing.T) {
 		`turnd_calls_total{outcome="ok",tool="echo"} 1`, "turnd_pending_calls 0",
 		"go_goroutines", "process_resident_memory_bytes",
 		`turnd_http_requests_total{code="200",method="POST",route="/v1/sessions/{session_id}/turns"} 1`,
+		`turnd_build_info{goversion="` + runtime.Version() + `",revision="`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the scrape lacks %s", want)

@@ -147,7 +147,9 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	}
 	// One registry for the process, passed down: nothing registers globally.
 	promReg := prometheus.NewRegistry()
-	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true})
+	v, rev, goVersion := thisBuild()
+	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true,
+		Build: &metrics.Build{Version: v, Revision: rev, GoVersion: goVersion}})
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
