@@ -67,6 +67,8 @@ type config struct {
 	// target (GOGC, not empty): serve then leaves it alone instead of
 	// setting serveGCPercent.
 	KeepGC bool
+	// GOGC and GOMEMLIMIT are the environment's values, for the start-up log.
+	GOGC, GOMEMLIMIT string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
@@ -81,6 +83,8 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	var c config
 	gogc, _ := env("GOGC")
 	c.KeepGC = gogc != "" // empty is unset, as for every other variable
+	c.GOGC = gogc
+	c.GOMEMLIMIT, _ = env("GOMEMLIMIT")
 	var grace, delay, lease, maxBody, maxCalls string
 	var allowedHosts, corsOrigins, callbackAllow, callbackDeny string
 	// Parsed before the flags so that the environment's value is the flag's

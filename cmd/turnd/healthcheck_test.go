@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,5 +37,30 @@ func TestHealthcheck(t *testing.T) {
 				t.Errorf("exit %d, output %q %q; want exit %d and %q", code, stdout, stderr, tt.code, tt.inOutput)
 			}
 		})
+	}
+}
+
+// The start-up line says which collector target serve runs with: its own
+// default, or GOGC from the environment, which overrides it.
+func TestStartupLogStatesGOGC(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env        []string
+		gogc, from string
+	}{
+		{[]string{"GOGC="}, "400", "turnd's default (GOGC overrides it)"},
+		{[]string{"GOGC=150"}, "150", "GOGC"},
+	} {
+		p := startTurnd(t, procOptions{env: append(tt.env, "TURND_DATA="+filepath.Join(t.TempDir(), "turnd.db"))})
+		var line map[string]any
+		for _, l := range strings.Split(p.stderr.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == "turnd serving" {
+				line = rec
+			}
+		}
+		if line == nil || line["gogc"] != tt.gogc || line["gogc_from"] != tt.from || line["version"] == nil {
+			t.Errorf("with %v the start-up line is %v, want gogc %s from %s", tt.env, line, tt.gogc, tt.from)
+		}
 	}
 }

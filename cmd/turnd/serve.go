@@ -237,7 +237,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		_ = svc.Shutdown(context.Background())
 		return fmt.Errorf("listening on %s: %w", c.Addr, err)
 	}
-	log.Info("turnd serving", "addr", ln.Addr().String())
+	gogc, gogcFrom := fmt.Sprint(serveGCPercent), "turnd's default (GOGC overrides it)"
+	if c.KeepGC {
+		gogc, gogcFrom = c.GOGC, "GOGC"
+	}
+	log.Info("turnd serving", "addr", ln.Addr().String(), "version", v, "revision", rev,
+		"gogc", gogc, "gogc_from", gogcFrom, "gomemlimit", c.GOMEMLIMIT)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
