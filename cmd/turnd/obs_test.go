@@ -118,8 +118,8 @@ tools:
 	p := startTurnd(t, procOptions{
 		args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db"), "--log-level", "debug"},
 		env: []string{
-			"TURND_API_TOKENS=" + apiToken, "TURND_COMPLETION_SECRET=" + completionSec,
-			"TURND_COMPLETION_SIGNING_SECRET=" + signingSecret, "TURND_WEBHOOK_SECRET=" + webhookSecret,
+			"TURND_API_TOKENS=" + apiToken, "TURND_COMPLETION_KEY_SECRET=" + completionSec,
+			"TURND_COMPLETION_SIGNING_SECRET=" + signingSecret, "TURND_WEBHOOK_SIGNING_SECRET=" + webhookSecret,
 			"TURND_METRICS_TOKEN=" + metricsToken, "TOOL_AUTH=" + toolAuthHeader, "TOOL_QUERY_SECRET=" + toolQuerySecret,
 		},
 	})
