@@ -216,6 +216,14 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // goroutine stops, and the session closes once no call uses it. Calls that
 // still come (from turns that started before the reload) connect again for
 // themselves, and close the session when the last of them ends.
+//
+// A stdio server's session is its process (see processTransport). Its
+// goroutine starts the process again after it exits, but only once the
+// backoff has passed, which a call does not cut short (a server that
+// crashes on every call would otherwise be started by every call), and
+// which starts over once a process has run for mcpMaxBackoff; calls
+// meanwhile fail at once. A retired stdio server is not started again for
+// late calls: its command is no longer configured.
 type mcpServer struct {
 	live       *Live
 	log        *slog.Logger
