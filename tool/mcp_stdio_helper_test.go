@@ -71,6 +71,12 @@ func stdioTestServer(mode string) int {
 			os.Exit(3)
 			return nil, nil
 		})
+	server.AddTool(&mcp.Tool{Name: "grow", InputSchema: obj},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			server.AddTool(&mcp.Tool{Name: "grown", InputSchema: obj},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("new"), nil })
+			return text("grown"), nil
+		})
 	// together answers once n calls are in it at the same time: calls that
 	// the client serialised would never all arrive (it gives up after 20s).
 	var mu sync.Mutex

@@ -159,7 +159,7 @@ func TestMCPStdio(t *testing.T) {
 	cfg := stdioConfig(t, map[string]string{"GREETING": "${G}"}, fmt.Sprintf("      cwd: %q\n      prefix: s_\n      trust_annotations: true\n", dir))
 	l, logs := openStdio(t, cfg, env, 10*time.Millisecond)
 	r := l.Registry()
-	if got, want := names(r), []string{"s_crash", "s_env", "s_pids", "s_together"}; !slices.Equal(got, want) {
+	if got, want := names(r), []string{"s_crash", "s_env", "s_grow", "s_pids", "s_together"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
 	if sp, _ := r.Lookup("s_env"); sp.Effect != dispatch.EffectRead {
@@ -192,6 +192,14 @@ func TestMCPStdio(t *testing.T) {
 		if want := fmt.Sprintf("call %d of %d, together", i, n); out.Status != dispatch.StatusOK || string(out.Output) != want {
 			t.Errorf("call %d: %+v %+v %q", i, out, out.Err, out.Output)
 		}
+	}
+
+	// notifications/tools/list_changed arrives over stdio too.
+	if out := invokeMCP(t, r, "s_grow", `{}`); out.Status != dispatch.StatusOK {
+		t.Fatalf("s_grow: %+v %+v", out, out.Err)
+	}
+	if out := invokeMCP(t, waitFor(t, l, "gained the grown tool", has("s_grown")), "s_grown", `{}`); string(out.Output) != "new" {
+		t.Errorf("s_grown: %+v %+v", out, out.Err)
 	}
 
 	l.Close()
@@ -231,7 +239,7 @@ func TestMCPStdioRestart(t *testing.T) {
 				// Down for a minute: a call answers now, saying so.
 				out = invokeMCP(t, r, "pids", `{}`)
 				if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable ||
-					!strings.Contains(out.Err.Message, "exit status 3") || !strings.Contains(out.Err.Message, "starts it again in") {
+					!strings.Contains(out.Err.Message, "exit status 3") || !strings.Contains(out.Err.Message, "turnd starts it again") {
 					t.Errorf("a call while the server waits to restart: %+v %+v", out, out.Err)
 				}
 				if !has("pids")(l.Registry()) {
