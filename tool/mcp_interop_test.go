@@ -147,7 +147,11 @@ func TestInteropEverything(t *testing.T) {
 	cfg := fmt.Sprintf("tools:\n  - mcp:\n      url: %s\n      prefix: ev_\n      trust_annotations: true\n"+
 		"  - mcp:\n      url: %s\n      prefix: short_\n      timeout: 500ms\n    retry: {max_attempts: 1}\n", url, url)
 	l, _ := openInterop(t, cfg)
-	r := l.Registry()
+	// The short entry's 500ms also bounds its connecting, which a loaded
+	// machine may miss once: it is retried in the background.
+	r := waitFor(t, l, "listed the tools of both entries", func(r *Registry) bool {
+		return has("ev_echo")(r) && has("short_echo")(r)
+	})
 	t.Logf("server-everything lists: %v", names(r))
 
 	echo := pick(t, r, "ev_", "echo")
