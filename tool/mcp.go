@@ -526,7 +526,9 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			s.sess = nil
 		}
 		stopped := s.retired || s.closed
-		if process != nil && !stopped {
+		if process != nil && gone && !stopped {
+			// Until the goroutine schedules the restart; a process that
+			// was dropped is the goroutine's already.
 			s.restarting = time.Now()
 			s.lastExit = status
 		}

@@ -225,7 +225,8 @@ func TestMCPStdioRestart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			starts := starts + "-" + tt.name
-			l, logs := openStdio(t, stdioConfig(t, map[string]string{"TURND_TEST_MCP_STARTS": starts}, ""), nil, tt.backoff)
+			l, logs := openStdio(t, stdioConfig(t, map[string]string{"TURND_TEST_MCP_STARTS": starts},
+				"    retry: {max_attempts: 3, initial_interval: 1ms, max_interval: 1ms, jitter: 0}\n"), nil, tt.backoff)
 			r := l.Registry()
 			first, _ := pidsOf(t, r, "pids")
 
@@ -236,11 +237,21 @@ func TestMCPStdioRestart(t *testing.T) {
 			waitGone(t, "the crashed server", first)
 			waitDown(t, serverOf(l))
 			if tt.backoff == time.Minute {
-				// Down for a minute: a call answers now, saying so.
-				out = invokeMCP(t, r, "pids", `{}`)
-				if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable ||
+				// Down for a minute: a call in a wave answers after the
+				// entry's retries, each failing at once, saying why.
+				sp, _ := r.Lookup("pids")
+				h := &waveHost{spec: sp}
+				wave := dispatch.Wave{Calls: []dispatch.Call{{ID: "c", Name: "pids", Arguments: json.RawMessage(`{}`)}}}
+				if _, err := wave.Run(WithCallContext(t.Context(), testCall), h); err != nil {
+					t.Fatal(err)
+				}
+				if len(h.got) != 1 {
+					t.Fatalf("accounted %d calls", len(h.got))
+				}
+				out := h.got[0].Outcome
+				if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable || h.got[0].Attempts != 3 ||
 					!strings.Contains(out.Err.Message, "exit status 3") || !strings.Contains(out.Err.Message, "turnd starts it again") {
-					t.Errorf("a call while the server waits to restart: %+v %+v", out, out.Err)
+					t.Errorf("a call while the server waits to restart: %+v %+v after %d attempts", out, out.Err, h.got[0].Attempts)
 				}
 				if !has("pids")(l.Registry()) {
 					t.Errorf("the tools left the registry while the server is down")
