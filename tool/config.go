@@ -90,8 +90,10 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 
 // Options tunes Load and Parse. The zero value is ready to use.
 type Options struct {
-	// Env resolves ${VAR} in http.url, http.cancel_url and http.headers
-	// values (default os.LookupEnv). An unset variable is a config error.
+	// Env resolves ${VAR} in http.url, http.cancel_url, http.headers,
+	// mcp.url, mcp.headers and mcp.env values (default os.LookupEnv). An
+	// unset variable is a config error. A stdio MCP server also gets PATH,
+	// HOME and a few other variables (mcpInheritedEnv) from it.
 	Env func(name string) (string, bool)
 	// HTTPClient sends every HTTP tool's requests. Nil: the registry gets a
 	// client of its own from NewHTTPClient, which Registry.CloseIdleConnections
