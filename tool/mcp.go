@@ -367,9 +367,7 @@ func (s *mcpServer) run(ctx context.Context) {
 			if running {
 				continue // a listing to redo, not an exit
 			}
-			if uptime >= maxWait {
-				wait = s.backoff // it ran long enough: start the doubling over
-			}
+			wait = restartWait(wait, s.backoff, maxWait, uptime)
 			s.log.Info("MCP server process down; its tools answer tool_unavailable until it runs again", "uptime", uptime.Round(time.Millisecond), "restart_in", wait)
 		} else {
 			failing = true
@@ -394,6 +392,16 @@ func (s *mcpServer) run(ctx context.Context) {
 		}
 		wait = min(2*wait, maxWait)
 	}
+}
+
+// restartWait is the wait before a stdio server's process, which ran for
+// uptime, starts again: the backoff reached (wait, doubled after every
+// start up to max), or first once a process has run for max.
+func restartWait(wait, first, max, uptime time.Duration) time.Duration {
+	if uptime >= max {
+		return first
+	}
+	return wait
 }
 
 // processUptime reports whether a stdio server's process runs, and for how

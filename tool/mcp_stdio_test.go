@@ -416,3 +416,23 @@ func TestStderrLog(t *testing.T) {
 		t.Errorf("%d lines logged, want 4", n)
 	}
 }
+
+// TestRestartWait: the backoff of a crashing server grows from the first
+// wait to the cap; a process that ran for the cap starts it over.
+func TestRestartWait(t *testing.T) {
+	t.Parallel()
+	var got []time.Duration
+	wait := mcpMinBackoff
+	for range 9 {
+		wait = restartWait(wait, mcpMinBackoff, mcpMaxBackoff, 10*time.Millisecond)
+		got = append(got, wait)
+		wait = min(2*wait, mcpMaxBackoff)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute, time.Minute}
+	if !slices.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
+	}
+	if w := restartWait(time.Minute, mcpMinBackoff, mcpMaxBackoff, time.Minute); w != time.Second {
+		t.Errorf("after a process that ran for a minute: %v, want 1s", w)
+	}
+}
