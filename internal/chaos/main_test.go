@@ -145,7 +145,7 @@ func newRig(t *testing.T, args ...string) *rig {
 				t.Error(err)
 			}
 			if t.Failed() {
-				t.Logf("%s's last output:\n%s", p.Name, p.Log(16<<10))
+				t.Logf("%s's last output:\n%s", p.Name, p.Log(8<<10))
 			}
 		}
 		ts.Close()
