@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -11,10 +12,20 @@ import (
 // post turns of reads and writes, and starts it again on the same address
 // and database each time; a failed POST is posted again. Writes in flight
 // at a kill end interrupted; none may run twice, and every turn settles.
+// It runs on PostgreSQL and on the embedded SQLite store.
 func TestSIGKILLLoop(t *testing.T) {
-	pgLock.RLock()
-	defer pgLock.RUnlock()
-	r := newRig(t, "--database-url", database(t), "--lease-ttl", "1s")
+	t.Run("postgres", func(t *testing.T) {
+		pgLock.RLock()
+		defer pgLock.RUnlock()
+		sigkillLoop(t, "--database-url", database(t))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		sigkillLoop(t, "--data", filepath.Join(t.TempDir(), "turnd.db"))
+	})
+}
+
+func sigkillLoop(t *testing.T, store ...string) {
+	r := newRig(t, append(store, "--lease-ttl", "1s")...)
 	p := r.start("turnd")
 
 	kills := size(4, 60)
@@ -45,8 +56,8 @@ func TestSIGKILLLoop(t *testing.T) {
 	loadFailed(t, st)
 	rep := r.check(p, CheckOptions{})
 	posted, acked := r.rec.Turns()
-	t.Logf("chaos: sigkill: %d kills in %v; %d turns posted (%d answered), %d POSTs (%d retried: %v, %d replayed); %d turns checked, %d ledger lines; %d writes executed, %d twice; calls by tool and status %v; error codes %v",
-		done_, time.Since(began).Round(time.Second), posted, acked, st.Posts, st.Retries, st.Fails, st.Replays,
+	t.Logf("chaos: sigkill %s: %d kills in %v; %d turns posted (%d answered), %d POSTs (%d retried: %v, %d replayed); %d turns checked, %d ledger lines; %d writes executed, %d twice; calls by tool and status %v; error codes %v",
+		t.Name(), done_, time.Since(began).Round(time.Second), posted, acked, st.Posts, st.Retries, st.Fails, st.Replays,
 		rep.Turns, rep.Lines, rep.Writes, len(rep.Violations), r.rec.Statuses(), r.rec.ErrorCodes())
 }
 
