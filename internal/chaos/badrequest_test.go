@@ -18,7 +18,7 @@ import (
 type badRequest struct {
 	name   string
 	method string
-	path   string // {key} and {output} are replaced
+	path   string // {s} (a session of the row's own), {key} and {output} are replaced
 	body   string // sent as is (may hold invalid UTF-8)
 	header []string
 	want   []int // the statuses allowed; empty: any 4xx
@@ -35,20 +35,20 @@ func badRequests() []badRequest {
 	}
 	bytes400or422 := []int{400, 422}
 	return []badRequest{
-		{"malformed JSON", "POST", "/v1/sessions/bad/turns", `{"id":"t","calls":[`, nil, []int{400}},
-		{"not an object", "POST", "/v1/sessions/bad/turns", `[1,2]`, nil, []int{400, 422}},
-		{"empty body", "POST", "/v1/sessions/bad/turns", ``, nil, []int{400}},
-		{"trailing data", "POST", "/v1/sessions/bad/turns", turn(`{"id":"c","name":"echo","arguments":{}}`) + `{}`, nil, []int{400}},
-		{"invalid UTF-8 in arguments", "POST", "/v1/sessions/bad/turns", turn("{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{\"text\":\"a\xffb\"}}"), nil, bytes400or422},
-		{"invalid UTF-8 in an argument's key", "POST", "/v1/sessions/bad/turns", turn("{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{\"t\xfe\":1}}"), nil, bytes400or422},
-		{"NUL in the call name", "POST", "/v1/sessions/bad/turns", turn(`{"id":"c1","name":"ec\u0000ho","arguments":{}}`), nil, bytes400or422},
-		{"invalid UTF-8 in the call id", "POST", "/v1/sessions/bad/turns", turn("{\"id\":\"c\xff1\",\"name\":\"echo\",\"arguments\":{}}"), nil, bytes400or422},
-		{"NUL in the call id", "POST", "/v1/sessions/bad/turns", turn(`{"id":"c\u00001","name":"echo","arguments":{}}`), nil, bytes400or422},
-		{"invalid UTF-8 in the turn id", "POST", "/v1/sessions/bad/turns", "{\"id\":\"t\xc3\",\"calls\":[{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{}}]}", nil, bytes400or422},
-		{"a turn id of 10000 bytes", "POST", "/v1/sessions/bad/turns", `{"id":"` + strings.Repeat("t", 10000) + `","calls":[{"id":"c1","name":"echo","arguments":{}}]}`, nil, nil},
-		{"arguments nested 10000 deep", "POST", "/v1/sessions/bad/turns", turn(`{"id":"c1","name":"echo","arguments":{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}`), nil, nil},
-		{"too many calls", "POST", "/v1/sessions/bad/turns", `{"id":"many","calls":[` + strings.Join(many, ",") + `]}`, nil, []int{422}},
-		{"a body over the limit", "POST", "/v1/sessions/bad/turns", `{"id":"big","calls":[{"id":"c1","name":"echo","arguments":{"text":"` + strings.Repeat("x", 5<<20) + `"}}]}`, nil, []int{413}},
+		{"malformed JSON", "POST", "/v1/sessions/{s}/turns", `{"id":"t","calls":[`, nil, []int{400}},
+		{"not an object", "POST", "/v1/sessions/{s}/turns", `[1,2]`, nil, []int{400, 422}},
+		{"empty body", "POST", "/v1/sessions/{s}/turns", ``, nil, []int{400}},
+		{"trailing data", "POST", "/v1/sessions/{s}/turns", turn(`{"id":"c","name":"echo","arguments":{}}`) + `{}`, nil, []int{400}},
+		{"invalid UTF-8 in arguments", "POST", "/v1/sessions/{s}/turns", turn("{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{\"text\":\"a\xffb\"}}"), nil, bytes400or422},
+		{"invalid UTF-8 in an argument's key", "POST", "/v1/sessions/{s}/turns", turn("{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{\"t\xfe\":1}}"), nil, bytes400or422},
+		{"NUL in the call name", "POST", "/v1/sessions/{s}/turns", turn(`{"id":"c1","name":"ec\u0000ho","arguments":{}}`), nil, bytes400or422},
+		{"invalid UTF-8 in the call id", "POST", "/v1/sessions/{s}/turns", turn("{\"id\":\"c\xff1\",\"name\":\"echo\",\"arguments\":{}}"), nil, bytes400or422},
+		{"NUL in the call id", "POST", "/v1/sessions/{s}/turns", turn(`{"id":"c\u00001","name":"echo","arguments":{}}`), nil, bytes400or422},
+		{"invalid UTF-8 in the turn id", "POST", "/v1/sessions/{s}/turns", "{\"id\":\"t\xc3\",\"calls\":[{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{}}]}", nil, bytes400or422},
+		{"a turn id of 10000 bytes", "POST", "/v1/sessions/{s}/turns", `{"id":"` + strings.Repeat("t", 10000) + `","calls":[{"id":"c1","name":"echo","arguments":{}}]}`, nil, nil},
+		{"arguments nested 10000 deep", "POST", "/v1/sessions/{s}/turns", turn(`{"id":"c1","name":"echo","arguments":{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}`), nil, nil},
+		{"too many calls", "POST", "/v1/sessions/{s}/turns", `{"id":"many","calls":[` + strings.Join(many, ",") + `]}`, nil, []int{422}},
+		{"a body over the limit", "POST", "/v1/sessions/{s}/turns", `{"id":"big","calls":[{"id":"c1","name":"echo","arguments":{"text":"` + strings.Repeat("x", 5<<20) + `"}}]}`, nil, []int{413}},
 		{"invalid UTF-8 in session metadata", "POST", "/v1/sessions", "{\"id\":\"bm1\",\"metadata\":{\"k\":\"v\xff\"}}", nil, bytes400or422},
 		{"invalid UTF-8 in a metadata key", "POST", "/v1/sessions", "{\"id\":\"bm2\",\"metadata\":{\"k\xff\":\"v\"}}", nil, bytes400or422},
 		{"NUL in session metadata", "POST", "/v1/sessions", `{"id":"bm3","metadata":{"k":"a\u0000b"}}`, nil, []int{201, 400, 409, 422}},
@@ -68,13 +68,13 @@ func badRequests() []badRequest {
 		{"a Range past the end of an output", "GET", "/v1/outputs/{output}", ``, []string{"Range", "bytes=1000000-2000000"}, []int{416}},
 		{"a malformed Range", "GET", "/v1/outputs/{output}", ``, []string{"Range", "bytes=z-"}, []int{200, 206, 416}},
 		{"a header of 200 KiB", "GET", "/v1/tools", ``, []string{"X-Padding", strings.Repeat("p", 200<<10)}, []int{431}},
-		{"a ledger page limit of 0", "GET", "/v1/sessions/bad/ledger?limit=0", ``, nil, []int{400}},
-		{"a ledger page after -1", "GET", "/v1/sessions/bad/ledger?after=-1", ``, nil, []int{400}},
-		{"a ledger page limit of bad bytes", "GET", "/v1/sessions/bad/ledger?limit=%ff", ``, nil, []int{400}},
-		{"a turn that does not exist", "GET", "/v1/sessions/bad/turns/bt", ``, nil, []int{404}},
-		{"a Prefer wait of bad bytes", "GET", "/v1/sessions/bad/turns/bt", ``, []string{"Prefer", "wait=\xff"}, []int{400, 404}},
-		{"an unknown format", "POST", "/v1/sessions/bad/turns?format=nope", `{}`, nil, []int{400}},
-		{"an openai.chat body of bad bytes", "POST", "/v1/sessions/bad/turns?format=openai.chat", "{\"id\":\"chatcmpl-x\",\"choices\":[{\"message\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\xff\",\"type\":\"function\",\"function\":{\"name\":\"echo\",\"arguments\":\"{\\\"t\\\":\\\"\xfe\\\"}\"}}]}}]}", nil, []int{200, 400, 422}},
+		{"a ledger page limit of 0", "GET", "/v1/sessions/{s}/ledger?limit=0", ``, nil, []int{400}},
+		{"a ledger page after -1", "GET", "/v1/sessions/{s}/ledger?after=-1", ``, nil, []int{400}},
+		{"a ledger page limit of bad bytes", "GET", "/v1/sessions/{s}/ledger?limit=%ff", ``, nil, []int{400}},
+		{"a turn that does not exist", "GET", "/v1/sessions/{s}/turns/nosuch", ``, nil, []int{404}},
+		{"a Prefer wait of bad bytes", "GET", "/v1/sessions/{s}/turns/nosuch", ``, []string{"Prefer", "wait=\xff"}, []int{400, 404}},
+		{"an unknown format", "POST", "/v1/sessions/{s}/turns?format=nope", `{}`, nil, []int{400}},
+		{"an openai.chat body of bad bytes", "POST", "/v1/sessions/{s}/turns?format=openai.chat", "{\"id\":\"chatcmpl-x\",\"choices\":[{\"message\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\xff\",\"type\":\"function\",\"function\":{\"name\":\"echo\",\"arguments\":\"{\\\"t\\\":\\\"\xfe\\\"}\"}}]}}]}", nil, []int{200, 400, 422}},
 		{"a NUL in a session id", "GET", "/v1/sessions/a%00b", ``, nil, []int{400, 404}},
 		{"invalid UTF-8 in a session id", "POST", "/v1/sessions/a%ffb/turns", turn(`{"id":"c1","name":"echo","arguments":{}}`), nil, []int{400, 404, 422}},
 		{"a method not allowed", "DELETE", "/v1/sessions", ``, nil, []int{405}},
@@ -149,7 +149,7 @@ func TestBadRequests(t *testing.T) {
 	sent, fivexx := 0, 0
 	for i := 0; i < repeats; i++ {
 		for j, row := range rows {
-			path := strings.NewReplacer("{key}", keys[j], "{output}", res.OutputID).Replace(row.path)
+			path := strings.NewReplacer("{s}", fmt.Sprintf("bad%d", j), "{key}", keys[j], "{output}", res.OutputID).Replace(row.path)
 			var body []byte
 			if row.body != "" || row.method == "POST" {
 				body = []byte(row.body)
@@ -172,6 +172,18 @@ func TestBadRequests(t *testing.T) {
 			}
 			if a.Status >= 400 && !strings.HasPrefix(a.Header.Get("Content-Type"), "application/problem+json") {
 				bad.add("not problem+json: "+row.name, "%d with Content-Type %q: %s", a.Status, a.Header.Get("Content-Type"), clip(a.Body))
+			}
+		}
+	}
+	// Whatever a bad request left behind reads back without a 5xx.
+	for j, row := range rows {
+		if !strings.Contains(row.path, "{s}") {
+			continue
+		}
+		for _, path := range []string{"/v1/sessions/bad%d/ledger", "/v1/sessions/bad%d/turns/bt"} {
+			a, err := client.Do(ctx, http.MethodGet, p.Base+fmt.Sprintf(path, j), nil)
+			if err != nil || a.Status >= 500 {
+				bad.add("5xx reading back after: "+row.name, "GET %s: %v %d %s", fmt.Sprintf(path, j), err, a.Status, clip(a.Body))
 			}
 		}
 	}
