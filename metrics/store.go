@@ -103,9 +103,9 @@ func (t *timedStore) DeleteExpiredOutputs(ctx context.Context, now time.Time) (i
 }
 
 // ClaimTurns implements turn.Store.
-func (t *timedStore) ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]turn.TurnKey, error) {
+func (t *timedStore) ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]turn.Claim, error) {
 	defer t.since("claim_turns", time.Now())
-	return t.Store.ClaimTurns(ctx, owner, now, until, limit)
+	return t.Store.ClaimTurns(ctx, owner, now, until, backoff, limit)
 }
 
 // RenewLeases implements turn.Store.

@@ -33,3 +33,19 @@ func (e *InvalidError) Error() string {
 func invalid(field, format string, args ...any) error {
 	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
+
+// Error codes the service puts on results and settled turns.
+const (
+	// CodeRecoveryExhausted: the turn was resumed MaxResumes times without
+	// finishing, and was settled failed instead of resumed again.
+	CodeRecoveryExhausted = "recovery_exhausted"
+	// CodeInterrupted: a write attempt was journaled by a process that
+	// stopped before its outcome was recorded, and its tool is not
+	// idempotent, so it was not run again.
+	CodeInterrupted = "interrupted"
+)
+
+// ErrRejected marks a write the store refused for its content (a data
+// exception or a constraint it violates): retrying the same write cannot
+// succeed, unlike ErrUnavailable.
+var ErrRejected = errors.New("store rejected the write")

@@ -113,6 +113,11 @@ type Result struct {
 	OriginalBytes int64
 	OriginalLines int64
 	OutputID      string // set when the full output was kept
+	// Repaired counts the invalid UTF-8 sequences and NULs of the tool's
+	// output and error replaced by U+FFFD (see repair.go). The call's
+	// call_answered line carries it as output_repaired; it is not stored
+	// with the result.
+	Repaired int
 	Attempts      int
 	StartedAt     time.Time
 	FinishedAt    time.Time

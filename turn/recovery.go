@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/turnd/turnd/dispatch"
 )
 
 // Start runs the background loops: lease renewal for this process's
@@ -105,8 +107,9 @@ func (s *Service) sweepOutputs(ctx context.Context) {
 // Recover claims running turns whose lease expired and resumes them here:
 // accounted calls are replayed from the record, read calls in flight run
 // again, and write calls journaled as started but never answered get the
-// error "interrupted" unless their tool is idempotent. It returns how many
-// turns it resumed.
+// error "interrupted" unless their tool is idempotent. A turn claimed more
+// than MaxResumes times is settled failed instead (see exhaust). It returns
+// how many turns it resumed.
 func (s *Service) Recover(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	closing := s.closing
@@ -115,12 +118,13 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now := s.now()
-	keys, err := s.store.ClaimTurns(ctx, s.cfg.Owner, now, now.Add(s.cfg.LeaseTTL), 32)
+	claims, err := s.store.ClaimTurns(ctx, s.cfg.Owner, now, now.Add(s.cfg.LeaseTTL), s.cfg.ResumeBackoff, 32)
 	if err != nil {
 		return 0, fmt.Errorf("claiming turns: %w", err)
 	}
 	n := 0
-	for _, k := range keys {
+	for _, c := range claims {
+		k := c.TurnKey
 		s.mu.Lock()
 		_, running := s.active[k]
 		s.mu.Unlock()
@@ -130,6 +134,12 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 			// the lease; resuming would run the turn twice.
 			continue
 		}
+		if c.Resumes > s.cfg.MaxResumes {
+			if err := s.exhaust(ctx, k, c.Resumes); err != nil {
+				s.log.Error("settling a turn past its resumptions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "resumes", c.Resumes, "err", err)
+			}
+			continue
+		}
 		if err := s.resume(ctx, k); err != nil {
 			s.log.Error("resuming turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 			continue
@@ -137,6 +147,71 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// exhaust settles turn k, claimed resumes times, as failed without running
+// anything: every call without a final result is answered
+// recovery_exhausted (a write that was in flight may have taken effect, and
+// the message says so). Its commit carries only lines and results this
+// function writes, so whatever made every resumption fail is not in it.
+func (s *Service) exhaust(ctx context.Context, k TurnKey, resumes int) error {
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		return fmt.Errorf("reading turn: %w", err)
+	}
+	if t.Status != StatusRunning {
+		return nil
+	}
+	sess, err := s.store.GetSession(ctx, k.SessionID)
+	if err != nil {
+		return fmt.Errorf("reading session: %w", err)
+	}
+	now := s.now()
+	final := make(map[int]bool, len(t.Results))
+	started := make(map[int]Result, len(t.Results))
+	for _, res := range t.Results {
+		if res.Status.Final() {
+			final[res.Index] = true
+		} else {
+			started[res.Index] = res
+		}
+	}
+	msg := fmt.Sprintf("the turn was resumed %d times after its process stopped and could not finish; turnd gave up on it", resumes-1)
+	c := Commit{Key: k, LeaseOwner: s.cfg.Owner, LeaseUntil: now.Add(s.cfg.LeaseTTL), Status: StatusFailed, SettledAt: now}
+	line := func(l Line) Line {
+		l.SessionID, l.TurnID, l.At = k.SessionID, k.TurnID, now
+		return l
+	}
+	for i, call := range t.Calls {
+		if final[i] {
+			continue
+		}
+		res := Result{Index: i, CallID: call.ID, Name: call.Name, Effect: dispatch.EffectRead, Status: CallFailed,
+			Error: &CallError{Code: CodeRecoveryExhausted, Message: msg}, FinishedAt: now}
+		if st, ok := started[i]; ok {
+			// A write attempt was journaled and never answered.
+			res.Effect, res.Attempts, res.StartedAt = st.Effect, st.Attempts, st.StartedAt
+			res.Error.Message = msg + "; its attempt may have taken effect"
+		} else if spec, ok := s.cfg.Tools().Lookup(call.Name); ok {
+			res.Effect = spec.Effect
+		}
+		c.Results = append(c.Results, res)
+		c.Lines = append(c.Lines, line(Line{CallID: call.ID, Kind: LineCallAnswered, Data: answeredData(res, dispatch.Outcome{})}))
+	}
+	c.Lines = append(c.Lines, line(Line{Kind: LineTurnSettled, Data: mustJSON(map[string]any{
+		"status": StatusFailed, "error": CallError{Code: CodeRecoveryExhausted, Message: msg},
+	})}))
+	c.Webhook = settledWebhook(sess.CallbackURL, k, StatusFailed, now)
+	if err := s.store.Commit(ctx, c); err != nil {
+		return fmt.Errorf("settling turn: %w", err)
+	}
+	s.log.Warn("turn failed: recovery exhausted", "session_id", k.SessionID, "turn_id", k.TurnID, "resumes", resumes-1)
+	s.observeSettled(StatusFailed, t.CreatedAt)
+	if c.Webhook != nil {
+		s.wakeWebhooks()
+	}
+	s.cancelParked(ctx, k, StatusFailed)
+	return nil
 }
 
 func (s *Service) resume(ctx context.Context, k TurnKey) error {

@@ -376,7 +376,7 @@ func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
 			st.admittedLine = true
 			interrupted := Result{
 				Status: CallFailed,
-				Error: &CallError{Code: "interrupted", Message: "the process running this call stopped during its attempt; " +
+				Error: &CallError{Code: CodeInterrupted, Message: "the process running this call stopped during its attempt; " +
 					"it was not run again because it may have taken effect and the tool is not idempotent"},
 				Attempts:   rec.Attempts,
 				StartedAt:  rec.StartedAt,
@@ -540,6 +540,10 @@ func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
 		b = append(b, `,"output_id":`...)
 		b = appendJSONString(b, res.OutputID)
 	}
+	if res.Repaired > 0 {
+		b = append(b, `,"output_repaired":`...)
+		b = strconv.AppendInt(b, int64(res.Repaired), 10)
+	}
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, string(res.Status))
 	if res.Truncated {
@@ -576,7 +580,11 @@ func (r *run) resultOf(a dispatch.Accounted) Result {
 		res.Status = CallFailed
 	}
 	if o.Err != nil {
-		e := &CallError{Code: o.Err.Code, Message: o.Err.Message}
+		// A tool's error is text a store must hold too (repair.go).
+		code, n1 := repairString(o.Err.Code)
+		msg, n2 := repairString(o.Err.Message)
+		res.Repaired += n1 + n2
+		e := &CallError{Code: code, Message: msg}
 		if o.Status == dispatch.StatusError && o.Err.Retryable {
 			// The retry policy ran out on an error worth retrying.
 			e.Code = "tool_unavailable"
@@ -644,10 +652,18 @@ func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o disp
 			pr = proj.Project(o.Output)
 		}
 	}
+	// The tool boundary: nothing a store cannot hold goes further (repair.go).
 	if pr.JSON {
-		res.Output = json.RawMessage(pr.Text)
+		text, n := repairJSON(pr.Text)
+		res.Output = json.RawMessage(text)
+		res.Repaired += n
 	} else {
-		res.Output = mustJSON(string(pr.Text))
+		text, n := repairText(pr.Text)
+		res.Output = mustJSON(string(text))
+		res.Repaired += n
+	}
+	if n := res.Repaired; n > 0 {
+		s.log.Warn("tool output repaired: invalid UTF-8 or NUL replaced by U+FFFD", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", res.CallID, "tool", res.Name, "replaced", n)
 	}
 	res.Truncated = pr.Truncated
 	res.OriginalBytes = pr.OriginalBytes

@@ -127,8 +127,11 @@ type Store interface {
 
 	// ClaimTurns takes over up to limit turns in status running whose lease
 	// expired before now (their owner died or stalled), setting owner and
-	// until, and returns them. Two concurrent claimers never get the same turn.
-	ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]TurnKey, error)
+	// until, counts the claim in each turn's resumes, and returns them. A
+	// turn already claimed r > 0 times is taken only once its lease expired
+	// backoff × 2^(r-1) (at most 64 × backoff) before now. Two concurrent
+	// claimers never get the same turn.
+	ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]Claim, error)
 	// RenewLeases extends owner's leases on keys to until; keys owner no
 	// longer holds are returned as lost.
 	RenewLeases(ctx context.Context, owner string, until time.Time, keys []TurnKey) (lost []TurnKey, err error)
@@ -160,6 +163,13 @@ type MigratedStore interface {
 	Store
 	Migrate(ctx context.Context) error
 	SchemaVersion(ctx context.Context) (current, latest int, err error)
+}
+
+// Claim is a running turn ClaimTurns took over.
+type Claim struct {
+	TurnKey
+	// Resumes counts the claims of the turn, this one included.
+	Resumes int
 }
 
 // Lookup is what LookupTurn reports.

@@ -90,9 +90,9 @@ func (s *TimedStore) GetSession(ctx context.Context, id string) (turn.Session, e
 }
 
 // ClaimTurns implements turn.Store.
-func (s *TimedStore) ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]turn.TurnKey, error) {
+func (s *TimedStore) ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]turn.Claim, error) {
 	t0 := time.Now()
-	keys, err := s.Store.ClaimTurns(ctx, owner, now, until, limit)
+	keys, err := s.Store.ClaimTurns(ctx, owner, now, until, backoff, limit)
 	s.record(opClaimTurns, t0, err)
 	return keys, err
 }

@@ -266,36 +266,45 @@ func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
 	return t, nil
 }
 
-// sqlClaimTurns takes expired leases of running turns. SKIP LOCKED makes
-// concurrent claimers pass over each other's rows (and rows a commit is
-// writing) instead of waiting; FOR UPDATE re-checks the expiry on the latest
-// row version, so a turn claimed and committed meanwhile is not taken twice.
-const sqlClaimTurns = `UPDATE turns t SET lease_owner = $1, lease_until = $3
+// sqlClaimTurns takes expired leases of running turns and counts the claim
+// in resumes. A turn claimed before waits $5 seconds × 2^(resumes-1) (at
+// most 64 times that) past its lease's expiry. SKIP LOCKED makes concurrent
+// claimers pass over each other's rows (and rows a commit is writing)
+// instead of waiting; FOR UPDATE re-checks the expiry on the latest row
+// version, so a turn claimed and committed meanwhile is not taken twice.
+const sqlClaimTurns = `UPDATE turns t SET lease_owner = $1, lease_until = $3, resumes = t.resumes + 1
 FROM (
     SELECT session_id, id FROM turns
-    WHERE status = 'running' AND lease_until < $2
+    WHERE status = 'running'
+      AND lease_until < $2::timestamptz - make_interval(secs => CASE WHEN resumes = 0 THEN 0
+          ELSE $5::float8 * least(2 ^ (resumes - 1), 64) END)
     ORDER BY lease_until
     LIMIT $4
     FOR UPDATE SKIP LOCKED
 ) c
 WHERE t.session_id = c.session_id AND t.id = c.id
-RETURNING t.session_id, t.id`
+RETURNING t.session_id, t.id, t.resumes`
 
 // ClaimTurns takes over up to limit running turns whose lease expired
-// before now; see turn.Store.
-func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]turn.TurnKey, error) {
+// before now, backing off from turns claimed before; see turn.Store.
+func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]turn.Claim, error) {
 	if limit <= 0 {
-		return []turn.TurnKey{}, nil
+		return []turn.Claim{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlClaimTurns, owner, now, until, limit)
+	rows, err := s.pool.Query(ctx, sqlClaimTurns, owner, now, until, limit, backoff.Seconds())
 	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}
-	keys, err := collectKeys(rows)
+	claims := []turn.Claim{}
+	var c turn.Claim
+	_, err = pgx.ForEachRow(rows, []any{&c.SessionID, &c.TurnID, &c.Resumes}, func() error {
+		claims = append(claims, c)
+		return nil
+	})
 	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}
-	return keys, nil
+	return claims, nil
 }
 
 const sqlRenewLeases = `UPDATE turns t SET lease_until = $2

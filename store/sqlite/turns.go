@@ -341,32 +341,43 @@ func (s *Store) getTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) 
 	return t, nil
 }
 
-// sqlClaimTurns takes expired leases of running turns. Writes are serialised
-// on the one write connection, so no two claims overlap.
-const sqlClaimTurns = `UPDATE turns SET lease_owner = ?1, lease_until = ?3
+// sqlClaimTurns takes expired leases of running turns and counts the claim
+// in resumes; a turn claimed before waits ?5 microseconds × 2^(resumes-1)
+// (at most 64 times that) past its lease's expiry. Writes are serialised on
+// the one write connection, so no two claims overlap.
+const sqlClaimTurns = `UPDATE turns SET lease_owner = ?1, lease_until = ?3, resumes = resumes + 1
 WHERE (session_id, id) IN (
     SELECT session_id, id FROM turns
-    WHERE status = 'running' AND lease_until < ?2
+    WHERE status = 'running'
+      AND lease_until < ?2 - (CASE WHEN resumes = 0 THEN 0 ELSE ?5 * min(1 << (resumes - 1), 64) END)
     ORDER BY lease_until
     LIMIT ?4
 )
-RETURNING session_id, id`
+RETURNING session_id, id, resumes`
 
 // ClaimTurns takes over up to limit running turns whose lease expired
-// before now; see turn.Store.
-func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, limit int) ([]turn.TurnKey, error) {
+// before now, backing off from turns claimed before; see turn.Store.
+func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]turn.Claim, error) {
 	if limit <= 0 {
-		return []turn.TurnKey{}, nil
+		return []turn.Claim{}, nil
 	}
-	rows, err := s.write.QueryContext(ctx, sqlClaimTurns, owner, micros(now), micros(until), limit)
+	rows, err := s.write.QueryContext(ctx, sqlClaimTurns, owner, micros(now), micros(until), limit, backoff.Microseconds())
 	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}
-	keys, err := collectKeys(rows)
-	if err != nil {
+	defer rows.Close()
+	claims := []turn.Claim{}
+	for rows.Next() {
+		var c turn.Claim
+		if err := rows.Scan(&c.SessionID, &c.TurnID, &c.Resumes); err != nil {
+			return nil, wrap("claiming turns", err)
+		}
+		claims = append(claims, c)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, wrap("claiming turns", err)
 	}
-	return keys, nil
+	return claims, nil
 }
 
 // sqlRenewLeases takes the keys as a JSON array of [session, turn] pairs,

@@ -57,16 +57,16 @@ func testClaimTurns(t *testing.T, s turn.Store) {
 	}
 
 	until := now.Add(time.Minute)
-	got, err := s.ClaimTurns(ctx(t), "new", now, until, 1)
+	got, err := claimKeys(s.ClaimTurns(ctx(t), "new", now, until, 0, 1))
 	must(t, "ClaimTurns limit 1", err)
 	if len(got) != 1 {
 		t.Fatalf("ClaimTurns limit 1 = %v", got)
 	}
-	rest, err := s.ClaimTurns(ctx(t), "new", now, until, 10)
+	rest, err := claimKeys(s.ClaimTurns(ctx(t), "new", now, until, 0, 10))
 	must(t, "ClaimTurns", err)
 	same(t, "claimed", sortKeys(append(got, rest...)), sortKeys([]turn.TurnKey{expired1, expired2}))
 
-	none, err := s.ClaimTurns(ctx(t), "other", now, until, 10)
+	none, err := claimKeys(s.ClaimTurns(ctx(t), "other", now, until, 0, 10))
 	must(t, "ClaimTurns again", err)
 	if len(none) != 0 {
 		t.Errorf("claimed %v twice", none)
@@ -99,7 +99,7 @@ func testClaimTurnsConcurrent(t *testing.T, s turn.Store) {
 		wg.Go(func() {
 			<-start
 			for {
-				keys, err := s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 3)
+				keys, err := claimKeys(s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 0, 3))
 				if err != nil {
 					t.Errorf("ClaimTurns %s: %v", owner, err)
 					return
@@ -145,7 +145,7 @@ func testRenewLeases(t *testing.T, s turn.Store) {
 	same(t, "lost", lost, []turn.TurnKey{c, d})
 
 	// Renewed leases outlive the old expiry; c's did not move.
-	claimed, err := s.ClaimTurns(ctx(t), "claimer", now.Add(5*time.Minute), now.Add(time.Hour), 10)
+	claimed, err := claimKeys(s.ClaimTurns(ctx(t), "claimer", now.Add(5*time.Minute), now.Add(time.Hour), 0, 10))
 	must(t, "ClaimTurns", err)
 	same(t, "claimed", claimed, []turn.TurnKey{c})
 
@@ -164,12 +164,52 @@ func testCommitKeepsLeaseExpiry(t *testing.T, s turn.Store) {
 	c.LeaseUntil = time.Time{}
 	c.Lines = []turn.Line{line("t1", "", turn.LineCallAdmitted, "")}
 	must(t, "Commit", s.Commit(ctx(t), c))
-	claimed, err := s.ClaimTurns(ctx(t), "owner-b", base.Add(30*time.Second), base.Add(time.Hour), 10)
+	claimed, err := claimKeys(s.ClaimTurns(ctx(t), "owner-b", base.Add(30*time.Second), base.Add(time.Hour), 0, 10))
 	must(t, "ClaimTurns before expiry", err)
 	if len(claimed) != 0 {
 		t.Fatalf("claimed %v before the lease expired", claimed)
 	}
-	claimed, err = s.ClaimTurns(ctx(t), "owner-b", base.Add(2*time.Minute), base.Add(time.Hour), 10)
+	claimed, err = claimKeys(s.ClaimTurns(ctx(t), "owner-b", base.Add(2*time.Minute), base.Add(time.Hour), 0, 10))
 	must(t, "ClaimTurns after expiry", err)
 	same(t, "claimed", claimed, []turn.TurnKey{k})
+}
+
+// claimKeys returns the keys of claims, for tests that compare keys.
+func claimKeys(claims []turn.Claim, err error) ([]turn.TurnKey, error) {
+	keys := make([]turn.TurnKey, len(claims))
+	for i, c := range claims {
+		keys[i] = c.TurnKey
+	}
+	return keys, err
+}
+
+// Every claim counts in Resumes, and a turn claimed before is claimed again
+// only backoff × 2^(resumes-1) (at most 64 × backoff) after its lease
+// expired.
+func testClaimTurnsBackOff(t *testing.T, s turn.Store) {
+	const backoff = 10 * time.Second
+	lease := base.Add(time.Minute)
+	k := receiveLeased(t, s, "s1", "t1", "dead", lease)
+	claim := func(at time.Time) []turn.Claim {
+		t.Helper()
+		got, err := s.ClaimTurns(ctx(t), "claimer", at, at.Add(time.Minute), backoff, 10)
+		must(t, "ClaimTurns", err)
+		return got
+	}
+	// The first claim does not wait.
+	got := claim(lease.Add(time.Millisecond))
+	same(t, "first claim", got, []turn.Claim{{TurnKey: k, Resumes: 1}})
+	for resumes := 1; resumes <= 8; resumes++ {
+		lease = lease.Add(time.Millisecond).Add(time.Minute) // the claim's until
+		wait := backoff << min(resumes-1, 6)
+		if got := claim(lease.Add(wait - time.Millisecond)); len(got) != 0 {
+			t.Fatalf("claimed %v %v after its lease after %d claims, want a wait of %v", got, wait-time.Millisecond, resumes, wait)
+		}
+		lease = lease.Add(wait + time.Millisecond)
+		got := claim(lease)
+		same(t, "claim after the back-off", got, []turn.Claim{{TurnKey: k, Resumes: resumes + 1}})
+		lease = lease.Add(-time.Millisecond)
+	}
+	// A commit by the claimer keeps the count: it counts claims, not failures.
+	must(t, "Commit", s.Commit(ctx(t), commit("s1", "t1", "claimer")))
 }

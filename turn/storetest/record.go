@@ -110,7 +110,7 @@ func testRecordTurn(t *testing.T, s turn.Store) {
 	same(t, "webhooks of t1", turnWebhooks(t, s, "s1", "t1"), []turn.Webhook{stored(rec.Webhook, "s1", "t1")})
 
 	// Recorded without a lease: nobody claims it, and its answers count.
-	keys, err := s.ClaimTurns(ctx(t), "owner-b", base.Add(24*time.Hour), base.Add(25*time.Hour), 10)
+	keys, err := claimKeys(s.ClaimTurns(ctx(t), "owner-b", base.Add(24*time.Hour), base.Add(25*time.Hour), 0, 10))
 	must(t, "ClaimTurns", err)
 	if len(keys) != 1 || keys[0].TurnID != "t0" {
 		t.Errorf("ClaimTurns took %v, want only the running t0", keys)

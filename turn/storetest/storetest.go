@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"OutputExpiry", testOutputExpiry},
 		{"ClaimTurns", testClaimTurns},
 		{"ClaimTurnsConcurrent", testClaimTurnsConcurrent},
+		{"ClaimTurnsBackOff", testClaimTurnsBackOff},
 		{"RenewLeases", testRenewLeases},
 		{"CancelRequests", testCancelRequests},
 		{"CancelRequestsConcurrent", testCancelRequestsConcurrent},

@@ -1,0 +1,9 @@
+-- turnd schema, version 9 (PostgreSQL): how often a running turn was resumed.
+--
+-- ClaimTurns counts every claim of a running turn whose lease expired. A
+-- turn claimed again and again (its resumption fails every time) waits
+-- longer before each next claim, and past the service's limit it is settled
+-- failed with error recovery_exhausted instead of resumed. A constant
+-- default: adding the column rewrites nothing, and the previous release
+-- ignores it.
+ALTER TABLE turns ADD COLUMN resumes integer NOT NULL DEFAULT 0;
