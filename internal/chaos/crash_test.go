@@ -38,8 +38,8 @@ func sigkillLoop(t *testing.T, store ...string) {
 	began := time.Now()
 	deadline := began.Add(size(60*time.Second, 20*time.Minute))
 	rng := rand.New(rand.NewPCG(1, uint64(began.UnixNano())))
-	done_ := 0
-	for ; done_ < kills && time.Now().Before(deadline); done_++ {
+	killed := 0
+	for ; killed < kills && time.Now().Before(deadline); killed++ {
 		// The interval between kills is the experiment's clock, not a
 		// wait for something to happen.
 		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
@@ -57,7 +57,7 @@ func sigkillLoop(t *testing.T, store ...string) {
 	rep := r.check(p, CheckOptions{})
 	posted, acked := r.rec.Turns()
 	t.Logf("chaos: sigkill %s: %d kills in %v; %d turns posted (%d answered), %d POSTs (%d retried: %v, %d replayed); %d turns checked, %d ledger lines; %d writes executed, %d twice; calls by tool and status %v; error codes %v",
-		t.Name(), done_, time.Since(began).Round(time.Second), posted, acked, st.Posts, st.Retries, st.Fails, st.Replays,
+		t.Name(), killed, time.Since(began).Round(time.Second), posted, acked, st.Posts, st.Retries, st.Fails, st.Replays,
 		rep.Turns, rep.Lines, rep.Writes, len(rep.Violations), r.rec.Statuses(), r.rec.ErrorCodes())
 }
 

@@ -19,11 +19,11 @@ import (
 var long = os.Getenv("CHAOS_LONG") != ""
 
 // size picks an experiment's figure for the mode.
-func size[T any](short, long_ T) T {
+func size[T any](inShort, inLong T) T {
 	if long {
-		return long_
+		return inLong
 	}
-	return short
+	return inShort
 }
 
 // rssBound is the most resident memory a turnd may reach in an
