@@ -56,6 +56,8 @@ func TestCrossSite(t *testing.T) {
 	}
 	allowed := []crossSite{
 		{"a loopback Host by name", "GET", "/v1/tools", ``, []string{"Host", "localhost:" + port}, []int{200}},
+		{"a loopback Host without a port", "GET", "/v1/tools", ``, []string{"Host", "localhost"}, []int{200}},
+		{"an IPv6 loopback Host", "GET", "/v1/tools", ``, []string{"Host", "[::1]:" + port}, []int{200}},
 		{"the same origin", "POST", "/v1/sessions/ok1/turns", turn("t"), []string{"Origin", p.Base}, []int{200}},
 		{"a delivery's text/plain is not refused for its type", "POST", "/v1/complete/ck_nosuchkeynosuchkeynosuchkeynosuchkey00000", `{"output":1}`, []string{"Content-Type", "text/plain"}, []int{404}},
 	}
