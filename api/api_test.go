@@ -63,6 +63,8 @@ type stackOptions struct {
 	tokens        []string
 	signingSecret string // requires signed deliveries when set
 	yaml          string // extra tool entries, with {{TOOLS}} replaced by the tool server's URL
+	config        func(*api.Config)
+	readTimeout   time.Duration // the server's ReadTimeout, when set
 }
 
 // toolServer is an HTTP tool endpoint: /search answers a JSON output,
@@ -163,7 +165,12 @@ tools:
 		}
 		acfg.CompletionSigner = signer
 	}
-	srv := httptest.NewServer(api.New(acfg))
+	if o.config != nil {
+		o.config(&acfg)
+	}
+	srv := httptest.NewUnstartedServer(api.New(acfg))
+	srv.Config.ReadTimeout = o.readTimeout
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

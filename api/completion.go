@@ -32,11 +32,7 @@ func toCompletionInfo(i turn.CompletionInfo) completionInfoWire {
 func (s *server) readSigned(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, errBodyTooLarge(tooLarge.Limit)
-		}
-		return nil, errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+		return nil, readBodyError(err)
 	}
 	if s.cfg.CompletionSigner != nil {
 		if err := s.cfg.CompletionSigner.Verify(r.Header, body, time.Now(), s.cfg.SignatureTolerance); err != nil {
@@ -49,6 +45,10 @@ func (s *server) readSigned(r *http.Request) ([]byte, error) {
 func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 	body, err := s.readSigned(r)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkUTF8(body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -477,6 +477,20 @@ func TestSpecValid(t *testing.T) {
 			if bearer && op.Responses.Status(http.StatusUnauthorized) == nil {
 				t.Errorf("%s: an authenticated operation must document 401", where)
 			}
+			// The guard answers before any route: every operation can see
+			// 403 and 431; bodies can be too slow (408) or not JSON (415).
+			guarded := []int{http.StatusForbidden, http.StatusRequestHeaderFieldsTooLarge}
+			if method == http.MethodPost && !strings.HasSuffix(path, "/cancel") {
+				guarded = append(guarded, http.StatusRequestTimeout)
+			}
+			if method == http.MethodPost && !isCompletionPath(path) {
+				guarded = append(guarded, http.StatusUnsupportedMediaType)
+			}
+			for _, status := range guarded {
+				if op.Responses.Status(status) == nil {
+					t.Errorf("%s: status %d is not documented; the guard answers it before any route", where, status)
+				}
+			}
 			errs := 0
 			for code, ref := range op.Responses.Map() {
 				status, err := strconv.Atoi(code)

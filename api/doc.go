@@ -1,5 +1,6 @@
 // Package api is turnd's HTTP face: the chi router, its handlers, bearer
-// authentication, request limits, the JSON wire types and
+// authentication, the browser guard (Host, Origin and CORS, content types;
+// guard.go), request limits, the JSON wire types and
 // application/problem+json errors. Its subpackage provider translates turns
 // from and to the model providers' wire formats (?format=F, formats.go).
 //

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -78,13 +77,13 @@ func (s *server) postProviderTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = checkUTF8(body)
+	} else {
+		err = readBodyError(err)
+	}
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.writeError(w, r, errBodyTooLarge(tooLarge.Limit))
-			return
-		}
-		s.writeError(w, r, errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read"))
+		s.writeError(w, r, err)
 		return
 	}
 	p, err := rq.format.Parse(body)

@@ -236,8 +236,32 @@ func (s *server) getOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", o.ContentType)
 	w.Header().Set("Cache-Control", "private, max-age=3600")
-	// ServeContent answers Range requests (206, 416).
-	http.ServeContent(w, r, "", o.CreatedAt, bytes.NewReader(o.Data))
+	// ServeContent answers Range requests (206, and 416 as a problem).
+	http.ServeContent(&rangeProblems{ResponseWriter: w}, r, "", o.CreatedAt, bytes.NewReader(o.Data))
+}
+
+// rangeProblems turns the plain-text 416 that http.ServeContent writes for
+// a range it cannot satisfy into a problem, keeping its Content-Range.
+type rangeProblems struct {
+	http.ResponseWriter
+	swallow bool // the plain-text body that follows is dropped
+}
+
+func (w *rangeProblems) WriteHeader(status int) {
+	if status != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	w.swallow = true
+	w.Header().Del("X-Content-Type-Options")
+	writeProblem(w.ResponseWriter, status, "range_not_satisfiable", "the requested range lies outside the output; Content-Range gives its size")
+}
+
+func (w *rangeProblems) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (s *server) getTools(w http.ResponseWriter, r *http.Request) {

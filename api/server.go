@@ -51,6 +51,22 @@ type Config struct {
 	// is the bearer token /metrics requires (see MetricsHandler).
 	Metrics      http.Handler
 	MetricsToken string
+	// RestrictHosts, when set, serves only requests whose Host is a
+	// loopback name (localhost, 127.0.0.0/8, [::1]) or one of AllowedHosts,
+	// with or without a port: the guard against DNS rebinding for a server
+	// on loopback without tokens. Others answer 403 host_not_allowed.
+	RestrictHosts bool
+	AllowedHosts  []string
+	// CORSOrigins are the web origins (scheme://host[:port]) of browser
+	// frontends that call turnd directly: their preflights are granted and
+	// their answers carry CORS headers. A request with any other Origin
+	// than these and the server's own answers 403 origin_not_allowed.
+	CORSOrigins []string
+	// MaxHeaderBytes limits the request line and headers; larger requests
+	// answer 431 headers_too_large. Default 64 KiB. The http.Server's own
+	// MaxHeaderBytes must be larger (see ServerMaxHeaderBytes), or net/http
+	// answers first, in plain text.
+	MaxHeaderBytes int
 	// Draining, when set and reporting true, makes /readyz answer 503
 	// while every other route still serves: the first step of a graceful
 	// shutdown, so that load balancers stop sending before the server stops.
@@ -74,11 +90,22 @@ func (c Config) WithDefaults() Config {
 	if c.MaxWait <= 0 {
 		c.MaxWait = 10 * time.Minute
 	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
 	return c
 }
 
+// ServerMaxHeaderBytes is the MaxHeaderBytes to give the http.Server that
+// serves New's handler: above Config.MaxHeaderBytes, so that the handler,
+// not net/http, refuses headers over the limit (as a problem). Requests
+// beyond it still get net/http's plain-text 431.
+const ServerMaxHeaderBytes = 1 << 20
+
 type server struct {
 	cfg            Config
+	allowedHosts   map[string]bool
+	corsOrigins    map[string]bool
 	svc            *turn.Service
 	log            *slog.Logger
 	tokens         [][32]byte
@@ -88,7 +115,17 @@ type server struct {
 // New returns turnd's HTTP handler.
 func New(cfg Config) http.Handler {
 	cfg = cfg.WithDefaults()
-	s := &server{cfg: cfg, svc: cfg.Service, log: cfg.Logger}
+	s := &server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, allowedHosts: map[string]bool{}, corsOrigins: map[string]bool{}}
+	for _, h := range cfg.AllowedHosts {
+		if h = hostOnly(strings.TrimSpace(h)); h != "" {
+			s.allowedHosts[h] = true
+		}
+	}
+	for _, o := range cfg.CORSOrigins {
+		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+			s.corsOrigins[o] = true
+		}
+	}
 	if cfg.Metrics != nil {
 		s.metricsHandler = MetricsHandler(cfg.Metrics, cfg.MetricsToken)
 	}
@@ -102,7 +139,7 @@ func New(cfg Config) http.Handler {
 
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer)
+	r.Use(s.observe, s.recoverer, s.guard)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
 	})

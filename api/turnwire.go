@@ -438,17 +438,13 @@ func numberEnd(b []byte, i int) int {
 	return i
 }
 
-// bufferedBodyMax bounds the bodies decodeTurnRequest reads whole before
-// decoding. It is net/http's bound on the request body an HTTP/1 server
-// reads and discards after the handler (maxPostHandlerReadBytes, 256 KiB):
-// a body of known length up to it is read to its end before the response
-// goes out whether the streaming decoder stopped early (at a syntax error)
-// or not, so reading it all first changes nothing on the wire. Other
-// bodies are decoded streaming as before: of a larger one, the server
-// closes the connection when the decoder stopped early and keeps it when
-// it read to the end; a chunked one, read ahead, could cross MaxBodyBytes
-// (and so mark the connection to close) where the decoder would have
-// stopped before.
+// bufferedBodyMax bounds the bodies decodeTurnRequest reads into a pooled
+// buffer and may scan by hand: 256 KiB, net/http's bound on the request body
+// an HTTP/1 server reads and discards after the handler
+// (maxPostHandlerReadBytes). Other bodies (larger ones, chunked ones, those
+// of HTTP/2) go to decodeJSON, which reads them whole too, since only a
+// body read to its end can be checked for UTF-8, but into a buffer of their
+// own.
 const bufferedBodyMax = 256 << 10
 
 // decodeTurnRequest decodes the body of a native POST of a turn into req
@@ -466,7 +462,7 @@ func decodeTurnRequest(r *http.Request, req *turnRequest) error {
 	switch {
 	case err != nil:
 		// Let the decoder meet the error where it would have.
-		err = decodeJSONFrom(io.MultiReader(bytes.NewReader(b), errorReader{err}), req)
+		err = decodeStream(io.MultiReader(bytes.NewReader(b), errorReader{err}), req)
 	case !scanTurnRequest(b, req):
 		err = decodeJSONFrom(bytes.NewReader(b), req)
 	}
@@ -511,10 +507,13 @@ type callSpans struct {
 // reports true, where it is sure to: body is one JSON object whose keys
 // are plain ASCII, each of turnRequest's and callWire's keys at most once
 // and spelled as their tags are, its string fields strings without escapes
-// (or null), calls an array (or null) of objects (or nulls). Anything else,
-// errors included, is left to encoding/json: it reports false and leaves
-// req alone.
+// (or null), calls an array (or null) of objects (or nulls), all of it
+// UTF-8. Anything else, errors included, is left to encoding/json: it
+// reports false and leaves req alone.
 func scanTurnRequest(body []byte, req *turnRequest) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
 	s := jsonScanner{b: body}
 	var (
 		id, mode, policy span

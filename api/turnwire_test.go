@@ -313,7 +313,10 @@ var awkwardBodies = []struct {
 	{`{"calls":[{"id":"a","name":"n","arguments":-1.5e+10}]}`, true},
 	{`{"calls":[{"id":"a","name":"n","arguments":[true,false,null,"\u00e9\n",{"":{}}]}]}`, true},
 	{`{"calls":[{"id":"a","name":"n","arguments":123456789012345678901234567890e999999}]}`, true},
-	{"{\"calls\":[{\"id\":\"ünï ✓ 🚀\",\"name\":\"<>&\",\"arguments\":\"raw \xff in args \u2028\"}]}", true},
+	{"{\"calls\":[{\"id\":\"ünï ✓ 🚀\",\"name\":\"<>&\",\"arguments\":\"raw é in args \u2028\"}]}", true},
+	// Not UTF-8: refused (400 malformed_json) by both paths.
+	{"{\"calls\":[{\"id\":\"ünï ✓ 🚀\",\"name\":\"<>&\",\"arguments\":\"raw \xff in args \u2028\"}]}", false},
+	{"{\"calls\":[{\"id\":\"a\xc3\",\"name\":\"n\"}]}", false},
 	{`{"x":{"calls":[1],"id":5},"calls":[{"id":"a","name":"n","meta":{"id":5,"name":[]}}],"y":[{"z":null}],"":0}`, true},
 	{`{"calls":[{"id":"a","name":"n","arguments":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}]}`, false},
 	{`{"calls":[{"id":"a","name":"n","arguments":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}]}`, false},

@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/turn"
@@ -208,19 +212,36 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // decodeJSON reads one JSON value into v. Unknown fields are ignored (a
-// client may send more than this version knows); trailing data is an error.
+// client may send more than this version knows); trailing data is an error,
+// and so is a body that is not UTF-8 (RFC 8259), which no store can keep.
 func decodeJSON(r *http.Request, v any) error {
 	return decodeJSONFrom(r.Body, v)
 }
 
-// decodeJSONFrom is decodeJSON of a body.
+// decodeJSONFrom is decodeJSON of a body. The body is read whole first: an
+// error reading it is reported as where the decoder would have met it, and
+// only a body read to its end is checked for UTF-8.
 func decodeJSONFrom(body io.Reader, v any) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return decodeStream(io.MultiReader(bytes.NewReader(data), errorReader{err}), v)
+	}
+	if err := checkUTF8(data); err != nil {
+		return err
+	}
+	return decodeStream(bytes.NewReader(data), v)
+}
+
+// decodeStream decodes one JSON value and checks that nothing follows it.
+func decodeStream(body io.Reader, v any) error {
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
 			return errBodyTooLarge(tooLarge.Limit)
+		case isTimeout(err):
+			return errReadTimeout()
 		case errors.Is(err, io.EOF):
 			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
 		default:
@@ -233,12 +254,55 @@ func decodeJSONFrom(body io.Reader, v any) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			return errBodyTooLarge(tooLarge.Limit)
+		case isTimeout(err):
+			return errReadTimeout()
 		}
 		return errHTTP(http.StatusBadRequest, "malformed_json", "unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// readBodyError maps an error reading a request body to its answer: 413
+// past the limit, 408 when the body came too slowly, else 400.
+func readBodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return errBodyTooLarge(tooLarge.Limit)
+	case isTimeout(err):
+		return errReadTimeout()
+	}
+	return errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+}
+
+// isTimeout reports whether err is a read deadline passing (the server's
+// ReadTimeout while the body is still arriving).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+func errReadTimeout() error {
+	return errHTTP(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+}
+
+// checkUTF8 refuses a body that is not UTF-8, naming the first bad byte.
+func checkUTF8(b []byte) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	at := 0
+	for at < len(b) {
+		r, size := utf8.DecodeRune(b[at:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		at += size
+	}
+	return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("the request body is not valid UTF-8 (byte %d); JSON text is UTF-8", at))
 }
 
 func errBodyTooLarge(limit int64) error {

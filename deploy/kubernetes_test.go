@@ -441,7 +441,7 @@ func TestKubernetesRejects(t *testing.T) {
 		{"unmounted file", "job-migrate.yaml", "value: /run/secrets/turnd/database-url", "value: /var/run/database-url", "is in no mounted volume"},
 		{"config key", "deployment.yaml", "value: /etc/turnd/turnd.yaml", "value: /etc/turnd/tools.yaml", "no key tools.yaml in ConfigMap"},
 		{"bad tool config", "configmap.yaml", "builtin: [echo, sleep, now]", "builtin: [echo, sleep, later]", "ConfigMap turnd-tools"},
-		{"real secret", "secret.example.yaml", "api-tokens: CHANGE-ME-token-one,CHANGE-ME-token-two", "api-tokens: 9f8e7d6c5b4a", "without CHANGE-ME"},
+		{"real secret", "secret.example.yaml", "api-tokens: CHANGE-ME-token-one-of-32-or-more-characters,CHANGE-ME-token-two-of-32-or-more-characters", "api-tokens: 9f8e7d6c5b4a", "without CHANGE-ME"},
 		{"job runs serve", "job-migrate.yaml", `args: ["migrate"]`, `args: ["serve"]`, "does not run turnd migrate"},
 		{"job image", "job-migrate.yaml", "image: turnd #", "image: turnd-migrate #", "the Deployment runs"},
 		{"service selects nothing", "service.yaml", "app.kubernetes.io/component: server", "app.kubernetes.io/component: api", "service.yaml: the selector selects no turnd pod"},

@@ -177,6 +177,17 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 	if len(d.Output) > 0 && !json.Valid(d.Output) {
 		return DeliveryResult{}, invalid("output", "not valid JSON")
 	}
+	if err := checkJSONText("output", d.Output); err != nil {
+		return DeliveryResult{}, err
+	}
+	if d.Error != nil {
+		if err := checkText("error.code", d.Error.Code); err != nil {
+			return DeliveryResult{}, err
+		}
+		if err := checkText("error.message", d.Error.Message); err != nil {
+			return DeliveryResult{}, err
+		}
+	}
 	c, err := s.lookupKey(ctx, rawKey)
 	if err != nil {
 		return DeliveryResult{}, err

@@ -43,6 +43,9 @@ const (
 	// stopped before its outcome was recorded, and its tool is not
 	// idempotent, so it was not run again.
 	CodeInterrupted = "interrupted"
+	// CodeStoreRejected: the store refused the call's outcome for its
+	// content (see ErrRejected), so the turn failed without recording it.
+	CodeStoreRejected = "store_rejected"
 )
 
 // ErrRejected marks a write the store refused for its content (a data

@@ -117,10 +117,10 @@ type Result struct {
 	// output and error replaced by U+FFFD (see repair.go). The call's
 	// call_answered line carries it as output_repaired; it is not stored
 	// with the result.
-	Repaired int
-	Attempts      int
-	StartedAt     time.Time
-	FinishedAt    time.Time
+	Repaired   int
+	Attempts   int
+	StartedAt  time.Time
+	FinishedAt time.Time
 	// ReplayedFrom names the turn whose record answered this call; empty
 	// when the call was answered in this turn.
 	ReplayedFrom string

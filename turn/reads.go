@@ -236,12 +236,7 @@ func (r *run) recordWhole(ctx context.Context, c Commit, status Status, settledA
 		Outputs: c.Outputs,
 		Webhook: c.Webhook,
 	}
-	for attempt, delay := 0, 50*time.Millisecond; attempt < 6; attempt, delay = attempt+1, delay*2 {
-		if err = r.record(ctx, rec); err == nil || !errors.Is(err, ErrUnavailable) {
-			break
-		}
-		time.Sleep(delay)
-	}
+	err = r.svc.untilStored(r.logCtx, r.key, func() error { return r.record(ctx, rec) })
 	switch {
 	case errors.Is(err, ErrTurnExists), errors.Is(err, ErrCallsAnswered):
 		r.conflict = err

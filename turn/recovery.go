@@ -83,7 +83,9 @@ func (s *Service) renew(ctx context.Context) {
 		s.mu.Lock()
 		r := s.active[k]
 		s.mu.Unlock()
-		if r != nil {
+		// A run settling (to waiting or settled) released its lease
+		// itself; nothing was lost.
+		if r != nil && !r.settling.Load() {
 			s.log.Warn("turn lease lost", "session_id", k.SessionID, "turn_id", k.TurnID)
 			r.cancel()
 		}
@@ -150,11 +152,23 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 }
 
 // exhaust settles turn k, claimed resumes times, as failed without running
-// anything: every call without a final result is answered
-// recovery_exhausted (a write that was in flight may have taken effect, and
-// the message says so). Its commit carries only lines and results this
-// function writes, so whatever made every resumption fail is not in it.
+// anything more (see failUnfinished).
 func (s *Service) exhaust(ctx context.Context, k TurnKey, resumes int) error {
+	msg := fmt.Sprintf("the turn was resumed %d times after its process stopped and could not finish; turnd gave up on it", resumes-1)
+	if err := s.failUnfinished(ctx, k, CodeRecoveryExhausted, msg); err != nil {
+		return err
+	}
+	s.log.Warn("turn failed: recovery exhausted", "session_id", k.SessionID, "turn_id", k.TurnID, "resumes", resumes-1)
+	return nil
+}
+
+// failUnfinished settles the running turn k, whose lease this process holds,
+// as failed: every call without a final result is answered with code and
+// msg (a write whose attempt was journaled is told it may have taken
+// effect), and its turn_settled line carries the error. The commit holds
+// only what this function writes, so whatever made the turn's own commits
+// fail is not in it. A turn no longer running is left as it is.
+func (s *Service) failUnfinished(ctx context.Context, k TurnKey, code, msg string) error {
 	t, err := s.store.GetTurn(ctx, k)
 	if err != nil {
 		return fmt.Errorf("reading turn: %w", err)
@@ -176,36 +190,35 @@ func (s *Service) exhaust(ctx context.Context, k TurnKey, resumes int) error {
 			started[res.Index] = res
 		}
 	}
-	msg := fmt.Sprintf("the turn was resumed %d times after its process stopped and could not finish; turnd gave up on it", resumes-1)
 	c := Commit{Key: k, LeaseOwner: s.cfg.Owner, LeaseUntil: now.Add(s.cfg.LeaseTTL), Status: StatusFailed, SettledAt: now}
 	line := func(l Line) Line {
 		l.SessionID, l.TurnID, l.At = k.SessionID, k.TurnID, now
 		return l
 	}
+	reg := s.cfg.Tools()
 	for i, call := range t.Calls {
 		if final[i] {
 			continue
 		}
-		res := Result{Index: i, CallID: call.ID, Name: call.Name, Effect: dispatch.EffectRead, Status: CallFailed,
-			Error: &CallError{Code: CodeRecoveryExhausted, Message: msg}, FinishedAt: now}
+		res := Result{Index: i, CallID: call.ID, Name: call.Name, Effect: dispatch.EffectWrite, Status: CallFailed,
+			Error: &CallError{Code: code, Message: msg}, FinishedAt: now}
 		if st, ok := started[i]; ok {
 			// A write attempt was journaled and never answered.
 			res.Effect, res.Attempts, res.StartedAt = st.Effect, st.Attempts, st.StartedAt
 			res.Error.Message = msg + "; its attempt may have taken effect"
-		} else if spec, ok := s.cfg.Tools().Lookup(call.Name); ok {
+		} else if spec, ok := reg.Lookup(call.Name); ok {
 			res.Effect = spec.Effect
 		}
 		c.Results = append(c.Results, res)
 		c.Lines = append(c.Lines, line(Line{CallID: call.ID, Kind: LineCallAnswered, Data: answeredData(res, dispatch.Outcome{})}))
 	}
 	c.Lines = append(c.Lines, line(Line{Kind: LineTurnSettled, Data: mustJSON(map[string]any{
-		"status": StatusFailed, "error": CallError{Code: CodeRecoveryExhausted, Message: msg},
+		"status": StatusFailed, "error": CallError{Code: code, Message: msg},
 	})}))
 	c.Webhook = settledWebhook(sess.CallbackURL, k, StatusFailed, now)
 	if err := s.store.Commit(ctx, c); err != nil {
 		return fmt.Errorf("settling turn: %w", err)
 	}
-	s.log.Warn("turn failed: recovery exhausted", "session_id", k.SessionID, "turn_id", k.TurnID, "resumes", resumes-1)
 	s.observeSettled(StatusFailed, t.CreatedAt)
 	if c.Webhook != nil {
 		s.wakeWebhooks()

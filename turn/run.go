@@ -44,7 +44,12 @@ type run struct {
 	cancel context.CancelFunc
 	// cancelRequested: Cancel stopped the wave; the turn ends cancelled.
 	cancelRequested atomic.Bool
-	done            chan struct{}
+	// settling: the wave ended and its settling commit (to waiting or
+	// settled, which releases the lease) is under way or done. The run
+	// stays active until its goroutine ends; a renewal that finds its lease
+	// gone then lost nothing (see renew).
+	settling atomic.Bool
+	done     chan struct{}
 
 	final     Turn
 	settleErr error
@@ -240,6 +245,7 @@ func (r *run) execute() {
 // it: nothing acknowledged is lost because nothing was acknowledged.
 func (r *run) settle(status Status) {
 	s := r.svc
+	r.settling.Store(true)
 	now := s.now()
 	var settledAt time.Time
 	if status.Settled() {
@@ -263,11 +269,8 @@ func (r *run) settle(status Status) {
 	} else {
 		err = r.ensureRecorded(ctx)
 	}
-	for attempt, delay := 0, 50*time.Millisecond; !whole && err == nil && attempt < 6; attempt, delay = attempt+1, delay*2 {
-		if err = r.commit(ctx, c); err == nil || !errors.Is(err, ErrUnavailable) {
-			break
-		}
-		time.Sleep(delay)
+	if !whole && err == nil {
+		err = s.untilStored(r.logCtx, r.key, func() error { return r.commit(ctx, c) })
 	}
 	if whole && err != nil {
 		switch {
@@ -290,6 +293,21 @@ func (r *run) settle(status Status) {
 		r.settleErr = fmt.Errorf("settling turn: %w", err)
 		r.final = r.turn
 		return
+	}
+	if errors.Is(err, ErrRejected) {
+		// The store cannot hold what the wave produced: running the turn
+		// again would produce it again. It fails now, its unanswered calls
+		// answered store_rejected (see failUnfinished).
+		s.log.ErrorContext(r.logCtx, "the store rejected the turn's outcomes; failing the turn", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		msg := "the store could not hold this call's outcome, so it was not recorded; the call ran and its effect may have taken place"
+		if ferr := s.failUnfinished(ctx, r.key, CodeStoreRejected, msg); ferr == nil {
+			if t, gerr := s.store.GetTurn(ctx, r.key); gerr == nil {
+				r.final = t
+				return
+			}
+		} else {
+			err = errors.Join(err, ferr)
+		}
 	}
 	if err != nil {
 		s.log.ErrorContext(r.logCtx, "settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
@@ -433,17 +451,65 @@ func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect disp
 		st.admittedLine = true
 		r.bufferLocked(admittedLine(call, i, effect))
 	}
-	r.bufferLocked(Line{CallID: call.ID, Kind: LineAttemptStarted, Data: mustJSON(map[string]any{"attempt": attempt})})
-	c := r.takeLocked()
+	held := r.takeLocked() // what was accounted before this attempt
 	r.mu.Unlock()
-	c.Results = append(c.Results, Result{
+	c := held
+	c.Lines = append(c.Lines[:len(c.Lines):len(c.Lines)], Line{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CallID: call.ID,
+		Kind: LineAttemptStarted, At: r.svc.now(), Data: mustJSON(map[string]any{"attempt": attempt})})
+	c.Results = append(c.Results[:len(c.Results):len(c.Results)], Result{
 		Index: i, CallID: call.ID, Name: call.Name, Effect: effect, Status: CallStarted,
 		Attempts: attempt, StartedAt: r.svc.now(),
 	})
-	if err := r.commit(context.WithoutCancel(ctx), c); err != nil {
+	wctx := context.WithoutCancel(ctx)
+	if err := r.svc.untilStored(r.logCtx, r.key, func() error { return r.commit(wctx, c) }); err != nil {
+		// The attempt is not journaled, so the tool does not run; what was
+		// accounted before it goes back to the buffer for the next commit.
+		r.mu.Lock()
+		r.pending = prependCommit(held, r.pending)
+		r.mu.Unlock()
 		return fmt.Errorf("journaling attempt %d of %s: %w", attempt, call.ID, err)
 	}
 	return nil
+}
+
+// prependCommit returns the commit of first's lines, results, outputs and
+// parks followed by then's.
+func prependCommit(first, then Commit) Commit {
+	first.Lines = append(first.Lines, then.Lines...)
+	first.Results = append(first.Results, then.Results...)
+	first.Outputs = append(first.Outputs, then.Outputs...)
+	first.Parks = append(first.Parks, then.Parks...)
+	return first
+}
+
+// untilStored runs write until it succeeds or fails for a reason other than
+// ErrUnavailable, waiting between tries (50 ms doubling to 5 s): an outcome
+// this process holds is committed once the store is back, however long that
+// takes. Only the end of the service (Shutdown's grace) stops it; then the
+// turn is left to recovery, as after any stop.
+func (s *Service) untilStored(ctx context.Context, k TurnKey, write func() error) error {
+	delay, warned := 50*time.Millisecond, false
+	for {
+		err := write()
+		if err == nil || !errors.Is(err, ErrUnavailable) {
+			if warned && err == nil {
+				s.log.InfoContext(ctx, "store back; the turn's outcomes are recorded", "session_id", k.SessionID, "turn_id", k.TurnID)
+			}
+			return err
+		}
+		if !warned {
+			warned = true
+			s.log.WarnContext(ctx, "store unavailable; holding the turn's outcomes until it is back", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-s.base.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 }
 
 // Account implements dispatch.Host: it turns the call's outcome into its

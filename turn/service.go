@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,7 +82,11 @@ type Config struct {
 	// from forgeries: set one wherever a callback URL is reachable by
 	// anyone else.
 	WebhookSigner *completion.Signer
-	// WebhookClient sends the webhooks. Default: NewWebhookClient (no
+	// CallbackPolicy decides which addresses callback URLs may reach,
+	// checked when a session is created and when a delivery connects.
+	// Default: BlockedCallbackNets blocked, everything else reachable.
+	CallbackPolicy CallbackPolicy
+	// WebhookClient sends the webhooks. Default: CallbackPolicy.Client (no
 	// redirects, connection timeouts); Shutdown closes its idle connections.
 	WebhookClient *http.Client
 	// WebhookTimeout bounds one delivery attempt. Default 10s.
@@ -154,7 +159,7 @@ func (c Config) WithDefaults() Config {
 		c.OutputSweep = 10 * time.Minute
 	}
 	if c.WebhookClient == nil {
-		c.WebhookClient = NewWebhookClient()
+		c.WebhookClient = c.CallbackPolicy.Client()
 	}
 	if c.WebhookTimeout <= 0 {
 		c.WebhookTimeout = defaultWebhookTimeout
@@ -306,9 +311,18 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 		if err := checkCallbackURL(spec.CallbackURL); err != nil {
 			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error()}
 		}
+		u, _ := url.Parse(spec.CallbackURL) // checked above
+		if err := s.cfg.CallbackPolicy.checkHost(ctx, u.Hostname()); err != nil {
+			return Session{}, &InvalidError{Field: "callback_url", Reason: err.Error()}
+		}
 	}
-	if len(spec.Metadata) > 0 && !json.Valid(spec.Metadata) {
-		return Session{}, invalid("metadata", "not valid JSON")
+	if len(spec.Metadata) > 0 {
+		if !json.Valid(spec.Metadata) {
+			return Session{}, invalid("metadata", "not valid JSON")
+		}
+		if err := checkJSONText("metadata", spec.Metadata); err != nil {
+			return Session{}, err
+		}
 	}
 	sess := Session{
 		ID:          spec.ID,
@@ -457,6 +471,12 @@ func (s *Service) checkRequest(req *TurnRequest) error {
 			return invalid(fmt.Sprintf("calls[%d].name", i), "required")
 		case len(c.Name) > 256:
 			return invalid(fmt.Sprintf("calls[%d].name", i), "longer than 256 bytes")
+		}
+		if err := checkText(fmt.Sprintf("calls[%d].name", i), c.Name); err != nil {
+			return err
+		}
+		if err := checkJSONText(fmt.Sprintf("calls[%d].arguments", i), c.Arguments); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/turnd/turnd/completion"
 )
@@ -163,6 +163,12 @@ func checkCallbackURL(raw string) error {
 	if len(raw) > maxCallbackURL {
 		return fmt.Errorf("longer than %d bytes", maxCallbackURL)
 	}
+	if !utf8.ValidString(raw) {
+		return errors.New("not valid UTF-8")
+	}
+	if !utf8.ValidString(raw) {
+		return errors.New("not valid UTF-8")
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return errors.New("not a valid URL")
@@ -193,23 +199,9 @@ const (
 	maxLastError = 200
 )
 
-// NewWebhookClient returns the default Config.WebhookClient: it follows no
-// redirects (a 3xx is a failed attempt: the receiver must give its final
-// URL), and bounds connecting, the TLS handshake and the wait for response
-// headers; each attempt is bounded by Config.WebhookTimeout as well.
-func NewWebhookClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	tr.TLSHandshakeTimeout = 5 * time.Second
-	tr.ResponseHeaderTimeout = defaultWebhookTimeout
-	tr.MaxIdleConnsPerHost = 4
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-}
+// NewWebhookClient returns the default Config.WebhookClient under the
+// default CallbackPolicy (see CallbackPolicy.Client).
+func NewWebhookClient() *http.Client { return CallbackPolicy{}.Client() }
 
 // webhookLease is how long a claim holds a webhook: well beyond one attempt
 // (so that an attempt in flight is never claimed twice), short enough that
@@ -320,6 +312,11 @@ func (s *Service) post(w Webhook) attempt {
 	if err := checkCallbackURL(w.URL); err != nil {
 		return attempt{err: fmt.Errorf("callback URL %w", err), permanent: true}
 	}
+	if u, err := url.Parse(w.URL); err == nil {
+		if _, err := s.cfg.CallbackPolicy.checkLiteral(u.Hostname()); err != nil {
+			return attempt{err: err, permanent: true}
+		}
+	}
 	ctx, cancel := context.WithTimeout(s.hookCtx, s.cfg.WebhookTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(w.Body))
@@ -339,7 +336,9 @@ func (s *Service) post(w Webhook) attempt {
 	}
 	resp, err := s.cfg.WebhookClient.Do(req)
 	if err != nil {
-		return attempt{err: err}
+		// A blocked address is refused for good, whatever the name
+		// resolves to next time.
+		return attempt{err: err, permanent: errors.Is(err, ErrCallbackBlocked)}
 	}
 	// Drain a little so that the connection is reused; never keep the body.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))

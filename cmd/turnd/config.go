@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -50,6 +51,18 @@ type config struct {
 	// WebhookSecret signs turnd's own outgoing webhooks: turn.settled
 	// callbacks and cancel_url requests (TURND_WEBHOOK_SECRET).
 	WebhookSecret string
+	// AllowedHosts are Host names served besides the loopback ones; set,
+	// or on loopback without tokens, only those are served
+	// (TURND_ALLOWED_HOSTS).
+	AllowedHosts []string
+	// CORSOrigins are the web origins of browser frontends that call turnd
+	// directly (TURND_CORS_ORIGINS).
+	CORSOrigins []string
+	// CallbackAllowNets and CallbackDenyNets adjust which addresses
+	// sessions' callback URLs may reach (see turn.CallbackPolicy;
+	// TURND_CALLBACK_ALLOW_NETS, TURND_CALLBACK_DENY_NETS).
+	CallbackAllowNets []netip.Prefix
+	CallbackDenyNets  []netip.Prefix
 	// KeepGC is set when the environment chooses the garbage collector's
 	// target (GOGC, not empty): serve then leaves it alone instead of
 	// setting serveGCPercent.
@@ -69,6 +82,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	gogc, _ := env("GOGC")
 	c.KeepGC = gogc != "" // empty is unset, as for every other variable
 	var grace, delay, lease, maxBody, maxCalls string
+	var allowedHosts, corsOrigins, callbackAllow, callbackDeny string
 	// Parsed before the flags so that the environment's value is the flag's
 	// default; any strconv.ParseBool spelling (true, 1, TRUE, ...) counts.
 	noMigrate, err := strconv.ParseBool(get("TURND_NO_MIGRATE", "false"))
@@ -89,6 +103,10 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
 	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
 	fs.StringVar(&c.PublicURL, "public-url", get("TURND_PUBLIC_URL", ""), "the URL external systems reach turnd at, for completion URLs (TURND_PUBLIC_URL; default http://ADDR)")
+	fs.StringVar(&allowedHosts, "allowed-hosts", get("TURND_ALLOWED_HOSTS", ""), "comma-separated Host names served besides localhost, 127.0.0.0/8, [::1] and the public URL's host; when set, or on loopback without tokens, requests naming another Host answer 403 (TURND_ALLOWED_HOSTS)")
+	fs.StringVar(&corsOrigins, "cors-origins", get("TURND_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port]) of browser frontends that call turnd directly; requests from other origins than these and turnd's own answer 403 (TURND_CORS_ORIGINS)")
+	fs.StringVar(&callbackAllow, "callback-allow-nets", get("TURND_CALLBACK_ALLOW_NETS", ""), "comma-separated CIDRs callback URLs may reach although blocked: link-local, metadata, unspecified, multicast addresses and the deny list (TURND_CALLBACK_ALLOW_NETS)")
+	fs.StringVar(&callbackDeny, "callback-deny-nets", get("TURND_CALLBACK_DENY_NETS", ""), "comma-separated CIDRs callback URLs may not reach besides the blocked ones, e.g. 127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,::1/128,fc00::/7 (TURND_CALLBACK_DENY_NETS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// The flags are printed; main exits 0, as `turnd help` does.
@@ -174,7 +192,92 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 			c.Tokens = append(c.Tokens, t)
 		}
 	}
+	for _, h := range splitList(allowedHosts) {
+		if strings.ContainsAny(h, "/ *") {
+			return config{}, usageError{fmt.Sprintf("allowed-hosts: %q is not a host name (no scheme, path or wildcard)", h)}
+		}
+		c.AllowedHosts = append(c.AllowedHosts, h)
+	}
+	for _, o := range splitList(corsOrigins) {
+		if err := checkOrigin(o); err != nil {
+			return config{}, usageError{fmt.Sprintf("cors-origins: %q %v", o, err)}
+		}
+		c.CORSOrigins = append(c.CORSOrigins, strings.TrimRight(o, "/"))
+	}
+	if c.CallbackAllowNets, err = parseNets("callback-allow-nets", callbackAllow); err != nil {
+		return config{}, err
+	}
+	if c.CallbackDenyNets, err = parseNets("callback-deny-nets", callbackDeny); err != nil {
+		return config{}, err
+	}
 	return c, nil
+}
+
+// splitList splits a comma-separated setting, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// checkOrigin accepts a web origin: http or https, a host, an optional
+// port, nothing else. A wildcard is refused: every origin allowed would
+// let any web page call a turnd without tokens.
+func checkOrigin(o string) error {
+	u, err := url.Parse(strings.TrimRight(o, "/"))
+	switch {
+	case o == "*":
+		return errors.New("is a wildcard; list each origin")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("is not an origin like https://app.example.com")
+	case u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "":
+		return errors.New("is not an origin: scheme://host[:port] only")
+	}
+	return nil
+}
+
+// parseNets parses a comma-separated list of CIDRs (a bare address is its
+// own /32 or /128).
+func parseNets(name, v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range splitList(v) {
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			ip, ipErr := netip.ParseAddr(item)
+			if ipErr != nil {
+				return nil, usageError{fmt.Sprintf("%s: %q is not a CIDR like 10.0.0.0/8", name, item)}
+			}
+			p = netip.PrefixFrom(ip, ip.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// minOffLoopbackToken is the shortest API token accepted on an address
+// other than loopback: a token there is all that stands between the
+// network and the tools.
+const minOffLoopbackToken = 32
+
+// checkTokens refuses to serve off loopback without tokens, or with a
+// token shorter than minOffLoopbackToken.
+func checkTokens(c config) error {
+	if isLoopback(c.Addr) {
+		return nil
+	}
+	if len(c.Tokens) == 0 {
+		return fmt.Errorf("refusing to listen on %s without authentication: set TURND_API_TOKENS (or TURND_API_TOKENS_FILE), or listen on a loopback address such as 127.0.0.1:8080", c.Addr)
+	}
+	for i, t := range c.Tokens {
+		if len(t) < minOffLoopbackToken {
+			return fmt.Errorf("refusing to listen on %s: API token %d of TURND_API_TOKENS is %d characters long; tokens must have at least %d off loopback (generate one with: openssl rand -hex 32)", c.Addr, i+1, len(t), minOffLoopbackToken)
+		}
+	}
+	return nil
 }
 
 // fileVar reads the secret in the file named by the environment variable

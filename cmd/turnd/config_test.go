@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -149,6 +150,39 @@ func TestParseConfig(t *testing.T) {
 		{name: "unknown flag", args: []string{"--bogus"}, wantErr: "bogus", usage: true},
 		{name: "positional argument", args: []string{"extra"}, wantErr: "unexpected arguments", usage: true},
 		{name: "help", args: []string{"-h"}, help: true},
+
+		// The browser guard and the callback policy.
+		{
+			name: "hosts, origins and callback nets from env",
+			env: map[string]string{
+				"TURND_ALLOWED_HOSTS": " turnd.internal, turnd.example.com:8080 ,", "TURND_CORS_ORIGINS": "https://app.example.com/,http://localhost:5173",
+				"TURND_CALLBACK_ALLOW_NETS": "169.254.10.0/24", "TURND_CALLBACK_DENY_NETS": "127.0.0.0/8, 10.1.2.3, fc00::/7",
+			},
+			want: func(c *config) {
+				c.AllowedHosts = []string{"turnd.internal", "turnd.example.com:8080"}
+				c.CORSOrigins = []string{"https://app.example.com", "http://localhost:5173"}
+				c.CallbackAllowNets = []netip.Prefix{netip.MustParsePrefix("169.254.10.0/24")}
+				c.CallbackDenyNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("fc00::/7")}
+			},
+		},
+		{
+			name: "hosts, origins and callback nets from flags",
+			args: []string{"--allowed-hosts", "a.example", "--cors-origins", "https://b.example:8443", "--callback-allow-nets", "::1", "--callback-deny-nets", "192.168.0.0/16"},
+			env:  map[string]string{"TURND_ALLOWED_HOSTS": "env.example", "TURND_CORS_ORIGINS": "https://env.example"},
+			want: func(c *config) {
+				c.AllowedHosts = []string{"a.example"}
+				c.CORSOrigins = []string{"https://b.example:8443"}
+				c.CallbackAllowNets = []netip.Prefix{netip.MustParsePrefix("::1/128")}
+				c.CallbackDenyNets = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
+			},
+		},
+		{name: "wildcard origin", env: map[string]string{"TURND_CORS_ORIGINS": "*"}, wantErr: "cors-origins", usage: true},
+		{name: "origin with a path", args: []string{"--cors-origins", "https://app.example.com/ui"}, wantErr: "cors-origins", usage: true},
+		{name: "origin without a scheme", args: []string{"--cors-origins", "app.example.com"}, wantErr: "cors-origins", usage: true},
+		{name: "allowed host with a scheme", args: []string{"--allowed-hosts", "https://a.example"}, wantErr: "allowed-hosts", usage: true},
+		{name: "allowed host wildcard", args: []string{"--allowed-hosts", "*.example.com"}, wantErr: "allowed-hosts", usage: true},
+		{name: "callback net not a CIDR", env: map[string]string{"TURND_CALLBACK_DENY_NETS": "10.0.0.0/33"}, wantErr: "callback-deny-nets", usage: true},
+		{name: "callback net a name", args: []string{"--callback-allow-nets", "metadata.google.internal"}, wantErr: "callback-allow-nets", usage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +196,11 @@ func TestParseConfig(t *testing.T) {
 				}
 				if !strings.Contains(stderr.String(), "-lease-ttl") {
 					t.Errorf("help output lacks the flags:\n%s", stderr.String())
+				}
+				for _, name := range []string{"TURND_ALLOWED_HOSTS", "TURND_CORS_ORIGINS", "TURND_CALLBACK_ALLOW_NETS", "TURND_CALLBACK_DENY_NETS"} {
+					if !strings.Contains(stderr.String(), name) {
+						t.Errorf("help output does not name %s:\n%s", name, stderr.String())
+					}
 				}
 				return
 			case tt.wantErr != "":
@@ -229,6 +268,7 @@ func TestRun(t *testing.T) {
 	tests := []struct {
 		name       string
 		args       []string
+		env        map[string]string
 		wantErr    string // "" for success
 		usage      bool
 		wantStdout string
@@ -246,12 +286,16 @@ func TestRun(t *testing.T) {
 			name: "serve refuses a public address without tokens", args: []string{"serve", "--addr", "0.0.0.0:0"},
 			wantErr: "TURND_API_TOKENS",
 		},
+		{
+			name: "serve refuses a public address with a short token", args: []string{"serve", "--addr", "0.0.0.0:0"},
+			env: map[string]string{"TURND_API_TOKENS": strings.Repeat("t", 32) + ",short"}, wantErr: "API token 2 of TURND_API_TOKENS is 5 characters long",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), tt.args, &stdout, &stderr, envOf(nil))
+			err := run(context.Background(), tt.args, &stdout, &stderr, envOf(tt.env))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("run: %v", err)
@@ -288,5 +332,42 @@ func TestPrintVersion(t *testing.T) {
 	}
 	if lines[2] != runtime.Version() {
 		t.Errorf("go version line = %q, want %q", lines[2], runtime.Version())
+	}
+}
+
+func TestCheckTokens(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", minOffLoopbackToken)
+	for _, tt := range []struct {
+		addr    string
+		tokens  []string
+		wantErr string
+	}{
+		{"127.0.0.1:8080", nil, ""},
+		{"127.0.0.1:8080", []string{"x"}, ""}, // loopback: any token
+		{"[::1]:8080", []string{"x"}, ""},
+		{"0.0.0.0:8080", nil, "without authentication"},
+		{"0.0.0.0:8080", []string{"x"}, "API token 1 of TURND_API_TOKENS is 1 characters long"},
+		{":8080", []string{long, long[1:]}, "API token 2 of TURND_API_TOKENS is 31 characters long"},
+		{"10.0.0.1:8080", []string{long}, ""},
+	} {
+		err := checkTokens(config{Addr: tt.addr, Tokens: tt.tokens})
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s %q: %v", tt.addr, tt.tokens, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s %q: %v, want an error containing %q", tt.addr, tt.tokens, err, tt.wantErr)
+		}
+	}
+}
+
+func TestServedHosts(t *testing.T) {
+	t.Parallel()
+	got := servedHosts(config{AllowedHosts: []string{"a.example"}, PublicURL: "https://tunnel.example:8443"})
+	if strings.Join(got, ",") != "a.example,tunnel.example" {
+		t.Errorf("servedHosts = %q, want the configured hosts and the public URL's", got)
+	}
+	if got := servedHosts(config{PublicURL: "http://127.0.0.1:8080"}); strings.Join(got, ",") != "127.0.0.1" {
+		t.Errorf("servedHosts of the default public URL = %q", got)
 	}
 }

@@ -30,7 +30,8 @@ func TestBinaryExitCodes(t *testing.T) {
 		{name: "no subcommand", code: 2, wantStderr: []string{"Usage:", "turnd: a subcommand is required"}},
 		{name: "unknown subcommand", args: []string{"bogus"}, code: 2, wantStderr: []string{"Usage:", "turnd serve", `unknown subcommand "bogus"`}},
 		{name: "help", args: []string{"help"}, code: 0, wantStdout: "Usage:"},
-		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, wantStderr: []string{"-shutdown-grace", "TURND_SHUTDOWN_GRACE"}},
+		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, wantStderr: []string{"-shutdown-grace", "TURND_SHUTDOWN_GRACE", "TURND_ALLOWED_HOSTS", "TURND_CORS_ORIGINS", "TURND_CALLBACK_ALLOW_NETS", "TURND_CALLBACK_DENY_NETS"}},
+		{name: "wildcard CORS origin", args: []string{"serve", "--cors-origins", "*"}, code: 2, wantStderr: []string{"cors-origins", "wildcard"}},
 		{name: "bad duration", args: []string{"serve", "--shutdown-grace", "10"}, code: 2, wantStderr: []string{"shutdown-grace"}},
 		{name: "lease too short", args: []string{"serve", "--lease-ttl", "100ms"}, code: 2, wantStderr: []string{"lease-ttl"}},
 		{name: "bad log format", args: []string{"serve", "--log-format", "xml"}, code: 2, wantStderr: []string{"log-format"}},
@@ -77,6 +78,21 @@ func TestBinaryVersion(t *testing.T) {
 	}
 }
 
+// TestServeRefusesShortTokensOffLoopback: off loopback every API token must
+// have at least 32 characters; a short one stops turnd before it listens.
+func TestServeRefusesShortTokensOffLoopback(t *testing.T) {
+	t.Parallel()
+	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	data := filepath.Join(t.TempDir(), "turnd.db")
+	code, _, stderr := runTurnd(t, childEnv("TURND_API_TOKENS=x"), "serve", "--addr", "0.0.0.0:"+port, "--data", data)
+	if code != 1 {
+		t.Errorf("serve with a 1-character token off loopback: exit code %d, want 1", code)
+	}
+	if !strings.Contains(stderr, "at least 32") || strings.Contains(stderr, "TURND_API_TOKENS=x") {
+		t.Errorf("stderr does not explain the refusal (or shows the token):\n%s", stderr)
+	}
+}
+
 // TestServeRefusesPublicAddressWithoutTokens: without TURND_API_TOKENS turnd
 // only serves on loopback.
 func TestServeRefusesPublicAddressWithoutTokens(t *testing.T) {
@@ -106,8 +122,20 @@ func TestServeLoopbackWithoutTokensWarns(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning about serving without API tokens in the log:\n%s", p.stderr.String())
 	}
-	// And /v1 is open.
+	// And /v1 is open, to requests on loopback: not to web pages a browser
+	// runs (a rebound DNS name, a foreign origin, a simple cross-site POST).
 	p.must(http.StatusOK, http.MethodGet, "/v1/tools", nil)
+	turn := `{"calls":[{"id":"a","name":"echo","arguments":{}}]}`
+	p.must(http.StatusForbidden, http.MethodGet, "/v1/tools", nil, "Host", "attacker.example:8080")
+	p.must(http.StatusForbidden, http.MethodPost, "/v1/sessions/s/turns", turn, "Origin", "https://evil.example")
+	p.must(http.StatusUnsupportedMediaType, http.MethodPost, "/v1/sessions/s/turns", turn, "Content-Type", "text/plain")
+	p.must(http.StatusNotFound, http.MethodGet, "/v1/sessions/s", nil)
+	// Headers over the limit are refused by turnd as a problem, not by
+	// net/http in plain text.
+	big := p.must(http.StatusRequestHeaderFieldsTooLarge, http.MethodGet, "/v1/tools", nil, "X-Big", strings.Repeat("x", 100<<10))
+	if !strings.Contains(string(big), `"code":"headers_too_large"`) {
+		t.Errorf("431 body %s", big)
+	}
 }
 
 // TestServeTokensFile: with TURND_API_TOKENS_FILE turnd may listen on every
@@ -115,7 +143,8 @@ func TestServeLoopbackWithoutTokensWarns(t *testing.T) {
 func TestServeTokensFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tokens := writeFile(t, dir, "tokens", "first-token\nsecond-token\n")
+	// Off loopback tokens must have at least 32 characters.
+	tokens := writeFile(t, dir, "tokens", "first-token-0123456789abcdef0123456789\nsecond-token-0123456789abcdef0123456789\n")
 	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
 	p := startTurnd(t, procOptions{
 		addr: "0.0.0.0:" + port,
@@ -125,13 +154,13 @@ func TestServeTokensFile(t *testing.T) {
 	p.must(http.StatusOK, http.MethodGet, "/healthz", nil)
 	p.must(http.StatusUnauthorized, http.MethodGet, "/v1/tools", nil)
 	p.must(http.StatusUnauthorized, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer wrong")
-	p.must(http.StatusOK, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer second-token")
+	p.must(http.StatusOK, http.MethodGet, "/v1/tools", nil, "Authorization", "Bearer second-token-0123456789abcdef0123456789")
 	for _, rec := range p.logLines() {
 		if strings.Contains(fmt.Sprint(rec["msg"]), "no API tokens") {
 			t.Errorf("warned about missing tokens although they are set: %v", rec)
 		}
 	}
-	if strings.Contains(p.stderr.String(), "second-token") {
+	if strings.Contains(p.stderr.String(), "second-token-0123456789abcdef0123456789") {
 		t.Errorf("a token appears in the log:\n%s", p.stderr.String())
 	}
 }
@@ -157,9 +186,13 @@ func TestQuickStart(t *testing.T) {
 	t.Parallel()
 	p := startTurnd(t, procOptions{args: []string{"--config", exampleConfig, "--data", filepath.Join(t.TempDir(), "turnd.db")}})
 
-	// curl -d sends application/x-www-form-urlencoded: send what curl sends.
+	// Plain curl -d sends application/x-www-form-urlencoded, as an HTML form
+	// does: turnd refuses it, so that no web page can post to it; the
+	// README's commands say application/json.
 	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
-	p.must(http.StatusCreated, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, form...)
+	p.must(http.StatusUnsupportedMediaType, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, form...)
+	readme := []string{"Content-Type", "application/json"}
+	p.must(http.StatusCreated, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, readme...)
 	text := strings.Repeat("x", 300)
 	body := `{
   "id": "turn-1",
@@ -168,7 +201,7 @@ func TestQuickStart(t *testing.T) {
     {"id": "c2", "name": "sleep", "arguments": {"ms": 200}},
     {"id": "c3", "name": "echo", "arguments": {"text": "` + text + `"}}
   ]}`
-	data := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/demo/turns", body, form...)
+	data := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/demo/turns", body, readme...)
 	tj := decode[turnJSON](t, data)
 	if tj.Status != "completed" {
 		t.Fatalf("turn status %q, want completed: %s", tj.Status, data)
@@ -198,7 +231,7 @@ func TestQuickStart(t *testing.T) {
 	}
 
 	// "Post the same turn again and it is replayed from the record."
-	resp, again := p.do(http.MethodPost, "/v1/sessions/demo/turns", body, form...)
+	resp, again := p.do(http.MethodPost, "/v1/sessions/demo/turns", body, readme...)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Turnd-Replayed") != "true" {
 		t.Errorf("repost: status %d, Turnd-Replayed %q; want 200, true", resp.StatusCode, resp.Header.Get("Turnd-Replayed"))
 	}

@@ -337,6 +337,10 @@ func (p *proc) do(method, path string, body any, header ...string) (*http.Respon
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := httpClient.Do(req)

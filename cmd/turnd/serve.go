@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -100,10 +101,10 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if !c.KeepGC {
 		debug.SetGCPercent(serveGCPercent)
 	}
+	if err := checkTokens(c); err != nil {
+		return err
+	}
 	if len(c.Tokens) == 0 {
-		if !isLoopback(c.Addr) {
-			return fmt.Errorf("refusing to listen on %s without authentication: set TURND_API_TOKENS (or TURND_API_TOKENS_FILE), or listen on a loopback address such as 127.0.0.1:8080", c.Addr)
-		}
 		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
 	}
 	tools, stopReload, err := openTools(ctx, c, log)
@@ -175,8 +176,9 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		CompletionSecret: c.CompletionSecret,
 		// Signs the turn.settled webhooks POSTed to sessions' callback URLs;
 		// without TURND_WEBHOOK_SECRET they go out unsigned.
-		WebhookSigner: webhookSigner,
-		CompleteURL:   func(key string) string { return c.PublicURL + "/v1/complete/" + key },
+		WebhookSigner:  webhookSigner,
+		CallbackPolicy: turn.CallbackPolicy{Allow: c.CallbackAllowNets, Deny: c.CallbackDenyNets},
+		CompleteURL:    func(key string) string { return c.PublicURL + "/v1/complete/" + key },
 		CancelHook: func(cp turn.Completion, key string) {
 			go func() {
 				err := tools.Registry().CancelExternal(cancelCtx, cp.CallName, tool.CancelRequest{
@@ -204,6 +206,11 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		ObserveRequest:   m.ObserveRequest,
 		MetricsToken:     c.MetricsToken,
 		Draining:         draining.Load,
+		// On loopback without tokens any web page could otherwise reach
+		// turnd through a rebound DNS name; --allowed-hosts restricts too.
+		RestrictHosts: (len(c.Tokens) == 0 && isLoopback(c.Addr)) || len(c.AllowedHosts) > 0,
+		AllowedHosts:  servedHosts(c),
+		CORSOrigins:   c.CORSOrigins,
 	}
 	if c.MetricsAddr == "" {
 		acfg.Metrics = metrics.Handler(promReg)
@@ -216,9 +223,11 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		ReadTimeout:       60 * time.Second,
 		// A synchronous POST of a turn holds its response while the turn
 		// runs (up to api.Config.MaxWait, 10 minutes).
-		WriteTimeout:   11 * time.Minute,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
+		WriteTimeout: 11 * time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		// Above api.Config.MaxHeaderBytes (64 KiB), so that the handler
+		// refuses large headers as a problem before net/http does in text.
+		MaxHeaderBytes: api.ServerMaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", c.Addr)
@@ -312,4 +321,15 @@ func serveMetrics(c config, g prometheus.Gatherer, log *slog.Logger, errc chan<-
 		}
 	}()
 	return srv, nil
+}
+
+// servedHosts is the Host names served besides the loopback ones: those
+// configured and the public URL's, which external systems post
+// completions to (through a tunnel to a loopback turnd, for instance).
+func servedHosts(c config) []string {
+	hosts := append([]string(nil), c.AllowedHosts...)
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts
 }

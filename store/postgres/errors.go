@@ -41,7 +41,23 @@ func wrap(op string, err error) error {
 	if unavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
 	}
+	if rejected(err) {
+		return fmt.Errorf("%s: %w: %w", op, turn.ErrRejected, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// rejected reports whether err is the database refusing a statement for
+// the data it carries: a data exception (class 22: invalid text, a value
+// out of range) or an integrity constraint violation (class 23) that wrap
+// did not map to a domain error. The same statement would fail again.
+func rejected(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	class := pgErr.Code[:2]
+	return class == "22" || class == "23"
 }
 
 // uniqueViolation returns the constraint a unique_violation (23505) in err
@@ -71,7 +87,9 @@ func unavailable(err error) bool {
 		switch {
 		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exception
 			return true
-		case pgErr.Code == "57P01", // admin_shutdown
+		case pgErr.Code == "40001", // serialization_failure
+			pgErr.Code == "40P01", // deadlock_detected
+			pgErr.Code == "57P01", // admin_shutdown
 			pgErr.Code == "57P02", // crash_shutdown
 			pgErr.Code == "57P03", // cannot_connect_now (starting up, recovery)
 			pgErr.Code == "53300": // too_many_connections

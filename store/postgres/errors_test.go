@@ -28,7 +28,12 @@ func TestWrap(t *testing.T) {
 		{"session pkey", &pgconn.PgError{Code: "23505", ConstraintName: "sessions_pkey"}, turn.ErrSessionExists},
 		{"turn pkey", &pgconn.PgError{Code: "23505", ConstraintName: "turns_pkey"}, turn.ErrTurnExists},
 		{"foreign key", &pgconn.PgError{Code: "23503", ConstraintName: "completions_session_id_turn_id_fkey"}, turn.ErrNotFound},
-		{"other unique", &pgconn.PgError{Code: "23505", ConstraintName: "outputs_pkey"}, nil},
+		{"other unique", &pgconn.PgError{Code: "23505", ConstraintName: "outputs_pkey"}, turn.ErrRejected},
+		{"invalid byte sequence", &pgconn.PgError{Code: "22021"}, turn.ErrRejected},
+		{"unsupported unicode escape", &pgconn.PgError{Code: "22P05"}, turn.ErrRejected},
+		{"check violation", &pgconn.PgError{Code: "23514"}, turn.ErrRejected},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, turn.ErrUnavailable},
+		{"deadlock", &pgconn.PgError{Code: "40P01"}, turn.ErrUnavailable},
 		{"connection exception", &pgconn.PgError{Code: "08006"}, turn.ErrUnavailable},
 		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, turn.ErrUnavailable},
 		{"starting up", &pgconn.PgError{Code: "57P03"}, turn.ErrUnavailable},
@@ -41,7 +46,7 @@ func TestWrap(t *testing.T) {
 		{"canceled", context.Canceled, nil},
 		{"plain", errors.New("boom"), nil},
 	}
-	domain := []error{turn.ErrNotFound, turn.ErrSessionExists, turn.ErrTurnExists, turn.ErrUnavailable, turn.ErrLeaseLost}
+	domain := []error{turn.ErrNotFound, turn.ErrSessionExists, turn.ErrTurnExists, turn.ErrUnavailable, turn.ErrLeaseLost, turn.ErrRejected}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -51,7 +56,7 @@ func TestWrap(t *testing.T) {
 					t.Errorf("wrap(%v) = %v: errors.Is(%v) = %v", tt.err, got, d, !(d == tt.want))
 				}
 			}
-			if tt.want == turn.ErrUnavailable && !errors.Is(got, tt.err) {
+			if (tt.want == turn.ErrUnavailable || tt.want == turn.ErrRejected) && !errors.Is(got, tt.err) {
 				t.Errorf("wrap(%v) = %v lost its cause", tt.err, got)
 			}
 		})

@@ -27,7 +27,25 @@ func wrap(op string, err error) error {
 	if unavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
 	}
+	if rejected(err) {
+		return fmt.Errorf("%s: %w: %w", op, turn.ErrRejected, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// rejected reports whether err is SQLite refusing a statement for the data
+// it carries (a constraint wrap did not map, a value too big, a type
+// mismatch): the same statement would fail again.
+func rejected(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE:
+		return true
+	}
+	return false
 }
 
 func unavailable(err error) bool {
