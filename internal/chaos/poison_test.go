@@ -68,6 +68,7 @@ func TestPoisonTools(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		t.Logf("poison round %d: peak RSS so far %d MiB", round+1, p.PeakRSS()>>20)
 	}
 
 	// Recovery must not run any of them again: a crash, then several
