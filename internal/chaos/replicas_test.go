@@ -209,6 +209,9 @@ func TestReplicasRace(t *testing.T) {
 		t.Fatalf("the experiment ran out of time (%v)", time.Since(began))
 	}
 
+	for _, p := range replicas {
+		t.Logf("%s: peak RSS %d MiB before the checks", p.Name, p.PeakRSS()>>20)
+	}
 	rep := r.check(replicas[1], CheckOptions{})
 	var bad tally
 	defer bad.report(t)
@@ -286,7 +289,7 @@ func TestReplicasRace(t *testing.T) {
 				case res.Status == "ok" && len(versions) > 1:
 					bad.add("different results both answered 200", "%s/%s/%s: result v%d, 200 for %v", session, id, res.CallID, got.V, versions)
 				case res.Status != "ok" && len(versions) > 0:
-					bad.add("an accepted delivery lost (the call timed out or was cancelled)", "%s/%s/%s: %s, 200 for %v", session, id, res.CallID, res.Status, versions)
+					bad.add("an accepted delivery lost (the call timed out or was cancelled)", "%s/%s/%s: %s, 200 for %v; deliveries %+v", session, id, res.CallID, res.Status, versions, acks[key])
 				case res.Status != "ok" && res.Status != "timed_out" && res.Status != "cancelled":
 					bad.add("a parked call ended neither ok, timed_out nor cancelled", "%s/%s/%s: %s: %s", session, id, res.CallID, res.Status, raw)
 				}
