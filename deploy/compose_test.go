@@ -328,9 +328,11 @@ func checkCompose(dir string, env turndEnv) []string {
 				}
 			}
 		}
-		if sec := read("TURND_WEBHOOK_SECRET"); sec != "" {
+		if sec := read("TURND_WEBHOOK_SIGNING_SECRET"); sec != "" {
 			if _, err := completion.NewSigner(sec); err != nil {
-				bad("%s: TURND_WEBHOOK_SECRET: %v", n, err)
+				bad("%s: TURND_WEBHOOK_SIGNING_SECRET: %v", n, err)
+			} else if !strings.HasPrefix(sec, completion.SigningSecretPrefix) {
+				bad("%s: TURND_WEBHOOK_SIGNING_SECRET is not in the Standard Webhooks form %s<base64>: receivers using the official libraries cannot verify its signatures", n, completion.SigningSecretPrefix)
 			}
 		}
 		u := read("DATABASE_URL")
@@ -696,7 +698,8 @@ func TestComposeRejects(t *testing.T) {
 		{"no migrate", "docker-compose.yaml", `command: ["migrate"]`, `command: ["serve"]`, "no service runs turnd migrate"},
 		{"wrong db password", "secrets/postgres_password", "demo-postgres-password-change-me", "another-password", "password in DATABASE_URL"},
 		{"wrong db host", "secrets/database_url", "@postgres:5432", "@db:5432", "names host db"},
-		{"weak webhook secret", "secrets/turnd_webhook_secret", "demo-webhook-signing-secret-change-me-0123456789", "short", "TURND_WEBHOOK_SECRET"},
+		{"weak webhook secret", "secrets/turnd_webhook_secret", "whsec_wLwMJubpUOEp2Rj9U4qGjZgqILlDDku2ouBnk48g0bY=", "short", "TURND_WEBHOOK_SIGNING_SECRET"},
+		{"raw webhook secret", "secrets/turnd_webhook_secret", "whsec_wLwMJubpUOEp2Rj9U4qGjZgqILlDDku2ouBnk48g0bY=", "demo-webhook-signing-secret-change-me-0123456789", "Standard Webhooks form"},
 		{"bad tool config", "../../examples/turnd.yaml", "builtin: [", "builtin: [nosuchtool, ", "TURND_CONFIG"},
 		{"unscraped replica", "prometheus/prometheus.yml", "          - turnd-2:8080\n", "", "prometheus scrapes"},
 		{"no turnd job", "prometheus/prometheus.yml", "job_name: turnd", "job_name: api", "no scrape job named turnd"},
