@@ -236,7 +236,13 @@ func TestReplicasRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		late := map[string]map[string]int{} // call → canonical data → lines
+		story := map[string][]string{}      // turn → its ledger lines' kinds (and calls)
 		for _, l := range lines {
+			kind := l.Kind
+			if l.CallID != nil {
+				kind += "(" + *l.CallID + ")"
+			}
+			story[l.TurnID] = append(story[l.TurnID], kind)
 			if l.Kind != "completion_late" || l.CallID == nil {
 				continue
 			}
@@ -289,7 +295,7 @@ func TestReplicasRace(t *testing.T) {
 				case res.Status == "ok" && len(versions) > 1:
 					bad.add("different results both answered 200", "%s/%s/%s: result v%d, 200 for %v", session, id, res.CallID, got.V, versions)
 				case res.Status != "ok" && len(versions) > 0:
-					bad.add("an accepted delivery lost (the call timed out or was cancelled)", "%s/%s/%s: %s, 200 for %v; deliveries %+v", session, id, res.CallID, res.Status, versions, acks[key])
+					bad.add("an accepted delivery lost (the call timed out or was cancelled)", "%s/%s/%s: %s, 200 for %v; deliveries %+v; the turn's ledger: %v", session, id, res.CallID, res.Status, versions, acks[key], story[id])
 				case res.Status != "ok" && res.Status != "timed_out" && res.Status != "cancelled":
 					bad.add("a parked call ended neither ok, timed_out nor cancelled", "%s/%s/%s: %s: %s", session, id, res.CallID, res.Status, raw)
 				}
