@@ -69,6 +69,9 @@ type config struct {
 	KeepGC bool
 	// GOGC and GOMEMLIMIT are the environment's values, for the start-up log.
 	GOGC, GOMEMLIMIT string
+	// Demo lets the approval builtin log each call's complete URL (and so
+	// its completion key): the quick start's way to answer (TURND_DEMO).
+	Demo bool
 	// Deprecated lists the old variable names the environment used, each
 	// with the name that replaces it; serve warns of each.
 	Deprecated [][2]string
@@ -133,6 +136,10 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	if err != nil {
 		return config{}, usageError{fmt.Sprintf("TURND_NO_MIGRATE: %q is not a boolean like true or false", get("TURND_NO_MIGRATE", ""))}
 	}
+	demo, err := strconv.ParseBool(get("TURND_DEMO", "false"))
+	if err != nil {
+		return config{}, usageError{fmt.Sprintf("TURND_DEMO: %q is not a boolean like true or false", get("TURND_DEMO", ""))}
+	}
 	fs.StringVar(&c.Addr, "addr", get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
 	fs.StringVar(&c.DataPath, "data", get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
@@ -140,6 +147,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.LogFormat, "log-format", get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
+	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin logs each call's complete_url, which carries its completion key (a credential); never in production (TURND_DEMO=true)")
 	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +62,28 @@ func TestStartupLogStatesGOGC(t *testing.T) {
 		}
 		if line == nil || line["gogc"] != tt.gogc || line["gogc_from"] != tt.from || line["version"] == nil {
 			t.Errorf("with %v the start-up line is %v, want gogc %s from %s", tt.env, line, tt.gogc, tt.from)
+		}
+	}
+}
+
+// The approval builtin logs a call's complete_url (its completion key) only
+// in --demo mode; without it no key reaches the log.
+func TestDemoModeAloneLogsKeys(t *testing.T) {
+	t.Parallel()
+	for _, demo := range []bool{false, true} {
+		args := []string{"--config", exampleConfig, "--data", filepath.Join(t.TempDir(), "turnd.db")}
+		if demo {
+			args = append(args, "--demo")
+		}
+		p := startTurnd(t, procOptions{args: args})
+		p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
+			`{"id":"t","calls":[{"id":"a1","name":"approval","arguments":{"prompt":"ok?"}}]}`, "Content-Type", "application/json")
+		logs := p.stderr.String()
+		if !strings.Contains(logs, "approval requested") {
+			t.Fatalf("demo=%v: no approval line:\n%s", demo, logs)
+		}
+		if got := strings.Contains(logs, "/v1/complete/ck_"); got != demo {
+			t.Errorf("demo=%v: a complete URL in the log: %v\n%s", demo, got, logs)
 		}
 	}
 }

@@ -101,6 +101,9 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if !c.KeepGC {
 		debug.SetGCPercent(serveGCPercent)
 	}
+	if c.Demo {
+		log.Warn("demo mode: the approval tool logs each call's complete_url, which carries its completion key; never run a deployment with --demo")
+	}
 	for _, d := range c.Deprecated {
 		log.Warn("a deprecated environment variable is set; use the new name", "old", d[0], "new", d[1])
 	}
