@@ -538,6 +538,10 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			// Until the goroutine schedules the restart; a process that
 			// was dropped is the goroutine's already.
 			s.restarting = time.Now()
+		}
+		if process != nil && !stopped && s.sess == nil {
+			// A call that found the session broken may have dropped it
+			// first (drop): how the process ended is still this one's.
 			s.lastExit = status
 		}
 		s.mu.Unlock()
