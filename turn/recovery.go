@@ -141,11 +141,22 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 			}
 			// Another owner held the turn between this wave's lease and
 			// this claim: the wave here is stale. It must commit nothing
-			// more; the turn is resumed anew once this claim expires.
+			// more; once it has stopped, the turn is resumed anew under
+			// this claim (or, when it takes long to stop, once the claim
+			// expires).
 			r.leaseLost.Store(true)
 			r.cancel()
 			s.log.Warn("turn lease lost; another owner had taken it over meanwhile", "session_id", k.SessionID, "turn_id", k.TurnID, "owner_meanwhile", c.PrevOwner)
-			continue
+			wait := time.NewTimer(s.cfg.LeaseTTL / 2)
+			select {
+			case <-r.done:
+				wait.Stop()
+			case <-wait.C:
+				continue
+			case <-ctx.Done():
+				wait.Stop()
+				continue
+			}
 		}
 		if c.Resumes > s.cfg.MaxResumes {
 			if err := s.exhaust(ctx, k, c.Resumes); err != nil {

@@ -41,11 +41,12 @@ type Config struct {
 	// MaxResumes is how often a running turn may be resumed after its lease
 	// expired; a turn claimed once more is settled failed with error
 	// recovery_exhausted instead (a turn whose resumption fails every time
-	// must not run its tools forever). Default 8.
+	// must not run its tools forever). Default 12.
 	MaxResumes int
-	// ResumeBackoff delays the claims of a turn resumed before: after r
-	// resumptions it is claimed ResumeBackoff × 2^(r-1) (at most 64 ×
-	// ResumeBackoff) after its lease expired. Default 2s.
+	// ResumeBackoff delays the claims of a turn resumed FreeResumes times
+	// or more: after r resumptions it is claimed ResumeBackoff ×
+	// 2^(r-FreeResumes) (at most 64 × ResumeBackoff) after its lease
+	// expired. Default 2s.
 	ResumeBackoff time.Duration
 	// Budget is the projector config of sessions that do not set their own.
 	// Default: budget's defaults (16 KiB, 400 lines, bytes, head_tail).
@@ -131,7 +132,7 @@ func (c Config) WithDefaults() Config {
 		c.LeaseTTL = 10 * time.Second
 	}
 	if c.MaxResumes <= 0 {
-		c.MaxResumes = 8
+		c.MaxResumes = 12
 	}
 	if c.ResumeBackoff <= 0 {
 		c.ResumeBackoff = 2 * time.Second

@@ -143,9 +143,9 @@ type Store interface {
 	// ClaimTurns takes over up to limit turns in status running whose lease
 	// expired before now (their owner died or stalled), setting owner and
 	// until, counts the claim in each turn's resumes, and returns them. A
-	// turn already claimed r > 0 times is taken only once its lease expired
-	// backoff × 2^(r-1) (at most 64 × backoff) before now. Two concurrent
-	// claimers never get the same turn.
+	// turn already claimed r >= FreeResumes times is taken only once its
+	// lease expired backoff × 2^(r-FreeResumes) (at most 64 × backoff)
+	// before now. Two concurrent claimers never get the same turn.
 	ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]Claim, error)
 	// RenewLeases extends owner's leases on keys to until; keys owner no
 	// longer holds are returned as lost.
@@ -179,6 +179,12 @@ type MigratedStore interface {
 	Migrate(ctx context.Context) error
 	SchemaVersion(ctx context.Context) (current, latest int, err error)
 }
+
+// FreeResumes is how often a turn is claimed as soon as its lease expires;
+// later claims back off (see ClaimTurns). A replica that dies, or two that
+// take a turn from each other under load, resume it at once; a turn that
+// fails every resumption waits longer each time.
+const FreeResumes = 3
 
 // Claim is a running turn ClaimTurns took over.
 type Claim struct {

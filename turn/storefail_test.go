@@ -105,8 +105,8 @@ func TestRecoveryIsBounded(t *testing.T) {
 				// Each resumption is a new process: the lease expired, and
 				// the back-off of the claims before it passed.
 				wait := ttl + time.Millisecond
-				if resume > 1 {
-					wait += backoff << (resume - 2)
+				if claims := resume - 1; claims >= turn.FreeResumes {
+					wait += backoff << (claims - turn.FreeResumes)
 				}
 				clk.add(wait - time.Millisecond)
 				p := svc(fmt.Sprintf("p%d", resume))

@@ -267,8 +267,8 @@ func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
 }
 
 // sqlClaimTurns takes expired leases of running turns and counts the claim
-// in resumes. A turn claimed before waits $5 seconds × 2^(resumes-1) (at
-// most 64 times that) past its lease's expiry. SKIP LOCKED makes concurrent
+// in resumes. A turn claimed $6 (turn.FreeResumes) times or more waits $5
+// seconds × 2^(resumes-$6) (at most 64 times that) past its lease's expiry. SKIP LOCKED makes concurrent
 // claimers pass over each other's rows (and rows a commit is writing)
 // instead of waiting; FOR UPDATE re-checks the expiry on the latest row
 // version, so a turn claimed and committed meanwhile is not taken twice.
@@ -276,8 +276,8 @@ const sqlClaimTurns = `UPDATE turns t SET lease_owner = $1, lease_until = $3, re
 FROM (
     SELECT session_id, id, lease_owner FROM turns
     WHERE status = 'running'
-      AND lease_until < $2::timestamptz - make_interval(secs => CASE WHEN resumes = 0 THEN 0
-          ELSE $5::float8 * least(2 ^ (resumes - 1), 64) END)
+      AND lease_until < $2::timestamptz - make_interval(secs => CASE WHEN resumes < $6 THEN 0
+          ELSE $5::float8 * least(2 ^ (resumes - $6), 64) END)
     ORDER BY lease_until
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -291,7 +291,7 @@ func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Ti
 	if limit <= 0 {
 		return []turn.Claim{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlClaimTurns, owner, now, until, limit, backoff.Seconds())
+	rows, err := s.pool.Query(ctx, sqlClaimTurns, owner, now, until, limit, backoff.Seconds(), turn.FreeResumes)
 	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}

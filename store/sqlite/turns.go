@@ -341,15 +341,15 @@ func (s *Store) getTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) 
 	return t, nil
 }
 
-// sqlClaimCandidates finds running turns whose lease expired ?2 microseconds
-// × 2^(resumes-1) (at most 64 times that; at once for a turn never claimed)
-// before ?1; sqlClaimTurn takes one, counting the claim in resumes. They
+// sqlClaimCandidates finds running turns whose lease expired before ?1, or,
+// for a turn claimed ?4 (turn.FreeResumes) times or more, ?2 microseconds ×
+// 2^(resumes-?4) (at most 64 times that) before it; sqlClaimTurn takes one, counting the claim in resumes. They
 // run in one transaction on the one write connection, so no two claims
 // overlap, and the candidates' owners are those the claims replace.
 const (
 	sqlClaimCandidates = `SELECT session_id, id, coalesce(lease_owner, '') FROM turns
 WHERE status = 'running'
-  AND lease_until < ?1 - (CASE WHEN resumes = 0 THEN 0 ELSE ?2 * min(1 << (resumes - 1), 64) END)
+  AND lease_until < ?1 - (CASE WHEN resumes < ?4 THEN 0 ELSE ?2 * min(1 << (resumes - ?4), 64) END)
 ORDER BY lease_until
 LIMIT ?3`
 	sqlClaimTurn = `UPDATE turns SET lease_owner = ?1, lease_until = ?2, resumes = resumes + 1
@@ -369,7 +369,7 @@ func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Ti
 		return nil, wrap("claiming turns", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, sqlClaimCandidates, micros(now), backoff.Microseconds(), limit)
+	rows, err := tx.QueryContext(ctx, sqlClaimCandidates, micros(now), backoff.Microseconds(), limit, turn.FreeResumes)
 	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}

@@ -183,9 +183,9 @@ func claimKeys(claims []turn.Claim, err error) ([]turn.TurnKey, error) {
 	return keys, err
 }
 
-// Every claim counts in Resumes, and a turn claimed before is claimed again
-// only backoff × 2^(resumes-1) (at most 64 × backoff) after its lease
-// expired.
+// Every claim counts in Resumes, and a turn claimed FreeResumes times or
+// more is claimed again only backoff × 2^(resumes-FreeResumes) (at most 64
+// × backoff) after its lease expired; PrevOwner is the owner it replaced.
 func testClaimTurnsBackOff(t *testing.T, s turn.Store) {
 	const backoff = 10 * time.Second
 	lease := base.Add(time.Minute)
@@ -196,19 +196,19 @@ func testClaimTurnsBackOff(t *testing.T, s turn.Store) {
 		must(t, "ClaimTurns", err)
 		return got
 	}
-	// The first claim does not wait.
-	got := claim(lease.Add(time.Millisecond))
-	same(t, "first claim", got, []turn.Claim{{TurnKey: k, Resumes: 1, PrevOwner: "dead"}})
-	for resumes := 1; resumes <= 8; resumes++ {
-		lease = lease.Add(time.Millisecond).Add(time.Minute) // the claim's until
-		wait := backoff << min(resumes-1, 6)
-		if got := claim(lease.Add(wait - time.Millisecond)); len(got) != 0 {
-			t.Fatalf("claimed %v %v after its lease after %d claims, want a wait of %v", got, wait-time.Millisecond, resumes, wait)
+	prev := "dead"
+	for resumes := 0; resumes <= turn.FreeResumes+8; resumes++ {
+		var wait time.Duration
+		if resumes >= turn.FreeResumes {
+			wait = backoff << min(resumes-turn.FreeResumes, 6)
+			if got := claim(lease.Add(wait - time.Millisecond)); len(got) != 0 {
+				t.Fatalf("claimed %v %v after its lease after %d claims, want a wait of %v", got, wait-time.Millisecond, resumes, wait)
+			}
 		}
-		lease = lease.Add(wait + time.Millisecond)
-		got := claim(lease)
-		same(t, "claim after the back-off", got, []turn.Claim{{TurnKey: k, Resumes: resumes + 1, PrevOwner: "claimer"}})
-		lease = lease.Add(-time.Millisecond)
+		at := lease.Add(wait + time.Millisecond)
+		got := claim(at)
+		same(t, fmt.Sprintf("claim %d", resumes+1), got, []turn.Claim{{TurnKey: k, Resumes: resumes + 1, PrevOwner: prev}})
+		lease, prev = at.Add(time.Minute), "claimer"
 	}
 	// A commit by the claimer keeps the count: it counts claims, not failures.
 	must(t, "Commit", s.Commit(ctx(t), commit("s1", "t1", "claimer")))
