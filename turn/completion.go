@@ -291,31 +291,11 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 	if err != nil {
 		return fmt.Errorf("reading session: %w", err)
 	}
-	var d struct {
-		Output json.RawMessage `json:"output"`
-		Error  *CallError      `json:"error"`
-	}
-	if err := json.Unmarshal(payload, &d); err != nil {
-		return fmt.Errorf("decoding completion payload: %w", err)
-	}
 	now := s.now()
-	res := resultAt(t, c)
-	res.FinishedAt = now
-	var outs []Output
-	if d.Error != nil {
-		res.Status = CallFailed
-		res.Error = d.Error
-		res.Output = nil
-	} else {
-		res.Status = CallOK
-		res.Error = nil
-		if out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(d.Output, true)); out != nil {
-			outs = append(outs, *out)
-		}
+	res, outs, line, err := s.deliveredResult(t, sess, c, payload, now)
+	if err != nil {
+		return err
 	}
-	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
-		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
-			"truncated": res.Truncated, "error": res.Error})}
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
 		Key:           k,
 		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
@@ -333,6 +313,38 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 		s.wakeWebhooks()
 	}
 	return nil
+}
+
+// deliveredResult is the result a delivered payload ({output} or {error})
+// gives the completion's call of turn t, its kept outputs, and its
+// call_answered line.
+func (s *Service) deliveredResult(t Turn, sess Session, c Completion, payload json.RawMessage, now time.Time) (Result, []Output, Line, error) {
+	var d struct {
+		Output json.RawMessage `json:"output"`
+		Error  *CallError      `json:"error"`
+	}
+	if err := json.Unmarshal(payload, &d); err != nil {
+		return Result{}, nil, Line{}, fmt.Errorf("decoding completion payload: %w", err)
+	}
+	k := TurnKey{t.SessionID, t.ID}
+	res := resultAt(t, c)
+	res.FinishedAt = now
+	var outs []Output
+	if d.Error != nil {
+		res.Status = CallFailed
+		res.Error = d.Error
+		res.Output = nil
+	} else {
+		res.Status = CallOK
+		res.Error = nil
+		if out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(d.Output, true)); out != nil {
+			outs = append(outs, *out)
+		}
+	}
+	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
+		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
+			"truncated": res.Truncated, "error": res.Error})}
+	return res, outs, line, nil
 }
 
 // resultAt returns the turn's recorded result for the completion's call, or
@@ -541,17 +553,25 @@ func (s *Service) cancellation(t Turn, c Completion, now time.Time, code, msg st
 // call whose result is already final (it answered, or its wave accounted
 // it without parking) is only closed: its result and lines stay as they
 // are, so no call is answered twice.
-func (s *Service) cancelOpen(t Turn, c Completion, now time.Time, code, msg string) (item Resolution, line *Line, open bool) {
+func (s *Service) cancelOpen(t Turn, sess Session, c Completion, now time.Time, code, msg string) (item Resolution, line *Line, open, aborted bool) {
 	switch c.Status {
 	case CompletionIssued, CompletionEarly, CompletionPending:
 	default:
-		return Resolution{}, nil, false
+		return Resolution{}, nil, false, false
 	}
 	if res, ok := findResult(t, c); !ok || res.Status != CallPending {
-		return Resolution{KeyHash: c.KeyHash, Expect: c.Status, Status: CompletionCancelled, KeepResult: true}, nil, true
+		return Resolution{KeyHash: c.KeyHash, Expect: c.Status, Status: CompletionCancelled, KeepResult: true}, nil, true, false
+	}
+	if c.Status == CompletionEarly {
+		// A parked call whose delivery arrived before it parked (and was
+		// accepted): that delivery is its result, whatever ends the turn.
+		if res, outs, l, err := s.deliveredResult(t, sess, c, c.Payload, now); err == nil {
+			return Resolution{KeyHash: c.KeyHash, Expect: CompletionEarly, Status: CompletionCompleted, Payload: c.Payload,
+				PayloadHash: c.PayloadHash, Result: res, Outputs: outs}, &l, true, false
+		}
 	}
 	l := cancelLine(TurnKey{t.SessionID, t.ID}, c, now, code)
-	return s.cancellation(t, c, now, code, msg), &l, true
+	return s.cancellation(t, c, now, code, msg), &l, true, true
 }
 
 // findResult returns the turn's recorded result for the completion's call.
@@ -620,22 +640,25 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	if err != nil {
 		return Turn{}, fmt.Errorf("reading completions: %w", err)
 	}
-	cb, err := s.callbackURL(ctx, k.SessionID)
+	sess, err := s.store.GetSession(ctx, k.SessionID)
 	if err != nil {
-		return Turn{}, err
+		return Turn{}, fmt.Errorf("reading session: %w", err)
 	}
+	cb := sess.CallbackURL
 	now := s.now()
 	b := ResolveBatch{Key: k, SettleStatus: StatusCancelled, SettleLines: []Line{settledLine(k, StatusCancelled, now)},
 		SettleWebhook: settledWebhook(cb, k, StatusCancelled, now), Now: now}
 	var cancelled []Completion
 	for _, c := range cs {
-		item, line, open := s.cancelOpen(t, c, now, "cancelled", "the turn was cancelled")
+		item, line, open, aborted := s.cancelOpen(t, sess, c, now, "cancelled", "the turn was cancelled")
 		if !open {
 			continue
 		}
 		b.Items = append(b.Items, item)
 		if line != nil {
 			b.Lines = append(b.Lines, *line)
+		}
+		if aborted {
 			cancelled = append(cancelled, c)
 		}
 	}
@@ -671,6 +694,11 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 		s.log.Error("reading turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 		return
 	}
+	sess, err := s.store.GetSession(ctx, k.SessionID)
+	if err != nil {
+		s.log.Error("reading session failed", "session_id", k.SessionID, "err", err)
+		return
+	}
 	now := s.now()
 	code := "cancelled"
 	if status == StatusFailed {
@@ -679,13 +707,15 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 	b := ResolveBatch{Key: k, SettleStatus: status, Now: now}
 	var cancelled []Completion
 	for _, c := range cs {
-		item, line, open := s.cancelOpen(t, c, now, code, "the turn ended "+string(status))
+		item, line, open, aborted := s.cancelOpen(t, sess, c, now, code, "the turn ended "+string(status))
 		if !open {
 			continue
 		}
 		b.Items = append(b.Items, item)
 		if line != nil {
 			b.Lines = append(b.Lines, *line)
+		}
+		if aborted {
 			cancelled = append(cancelled, c)
 		}
 	}

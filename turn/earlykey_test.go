@@ -92,3 +92,53 @@ func TestKeyOfACallThatDidNotParkIsClosed(t *testing.T) {
 		t.Errorf("ledger %s: want one call_answered and the late delivery", kinds)
 	}
 }
+
+// A call parked with a delivery that reached its key before it parked
+// (early, accepted) keeps that delivery as its result when the turn is
+// cancelled before the early payload was applied: the key is completed,
+// not cancelled. (Two replicas racing deliveries and cancels lost such
+// accepted deliveries.)
+func TestEarlyDeliveryOfAParkedCallOutlivesACancel(t *testing.T) {
+	t.Parallel()
+	keys := make(chan string, 1)
+	var svc *turn.Service
+	deliver := func(key string) {
+		// The key is issued, the call not parked yet: the delivery is early.
+		res, err := svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`{"approved":true}`)})
+		if err != nil || res.Status != "accepted" {
+			t.Errorf("early delivery: %+v %v", res, err)
+		}
+	}
+	blocking := &tool.Spec{Name: "blocking", Effect: dispatch.EffectWrite, Impl: dispatch.ToolFunc(func(ctx context.Context, _ dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+		<-ctx.Done()
+		return dispatch.Cancelled("the turn was cancelled")
+	})}
+	entered := make(chan struct{})
+	watch := &tool.Spec{Name: "watch", Effect: dispatch.EffectWrite, Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+		close(entered)
+		return blocking.Impl.Invoke(ctx, c, at)
+	})}
+	f, s := startedFixture(t, deferring(keys, deliver), watch)
+	svc = s
+	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
+	if _, err := svc.Submit(context.Background(), k.SessionID, turn.TurnRequest{ID: k.TurnID, Async: true,
+		Calls: []turn.Call{{ID: "c1", Name: "defer", Arguments: json.RawMessage(`{}`)}, {ID: "c2", Name: "watch", Arguments: json.RawMessage(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	key := <-keys
+	<-entered // c1 is parked (its park rode with c2's journaling), c2 runs
+	got, err := svc.Cancel(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != turn.StatusCancelled || statuses(got) != "c1=ok c2=cancelled(cancelled)" || string(got.Results[0].Output) != `{"approved":true}` {
+		t.Fatalf("turn %s %s %s, want c1 answered by its early delivery", got.Status, statuses(got), got.Results[0].Output)
+	}
+	if info, err := svc.CompletionStatus(context.Background(), key); err != nil || info.Status != turn.CompletionCompleted {
+		t.Errorf("key %+v %v, want completed", info, err)
+	}
+	kinds := strings.Join(f.kinds("s1", "t1"), " ")
+	if strings.Count(kinds, "call_answered:c1") != 1 {
+		t.Errorf("ledger %s: want c1 answered once", kinds)
+	}
+}

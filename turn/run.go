@@ -80,6 +80,8 @@ type run struct {
 	// keyed holds the completion key hashes issued to calls, by index
 	// (under mu): Account closes the key of a call that did not park.
 	keyed map[int][32]byte
+	// parked: a call of this wave parked (driving goroutine only).
+	parked bool
 }
 
 type callState struct {
@@ -339,9 +341,13 @@ func (r *run) settle(status Status) {
 			r.final = t
 		}
 	}
-	if !whole && (status == StatusCancelled || status == StatusFailed) {
-		// Calls parked before the wave was cancelled or failed wait no more.
+	if !whole && (status == StatusCancelled || status == StatusFailed) && r.parked {
+		// Calls parked before the wave was cancelled or failed wait no
+		// more; the answer shows how they ended.
 		s.cancelParked(ctx, r.key, status)
+		if t, err := s.store.GetTurn(ctx, r.key); err == nil {
+			r.final = t
+		}
 	}
 }
 
@@ -568,6 +574,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 			r.bufferLocked(admittedLine(a.Call, i, a.Effect))
 		}
 		if res.Status == CallPending {
+			r.parked = true
 			pk, data := r.svc.park(a.Outcome, r.svc.now())
 			r.pending.Parks = append(r.pending.Parks, pk)
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallPending, Data: mustJSON(data)})
