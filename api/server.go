@@ -158,6 +158,9 @@ func (s *server) routes() http.Handler {
 		r.Group(func(r chi.Router) {
 			r.Use(s.authenticate)
 			r.Post("/sessions", s.createSession)
+			r.Get("/sessions", s.listSessions)
+			r.Get("/sessions/{session_id}/turns", s.listTurns)
+			r.Get("/pending", s.listPending)
 			r.Get("/sessions/{session_id}", s.getSession)
 			r.Post("/sessions/{session_id}/turns", s.postTurn)
 			r.Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
