@@ -72,7 +72,6 @@ func nextAfter(n, limit int, last func() turn.Cursor) string {
 	return last().String()
 }
 
-
 func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := listQuery(r)
 	if err != nil {
