@@ -161,3 +161,20 @@ func (s *server) listPending(w http.ResponseWriter, r *http.Request) {
 	out.NextAfter = nextAfter(len(page), limit, func() turn.Cursor { return page[len(page)-1].Cursor() })
 	writeJSON(w, http.StatusOK, out)
 }
+
+// turnCalls answers a turn's calls as posted (ids, tools, arguments), in
+// call order: what the turn's results and ledger lines refer to.
+func (s *server) turnCalls(w http.ResponseWriter, r *http.Request) {
+	t, err := s.svc.GetTurn(r.Context(), turn.TurnKey{SessionID: chi.URLParam(r, "session_id"), TurnID: chi.URLParam(r, "turn_id")})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Calls []turn.Call `json:"calls"`
+	}{Calls: t.Calls}
+	if out.Calls == nil {
+		out.Calls = []turn.Call{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
