@@ -1,0 +1,382 @@
+package main
+
+// The web UI in a real browser: headless Chromium (the system's, driven by
+// chromedp) against a real `turnd serve` on loopback. Assertions read the
+// page's DOM and the geometry of the timeline's SVG bars, never pixels.
+// Screenshots of every page go to $TURND_UI_ARTIFACTS (a test's temporary
+// folder when unset).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds the browser: $TURND_CHROMIUM, else chromium on PATH. The
+// tests skip without one, saying so, except in CI, where they fail.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("TURND_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH: CI must run the browser tests (.ci/run installs Debian's chromium package)")
+	}
+	t.Skip("skipping the browser tests: no chromium on PATH (apt-get install chromium, or set TURND_CHROMIUM)")
+	return ""
+}
+
+// browser is a headless Chromium for one test; tab opens a page of it.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		cancel()
+		cancelAlloc()
+		t.Fatalf("starting chromium: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	return &browser{t: t, ctx: ctx}
+}
+
+// tab is one page of the browser, with what it saw: its requests and the
+// dialogs its scripts opened.
+type tab struct {
+	t       *testing.T
+	ctx     context.Context
+	mu      sync.Mutex
+	reqs    []*network.Request
+	dialogs []string
+}
+
+func (b *browser) tab(t *testing.T) *tab {
+	t.Helper()
+	tb := &tab{t: t}
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithListener(func(ev any) {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			tb.reqs = append(tb.reqs, ev.Request)
+		case network.EventRequestWillBeSent:
+			tb.reqs = append(tb.reqs, ev.Request)
+		case *page.EventJavascriptDialogOpening:
+			tb.dialogs = append(tb.dialogs, ev.Message)
+		case page.EventJavascriptDialogOpening:
+			tb.dialogs = append(tb.dialogs, ev.Message)
+		}
+	}))
+	t.Cleanup(cancel)
+	tb.ctx = ctx
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A dialog blocks the page: dismiss every one (they are recorded).
+	go func() {
+		for _, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	return tb
+}
+
+func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression into out (nil: ignored).
+func (tb *tab) eval(expr string, out any) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr))
+	if err != nil {
+		tb.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(v, out); err != nil {
+			tb.t.Fatalf("evaluating %s: decoding %s: %v", expr, v, err)
+		}
+	}
+}
+
+// waitFor polls a JavaScript condition until it holds, within d.
+func (tb *tab) waitFor(what, cond string, d time.Duration) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, d)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
+		text, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.getElementById('main').innerText`))
+		tb.t.Fatalf("waiting for %s (%s): %v; the page reads:\n%s", what, cond, err, text)
+	}
+}
+
+// open navigates to a page of the UI.
+func (tb *tab) open(url string) {
+	tb.t.Helper()
+	tb.do("opening "+url, chromedp.Navigate(url))
+}
+
+// route changes the page's route without a reload.
+func (tb *tab) route(hash string) {
+	tb.t.Helper()
+	tb.eval(fmt.Sprintf(`location.hash = %q, true`, hash), nil)
+}
+
+// screenshot saves the page as name.png in the artifacts folder.
+func (tb *tab) screenshot(name string) string {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	dir := os.Getenv("TURND_UI_ARTIFACTS")
+	if dir == "" {
+		dir = tb.t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+	return path
+}
+
+func (tb *tab) requests() []*network.Request {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return slices.Clone(tb.reqs)
+}
+
+func (tb *tab) dialogsSeen() []string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return slices.Clone(tb.dialogs)
+}
+
+// uiTools serves a slow write and a deferred tool for the UI tests; keys
+// receives the completion keys the deferred tool is handed.
+type uiTools struct {
+	url  string
+	keys chan string
+}
+
+func newUITools(t *testing.T) *uiTools {
+	ut := &uiTools{keys: make(chan string, 16)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /write", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(150 * time.Millisecond) // a slow tool, as the test's subject
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"output": {"written": true}}`)
+	})
+	mux.HandleFunc("POST /deferred", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Completion struct{ Key string } `json:"completion"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		ut.keys <- req.Completion.Key
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprint(w, `{"pending": {"deadline": "1h", "heartbeat_timeout": "10m"}}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ut.url = srv.URL
+	return ut
+}
+
+func (ut *uiTools) config(t *testing.T) string {
+	return writeFile(t, t.TempDir(), "tools.yaml", `builtin: [echo, sleep]
+tools:
+  - name: save
+    effect: write
+    http: {url: "`+ut.url+`/write", timeout: 5s}
+  - name: approve
+    effect: write
+    deferred: true
+    http: {url: "`+ut.url+`/deferred", timeout: 5s}
+`)
+}
+
+// TestUITimeline: a turn of two slow reads, a write and a deferred call,
+// on both stores: the rows are in call order, the read bars overlap, the
+// write starts after both reads ended, the deferred call's wait is open;
+// a delivery to its key shows on the page, without a reload, within 2 s.
+// The sessions, session and pending pages show the turn too.
+func TestUITimeline(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			br := newBrowser(t)
+			ut := newUITools(t)
+			p := startTurnd(t, procOptions{args: append([]string{"--config", ut.config(t)}, b.args(t)...)})
+			p.must(202, "POST", "/v1/sessions/demo/turns", `{"id":"wave-1","calls":[
+				{"id":"read-a","name":"sleep","arguments":{"ms":400}},
+				{"id":"read-b","name":"sleep","arguments":{"ms":300}},
+				{"id":"write-c","name":"save","arguments":{"path":"notes.txt"}},
+				{"id":"approve-d","name":"approve","arguments":{"prompt":"ship it?"}}]}`, "Prefer", "respond-async")
+			var key string
+			select {
+			case key = <-ut.keys:
+			case <-time.After(settleTimeout):
+				t.Fatal("the deferred tool was never called")
+			}
+
+			tb := br.tab(t)
+			tb.open(p.base + "/ui/#/turn/demo/wave-1")
+			tb.waitFor("the open pending span", `!!document.querySelector('rect[data-kind="pending"][data-call="3"][data-open="true"]') && document.querySelectorAll('rect[data-kind="attempt"]').length >= 4`, 20*time.Second)
+			var geo struct {
+				Labels   []string
+				Bars     map[string]struct{ L, R float64 }
+				Deadline bool
+				Live     bool
+			}
+			tb.eval(`(() => {
+				const bars = {};
+				for (const i of [0, 1, 2, 3]) {
+					const r = document.querySelector('rect[data-kind="attempt"][data-call="' + i + '"]').getBoundingClientRect();
+					bars[i] = {L: r.left, R: r.right};
+				}
+				return {
+					Labels: [...document.querySelectorAll('.label')].map((e) => e.dataset.callId),
+					Bars: bars,
+					Deadline: !!document.querySelector('line[data-kind="deadline"][data-call="3"]'),
+					Live: !!document.getElementById('live'),
+				};
+			})()`, &geo)
+			if want := []string{"read-a", "read-b", "write-c", "approve-d"}; !slices.Equal(geo.Labels, want) {
+				t.Errorf("rows %v, want call order %v", geo.Labels, want)
+			}
+			a, rb, w := geo.Bars["0"], geo.Bars["1"], geo.Bars["2"]
+			if !(a.L < rb.R && rb.L < a.R) {
+				t.Errorf("the read bars do not overlap: %+v and %+v", a, rb)
+			}
+			if w.L < max(a.R, rb.R)-0.5 {
+				t.Errorf("the write bar starts at %.1f, before the reads end (%.1f, %.1f)", w.L, a.R, rb.R)
+			}
+			if !geo.Deadline || !geo.Live {
+				t.Errorf("deadline drawn %v, page live %v; want both", geo.Deadline, geo.Live)
+			}
+			tb.screenshot("timeline-waiting-" + b.name)
+
+			// The other pages, by route (no reload).
+			tb.route("#/pending")
+			tb.waitFor("the pending row", `!!document.querySelector('#pending tbody tr') && document.querySelector('#pending').innerText.includes('approve-d')`, 10*time.Second)
+			var html string
+			tb.eval(`document.documentElement.outerHTML`, &html)
+			if strings.Contains(html, key) {
+				t.Error("the pending page holds the completion key")
+			}
+			tb.screenshot("pending-" + b.name)
+			tb.route("#/session/demo")
+			tb.waitFor("the session's turn and ledger", `!!document.querySelector('#turns tr[data-turn="wave-1"]') && document.querySelectorAll('#ledger tbody tr').length > 5`, 10*time.Second)
+			tb.screenshot("session-" + b.name)
+			tb.route("#/sessions")
+			tb.waitFor("the session row", `!!document.querySelector('#sessions tr[data-session="demo"]')`, 10*time.Second)
+			var pendingCell string
+			tb.eval(`document.querySelector('#sessions tr[data-session="demo"] td:nth-child(3)').textContent`, &pendingCell)
+			if pendingCell != "1" {
+				t.Errorf("the sessions page shows %q pending for the session, want 1", pendingCell)
+			}
+			tb.screenshot("sessions-" + b.name)
+
+			// Back to the turn; the delivery shows without a reload.
+			tb.route("#/turn/demo/wave-1")
+			tb.waitFor("the open pending span", `!!document.querySelector('rect[data-kind="pending"][data-call="3"][data-open="true"]')`, 10*time.Second)
+			tb.eval(`window.__sameDocument = true`, nil)
+			p.must(200, "POST", "/v1/complete/"+key, `{"output": {"approved": true}}`)
+			delivered := time.Now()
+			tb.waitFor("the delivery on the page", `!!document.querySelector('rect[data-kind="pending"][data-call="3"][data-open="false"]') && document.getElementById('turn-status').textContent === 'completed' && window.__sameDocument === true`, 2*time.Second)
+			t.Logf("%s: the delivery showed on the page %v after it was posted", b.name, time.Since(delivered).Round(time.Millisecond))
+			tb.eval(`document.querySelector('.label[data-index="3"]').click()`, nil)
+			tb.waitFor("the call's details", `document.getElementById('detail-output').textContent.includes('approved')`, 5*time.Second)
+			tb.screenshot("timeline-" + b.name)
+		})
+	}
+}
+
+// TestUIRender128 measures, in the browser, how long drawing the timeline
+// of a turn of 128 calls takes (model, DOM and layout): reported, not
+// asserted (timing targets are not tests).
+func TestUIRender128(t *testing.T) {
+	t.Parallel()
+	br := newBrowser(t)
+	ut := newUITools(t)
+	p := startTurnd(t, procOptions{args: []string{"--config", ut.config(t), "--data", filepath.Join(t.TempDir(), "t.db")}})
+	calls := make([]string, 128)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"id":"c%03d","name":"echo","arguments":{"text":"%s"}}`, i, strings.Repeat("x", i*8))
+	}
+	body := `{"id":"big","calls":[` + strings.Join(calls, ",") + `]}`
+	p.must(200, "POST", "/v1/sessions/s128/turns", body)
+
+	tb := br.tab(t)
+	tb.open(p.base + "/ui/#/turn/s128/big")
+	tb.waitFor("128 settled rows", `document.querySelectorAll('rect[data-kind="attempt"]').length === 128 && !document.getElementById('live')`, 20*time.Second)
+	var times []float64
+	tb.eval(`(() => {
+		const out = [];
+		const labels = document.querySelectorAll('.label');
+		for (let i = 0; i < 21; i++) {
+			labels[i * 6].click(); // selecting a row redraws the whole timeline
+			out.push(Number(document.documentElement.dataset.renderMs));
+		}
+		return out;
+	})()`, &times)
+	sort.Float64s(times)
+	t.Logf("timeline of a 128-call turn rendered in %.1f ms (median of %d redraws; fastest %.1f, slowest %.1f)",
+		times[len(times)/2], len(times), times[0], times[len(times)-1])
+	tb.screenshot("timeline-128")
+}
