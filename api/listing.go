@@ -63,10 +63,14 @@ func listQuery(r *http.Request) (turn.Cursor, int, error) {
 	return after, limit, nil
 }
 
-// nextAfter is a page's next_after: the last row's cursor when the page is
-// full, else "".
+// Each listing reads one row more than the page holds: the page's
+// next_after is set only when that row exists, so that the last page says
+// it is the last.
+
+// nextAfter is a page's next_after: the last row's cursor when more rows
+// follow (n, the rows read, exceeds limit), else "".
 func nextAfter(n, limit int, last func() turn.Cursor) string {
-	if n == 0 || n < limit {
+	if n <= limit {
 		return ""
 	}
 	return last().String()
@@ -78,11 +82,13 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page, err := s.svc.ListSessions(r.Context(), after, limit)
+	page, err := s.svc.ListSessions(r.Context(), after, limit+1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	n := len(page)
+	page = page[:min(n, limit)]
 	out := struct {
 		Sessions  []sessionSummaryWire `json:"sessions"`
 		NextAfter string               `json:"next_after"`
@@ -90,7 +96,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	for i, sum := range page {
 		out.Sessions[i] = sessionSummaryWire{toSessionWire(sum.Session), sum.Turns, sum.Pending, sum.LastActivity.UTC()}
 	}
-	out.NextAfter = nextAfter(len(page), limit, func() turn.Cursor {
+	out.NextAfter = nextAfter(n, limit, func() turn.Cursor {
 		l := page[len(page)-1]
 		return turn.Cursor{At: l.CreatedAt, ID: l.ID}
 	})
@@ -110,11 +116,13 @@ func (s *server) listTurns(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errHTTP(http.StatusBadRequest, "invalid_query", "status must be running, waiting, completed, failed or cancelled"))
 		return
 	}
-	page, err := s.svc.ListTurns(r.Context(), chi.URLParam(r, "session_id"), after, limit, status)
+	page, err := s.svc.ListTurns(r.Context(), chi.URLParam(r, "session_id"), after, limit+1, status)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	n := len(page)
+	page = page[:min(n, limit)]
 	out := struct {
 		Turns     []turnSummaryWire `json:"turns"`
 		NextAfter string            `json:"next_after"`
@@ -123,7 +131,7 @@ func (s *server) listTurns(w http.ResponseWriter, r *http.Request) {
 		out.Turns[i] = turnSummaryWire{ID: t.ID, Status: string(t.Status), Calls: t.Calls, Pending: t.Pending,
 			CreatedAt: t.CreatedAt.UTC(), SettledAt: timePtr(t.SettledAt)}
 	}
-	out.NextAfter = nextAfter(len(page), limit, func() turn.Cursor {
+	out.NextAfter = nextAfter(n, limit, func() turn.Cursor {
 		l := page[len(page)-1]
 		return turn.Cursor{At: l.CreatedAt, ID: l.ID}
 	})
@@ -140,11 +148,13 @@ func (s *server) listPending(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errHTTP(http.StatusBadRequest, "invalid_query", "after must be a next_after value of this listing"))
 		return
 	}
-	page, err := s.svc.ListParked(r.Context(), after, limit)
+	page, err := s.svc.ListParked(r.Context(), after, limit+1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	n := len(page)
+	page = page[:min(n, limit)]
 	out := struct {
 		Pending   []parkedCallWire `json:"pending"`
 		NextAfter string           `json:"next_after"`
@@ -158,7 +168,7 @@ func (s *server) listPending(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Pending[i] = pw
 	}
-	out.NextAfter = nextAfter(len(page), limit, func() turn.Cursor { return page[len(page)-1].Cursor() })
+	out.NextAfter = nextAfter(n, limit, func() turn.Cursor { return page[len(page)-1].Cursor() })
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -58,8 +58,6 @@ func TestListings(t *testing.T) {
 				break
 			}
 		}
-		// Sessions created within one microsecond tie on time; the id
-		// breaks the tie, so the order is by id too here.
 		if got := strings.Join(ids, " "); !strings.Contains(got, "s6:3:0") || !strings.Contains(got, "s5:1:1") || len(ids) != 7 {
 			t.Errorf("sessions: %s", got)
 		}
@@ -81,6 +79,12 @@ func TestListings(t *testing.T) {
 		r.json(t, &turns)
 		if len(turns.Turns) != 1 || turns.Turns[0].ID != "t0" || turns.NextAfter != "" {
 			t.Errorf("second page of turns: %s", r.body)
+		}
+		// A last page that is full says it is the last.
+		r = s.do("GET", "/v1/sessions/s6/turns?limit=3", nil)
+		r.json(t, &turns)
+		if len(turns.Turns) != 3 || turns.NextAfter != "" {
+			t.Errorf("a full last page of turns: %s", r.body)
 		}
 		if r := s.do("GET", "/v1/sessions/s5/turns?status=waiting", nil); !strings.Contains(string(r.body), `"id":"w"`) {
 			t.Errorf("waiting turns: %s", r.body)

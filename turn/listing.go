@@ -136,8 +136,9 @@ type Lister interface {
 	ListParked(ctx context.Context, after Cursor, limit int) ([]ParkedCall, error)
 }
 
-// maxListLimit bounds a listing page.
-const maxListLimit = 500
+// maxListLimit bounds a listing page (the API's pages hold up to 500 rows
+// and read one more to tell whether another page follows).
+const maxListLimit = 1000
 
 func checkList(limit int) error {
 	if limit <= 0 || limit > maxListLimit {

@@ -380,3 +380,189 @@ func TestUIRender128(t *testing.T) {
 		times[len(times)/2], len(times), times[0], times[len(times)-1])
 	tb.screenshot("timeline-128")
 }
+
+// xssPayloads are texts that would run script if a page parsed them as
+// HTML or followed them as links.
+var xssPayloads = []string{
+	`<script>window.__xss = 1</script>`,
+	`<img src=x onerror="window.__xss = 2; alert(2)">`,
+	`javascript:window.__xss = 3`,
+	`"><svg onload="window.__xss = 4">`,
+}
+
+// TestUIUntrustedText: call ids, tool names, arguments, outputs, errors and
+// metadata carrying script payloads are shown as text on every page:
+// nothing runs, no element or link comes from them.
+func TestUIUntrustedText(t *testing.T) {
+	t.Parallel()
+	br := newBrowser(t)
+	ut := newUITools(t)
+	p := startTurnd(t, procOptions{args: []string{"--config", ut.config(t), "--data", filepath.Join(t.TempDir(), "t.db")}})
+	meta, _ := json.Marshal(map[string]any{"id": "xss", "metadata": map[string]string{"note": xssPayloads[1]}, "budget": map[string]any{"limit": 64}})
+	p.must(201, "POST", "/v1/sessions", string(meta))
+	var calls []map[string]any
+	for i, x := range xssPayloads {
+		calls = append(calls, map[string]any{"id": x, "name": "echo", "arguments": map[string]string{"text": strings.Repeat(x+" ", 1+i*8)}})
+	}
+	calls = append(calls, map[string]any{"id": "refused-" + fmt.Sprint(len(calls)), "name": xssPayloads[1], "arguments": map[string]string{"x": xssPayloads[0]}})
+	body, _ := json.Marshal(map[string]any{"id": "xss-turn", "calls": calls})
+	p.must(200, "POST", "/v1/sessions/xss/turns", string(body))
+
+	tb := br.tab(t)
+	tb.open(p.base + "/ui/#/turn/xss/xss-turn")
+	tb.waitFor("the settled timeline", `document.querySelectorAll('.label').length === 5 && !document.getElementById('live')`, 20*time.Second)
+	for i := range 5 {
+		tb.eval(fmt.Sprintf(`document.querySelector('.label[data-index="%d"]').click(), true`, i), nil)
+		tb.waitFor("the call's details", fmt.Sprintf(`document.querySelector('#detail h2') && document.querySelector('#detail h2').textContent.startsWith('Call %d ')`, i), 5*time.Second)
+		tb.eval(`(() => { const b = document.getElementById('full-output'); if (b) b.click(); return true; })()`, nil)
+		tb.waitFor("the full output, if any", `!document.getElementById('full-output') || document.getElementById('full-output').disabled`, 5*time.Second)
+	}
+	check := func(where string, wantText string) {
+		t.Helper()
+		var got struct {
+			XSS      any
+			Scripts  int
+			Images   int
+			Handlers []string
+			Links    []string
+			Text     bool
+		}
+		tb.eval(fmt.Sprintf(`(() => {
+			const handlers = [];
+			for (const el of document.querySelectorAll('*')) {
+				for (const a of el.attributes) if (a.name.startsWith('on')) handlers.push(el.tagName + ' ' + a.name);
+			}
+			return {
+				XSS: window.__xss === undefined ? null : window.__xss,
+				Scripts: document.scripts.length,
+				Images: document.querySelectorAll('img, svg image, iframe, object, embed').length,
+				Handlers: handlers,
+				Links: [...document.querySelectorAll('a[href]')].map((a) => a.getAttribute('href')).filter((h) => !h.startsWith('#/') && !h.startsWith('/v1/')),
+				Text: document.body.innerText.includes(%q),
+			};
+		})()`, wantText), &got)
+		if got.XSS != nil || got.Scripts != 1 || got.Images != 0 || len(got.Handlers) != 0 || len(got.Links) != 0 {
+			t.Errorf("%s: a payload took effect: %+v", where, got)
+		}
+		if !got.Text {
+			t.Errorf("%s: the payload %q is not shown as text", where, wantText)
+		}
+	}
+	check("turn page", xssPayloads[0])
+	tb.screenshot("untrusted-turn")
+	tb.route("#/session/xss")
+	tb.waitFor("the session page", `document.querySelectorAll('#ledger tbody tr').length > 5`, 10*time.Second)
+	check("session page", xssPayloads[3])
+	tb.route("#/sessions")
+	tb.waitFor("the sessions page", `!!document.querySelector('#sessions tr[data-session="xss"]')`, 10*time.Second)
+	check("sessions page", "xss")
+	if d := tb.dialogsSeen(); len(d) > 0 {
+		t.Errorf("the pages opened dialogs: %q", d)
+	}
+}
+
+// TestUIToken: with API tokens configured the pages ask for one and work
+// only once it is entered; every API request, the event stream's included,
+// carries it in its Authorization header and none in its URL; it is not
+// in the page nor in the server's log.
+func TestUIToken(t *testing.T) {
+	t.Parallel()
+	const token = "ui-test-token-0123456789abcdef0123456789"
+	br := newBrowser(t)
+	ut := newUITools(t)
+	p := startTurnd(t, procOptions{
+		args: []string{"--config", ut.config(t), "--data", filepath.Join(t.TempDir(), "t.db")},
+		env:  []string{"TURND_API_TOKENS=" + token},
+	})
+	p.must(200, "POST", "/v1/sessions/tok/turns", `{"id":"t1","calls":[{"id":"c1","name":"echo","arguments":{"text":"hi"}}]}`, "Authorization", "Bearer "+token)
+	p.must(401, "GET", "/v1/sessions", nil)
+
+	tb := br.tab(t)
+	tb.open(p.base + "/ui/#/sessions")
+	tb.waitFor("the token form", `!!document.getElementById('login') && !document.getElementById('sessions')`, 10*time.Second)
+	tb.screenshot("token-form")
+	tb.eval(fmt.Sprintf(`document.getElementById('token').value = %q, document.getElementById('login').requestSubmit(), true`, token), nil)
+	tb.waitFor("the sessions page", `!!document.querySelector('#sessions tr[data-session="tok"]')`, 10*time.Second)
+	tb.route("#/turn/tok/t1")
+	tb.waitFor("the settled timeline", `document.querySelectorAll('rect[data-kind="attempt"]').length === 1 && !document.getElementById('live')`, 10*time.Second)
+	// A reload keeps the token for the tab.
+	tb.open(p.base + "/ui/#/session/tok")
+	tb.waitFor("the session page", `!!document.querySelector('#turns tr[data-turn="t1"]')`, 10*time.Second)
+
+	var html string
+	tb.eval(`document.documentElement.outerHTML`, &html)
+	if strings.Contains(html, token) {
+		t.Error("the page's HTML holds the token")
+	}
+	var api, authorized, stream int
+	for _, r := range tb.requests() {
+		if strings.Contains(r.URL, token) || strings.Contains(r.URLFragment, token) {
+			t.Errorf("a request carries the token in its URL: %s", r.URL)
+		}
+		if !strings.Contains(r.URL, "/v1/") {
+			continue
+		}
+		api++
+		if auth, _ := r.Headers["Authorization"].(string); auth == "Bearer "+token {
+			authorized++
+			if strings.HasSuffix(r.URL, "/events") {
+				stream++
+			}
+		}
+	}
+	// The first request, before the form, had no token.
+	if api < 5 || authorized != api-1 || stream == 0 {
+		t.Errorf("%d API requests, %d with the token (want all but the first), %d of them event streams (want some)", api, authorized, stream)
+	}
+	if strings.Contains(p.stderr.String(), token) {
+		t.Error("the server's log holds the token")
+	}
+}
+
+// TestUISessionsPaging: the sessions page pages through 250 sessions,
+// newest first, each once, on both stores.
+func TestUISessionsPaging(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			br := newBrowser(t)
+			p := startTurnd(t, procOptions{args: b.args(t)})
+			var want []string
+			for i := range 250 {
+				id := fmt.Sprintf("s%03d", i)
+				p.must(201, "POST", "/v1/sessions", `{"id":"`+id+`"}`)
+				want = append(want, id)
+			}
+			slices.Reverse(want)
+
+			tb := br.tab(t)
+			tb.open(p.base + "/ui/#/sessions")
+			var got []string
+			for pageNo := 0; ; pageNo++ {
+				if pageNo > 10 {
+					t.Fatal("the sessions page does not end")
+				}
+				prev := "" // the previous page's first row
+				if len(got) > 0 {
+					prev = got[max(0, len(got)-50)]
+				}
+				tb.waitFor("a page of sessions", fmt.Sprintf(`document.querySelectorAll('#sessions tbody tr').length > 0 && document.querySelector('#sessions tbody tr').dataset.session !== %q && (!!document.getElementById('next') || !!document.getElementById('last'))`, prev), 10*time.Second)
+				var rows []string
+				var last bool
+				tb.eval(`[...document.querySelectorAll('#sessions tbody tr')].map((r) => r.dataset.session)`, &rows)
+				tb.eval(`!document.getElementById('next')`, &last)
+				got = append(got, rows...)
+				if pageNo == 1 {
+					tb.screenshot("sessions-page-2-" + b.name)
+				}
+				if last {
+					break
+				}
+				tb.eval(`document.getElementById('next').click(), true`, nil)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("paged %d sessions: %v\nwant %d, newest first", len(got), got, len(want))
+			}
+		})
+	}
+}
