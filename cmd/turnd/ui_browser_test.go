@@ -62,6 +62,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.NoFirstRun,
 		chromedp.WindowSize(1400, 900),
 	)

@@ -158,7 +158,7 @@ async function turnPage(sid, tid, signal) {
       h('p', null, h('span', { class: 'dot st-' + st.turn.status }), h('strong', { id: 'turn-status' }, st.turn.status), ' · ',
         `${st.calls.length} calls · ${fmtDur(dur)}${settled ? '' : ' so far'} · mode ${st.turn.mode} · received ${fmtTime(st.turn.created_at)}`,
         live ? h('span', { class: 'live', id: 'live' }, ' ● live') : null));
-    const width = Math.max(320, (body.clientWidth || main.clientWidth || 1000) - 404);
+    const width = Math.max(320, (body.clientWidth || main.clientWidth || 1000) - 464);
     body.replaceChildren(render(model, width, st.selected, (i) => { st.selected = i; draw(); }));
     drawDetail(model);
     body.getBoundingClientRect(); // layout included in the measure

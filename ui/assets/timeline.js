@@ -21,7 +21,13 @@ function outcome(res, turnStatus) {
 
 // buildModel works out rows and times; now is the clock for open spans.
 export function buildModel(turn, calls, lines, now) {
-  const t0 = ms(turn.created_at);
+  // The axis starts at turn_received, or at the first call's start when a
+  // turn ran before it was recorded (a turn of reads recorded whole).
+  let t0 = ms(turn.created_at);
+  for (const res of turn.results || []) {
+    const st = ms(res.started_at);
+    if (st < t0) t0 = st;
+  }
   const settled = turn.settled_at ? ms(turn.settled_at) : NaN;
   const rows = calls.map((c, i) => ({
     index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
@@ -118,7 +124,7 @@ export function render(model, width, selected, onSelect) {
     g.append(s('rect', { x: 0, y, width: W, height: ROW, class: 'lanebg' }));
     const by = y + (ROW - BAR) / 2;
     r.segments.forEach((seg, k) => {
-      const x1 = x(seg.from), x2 = Math.max(x(seg.to), x1 + 2);
+      const x1 = Math.min(x(seg.from), W - 2), x2 = Math.max(x(seg.to), x1 + 2);
       const cls = seg.cls === 'retry' ? 'bar st-retry' : `bar st-${seg.cls === 'attempt' ? 'attempt' : r.outcome}`;
       g.append(s('rect', {
         x: x1, y: by, width: x2 - x1, height: BAR, rx: 2, class: cls,
@@ -127,19 +133,23 @@ export function render(model, width, selected, onSelect) {
     });
     if (r.span) {
       const sp = r.span;
-      const x1 = x(sp.from), x2 = Math.max(x(sp.to), x1 + 2);
+      const x1 = Math.min(x(sp.from), W - 2), x2 = Math.max(x(sp.to), x1 + 2);
       g.append(s('rect', {
         x: x1, y: by + 3, width: x2 - x1, height: BAR - 6, class: 'span' + (sp.open ? ' open' : ''),
         dataset: { kind: 'pending', call: r.index, open: sp.open },
       }, s('title', null, sp.open ? `waiting ${fmtDur(model.now - sp.from)}` : `waited ${fmtDur(sp.to - sp.from)}`)));
       if (sp.open) {
-        for (const [what, at] of [['deadline', sp.deadline], ['heartbeat', sp.heartbeat]]) {
+        // The clocks ahead of the span: drawn where they fall on the axis,
+        // or pinned to its end (and said in words) when they fall beyond.
+        const words = [];
+        for (const [what, at, inset] of [['deadline', sp.deadline, 1], ['heartbeat', sp.heartbeat, 5]]) {
           if (Number.isNaN(at)) continue;
-          const ahead = at > end;
-          const px = ahead ? W - 1 : x(at);
+          const px = at > end ? W - inset : x(at);
           g.append(s('line', { x1: px, x2: px, y1: y + 2, y2: y + ROW - 2, class: 'deadline ' + what, dataset: { kind: what, call: r.index } }));
-          g.append(s('text', { x: Math.max(0, px - 4), y: y + ROW - 6, class: 'deadlinelabel', 'text-anchor': 'end' },
-            `${what} in ${fmtDur(at - model.now)}`));
+          words.push(`${what} in ${fmtDur(at - model.now)}`);
+        }
+        if (words.length) {
+          g.append(s('text', { x: W - 8, y: y + ROW - 7, class: 'deadlinelabel', 'text-anchor': 'end' }, words.join(' · ')));
         }
       }
     }
