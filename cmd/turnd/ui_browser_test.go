@@ -567,3 +567,31 @@ func TestUISessionsPaging(t *testing.T) {
 		})
 	}
 }
+
+// TestServeUIFlag: the UI is served at /ui/ with its security headers,
+// which API answers do not carry; --ui=false turns it off.
+func TestServeUIFlag(t *testing.T) {
+	t.Parallel()
+	on := startTurnd(t, procOptions{args: []string{"--data", filepath.Join(t.TempDir(), "t.db")}})
+	resp, body := on.do("GET", "/ui/", nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `<script type="module" src="app.js">`) {
+		t.Fatalf("GET /ui/: %d %s", resp.StatusCode, body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("GET /ui/: Content-Security-Policy %q", csp)
+	}
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("GET /ui/: X-Content-Type-Options %q", resp.Header.Get("X-Content-Type-Options"))
+	}
+	if resp, _ := on.do("GET", "/ui", nil); resp.Request.URL.Path != "/ui/" {
+		t.Errorf("GET /ui ends at %s, want a redirect to /ui/", resp.Request.URL.Path)
+	}
+	if resp, _ := on.do("GET", "/v1/sessions", nil); resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != "" {
+		t.Errorf("GET /v1/sessions: %d, Content-Security-Policy %q (API answers are left as they were)", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+	}
+
+	off := startTurnd(t, procOptions{args: []string{"--ui=false", "--data", filepath.Join(t.TempDir(), "t.db")}})
+	if resp, _ := off.do("GET", "/ui/", nil); resp.StatusCode != 404 {
+		t.Errorf("GET /ui/ with --ui=false: %d, want 404", resp.StatusCode)
+	}
+}

@@ -39,9 +39,7 @@ export function buildModel(turn, calls, lines, now) {
     const r = byId.get(res.call_id);
     if (r) r.result = res;
   }
-  let streamEnd = NaN;
   for (const l of lines) {
-    if (l.kind === 'stream_ended' || l.kind === 'turn_stream_ended') streamEnd = ms(l.at);
     const r = l.call_id != null ? byId.get(l.call_id) : null;
     if (!r) continue;
     const d = l.data || {};
@@ -89,7 +87,7 @@ export function buildModel(turn, calls, lines, now) {
     if (r.effect && r.effect !== 'read' && Number.isNaN(serialAt)) serialAt = start;
   }
   if (!(end > t0)) end = t0 + 1;
-  return { t0, end, now, rows, serialAt, streamEnd, status: turn.status };
+  return { t0, end, now, rows, serialAt, status: turn.status };
 }
 
 function ticks(t0, end, width) {
@@ -161,10 +159,6 @@ export function render(model, width, selected, onSelect) {
     const px = x(model.serialAt);
     svg.append(s('line', { x1: px, x2: px, y1: AXIS - 4, y2: H, class: 'serial', dataset: { kind: 'serial' } }));
     svg.append(s('text', { x: px + 3, y: AXIS - 1, class: 'seriallabel' }, 'serial from here'));
-  }
-  if (!Number.isNaN(model.streamEnd)) {
-    const px = x(model.streamEnd);
-    svg.append(s('line', { x1: px, x2: px, y1: AXIS - 4, y2: H, class: 'streamend', dataset: { kind: 'stream-end' } }));
   }
 
   const labels = h('div', { class: 'labels', style: null },
