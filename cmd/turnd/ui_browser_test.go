@@ -320,6 +320,11 @@ func TestUITimeline(t *testing.T) {
 			if strings.Contains(html, key) {
 				t.Error("the pending page holds the completion key")
 			}
+			var stray bool
+			tb.eval(`/^null$/m.test(document.getElementById('main').innerText)`, &stray)
+			if stray {
+				t.Error(`the pending page shows a stray "null"`)
+			}
 			tb.screenshot("pending-" + b.name)
 			tb.route("#/session/demo")
 			tb.waitFor("the session's turn and ledger", `!!document.querySelector('#turns tr[data-turn="wave-1"]') && document.querySelectorAll('#ledger tbody tr').length > 5`, 10*time.Second)

@@ -9,6 +9,10 @@ const main = document.getElementById('main');
 const forget = document.getElementById('forget');
 let page = null; // the current page's AbortController
 
+// show replaces the page's content (null parts left out: replaceChildren
+// would write them as the text "null").
+function show(...parts) { main.replaceChildren(...parts.filter((p) => p != null)); }
+
 function link(href, label, props) { return h('a', { href, ...props }, label); }
 const sessionHref = (sid) => '#/session/' + encodeURIComponent(sid);
 const turnHref = (sid, tid) => '#/turn/' + encodeURIComponent(sid) + '/' + encodeURIComponent(tid);
@@ -23,7 +27,7 @@ function table(head, rows, props) {
 function showError(err) {
   if (err && err.name === 'AbortError') return;
   if (err instanceof AuthError) { login(); return; }
-  main.replaceChildren(h('p', { class: 'error', role: 'alert' }, String(err && err.message ? err.message : err)));
+  show(h('p', { class: 'error', role: 'alert' }, String(err && err.message ? err.message : err)));
 }
 
 // login asks for the API token and keeps it for this browser tab only.
@@ -38,7 +42,7 @@ function login() {
     setToken(input.value.trim());
     route();
   });
-  main.replaceChildren(form);
+  show(form);
   input.focus();
 }
 
@@ -52,7 +56,7 @@ async function sessionsPage(params, signal) {
   const after = params.get('after') || '';
   const data = await get(paths.sessions(after), signal);
   const now = Date.now();
-  main.replaceChildren(
+  show(
     h('h1', null, 'Sessions'),
     table(['session', 'turns', 'pending now', 'last activity', 'created'],
       data.sessions.map((x) => h('tr', { dataset: { session: x.id } },
@@ -73,7 +77,7 @@ async function sessionPage(sid, params, signal) {
   const [sess, turns, ledger] = await Promise.all([
     get(paths.session(sid), signal), get(paths.turns(sid, turnsAfter), signal), get(paths.ledger(sid, ledgerAfter), signal)]);
   const q = (k, v) => { const p = new URLSearchParams(params); if (v) p.set(k, v); else p.delete(k); const t = p.toString(); return base + (t ? '?' + t : ''); };
-  main.replaceChildren(
+  show(
     h('h1', null, 'Session ', h('code', null, sess.id)),
     h('dl', { class: 'facts' },
       h('dt', null, 'created'), h('dd', null, fmtTime(sess.created_at)),
@@ -113,7 +117,7 @@ async function pendingPage(params, signal) {
     const left = Date.parse(p.heartbeat_deadline) - now;
     return left >= 0 ? `ok, due in ${fmtDur(left)} (every ${p.heartbeat_timeout})` : `overdue by ${fmtDur(-left)}`;
   };
-  main.replaceChildren(
+  show(
     h('h1', null, 'Pending calls'),
     h('p', { class: 'muted' }, 'Calls parked on a completion key, across sessions. Keys are never shown: only the system the tool handed one to holds it.'),
     table(['session', 'turn', 'call', 'tool', 'age', 'deadline', 'heartbeat', 'on timeout'],
@@ -144,7 +148,7 @@ async function turnPage(sid, tid, signal) {
   const legend = h('p', { class: 'legend' }, LEGEND.map((k) => h('span', null, h('span', { class: 'dot st-' + k }), k)),
     h('span', null, h('span', { class: 'swatch span' }), 'waiting on a completion'),
     h('span', null, h('span', { class: 'swatch serial' }), 'wave turned serial'));
-  main.replaceChildren(
+  show(
     h('p', { class: 'crumbs' }, link('#/sessions', 'Sessions'), ' / ', link(sessionHref(sid), sid), ' / ', tid),
     head, legend, body, detail);
 
