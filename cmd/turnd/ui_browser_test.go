@@ -423,6 +423,17 @@ func TestUIUntrustedText(t *testing.T) {
 		tb.eval(`(() => { const b = document.getElementById('full-output'); if (b) b.click(); return true; })()`, nil)
 		tb.waitFor("the full output, if any", `!document.getElementById('full-output') || document.getElementById('full-output').disabled`, 5*time.Second)
 	}
+	// The longer echoes were projected to the session's 64-byte budget:
+	// their rows carry a truncation badge, and the last one opened shows
+	// its full output once loaded.
+	var badges int
+	tb.eval(`document.querySelectorAll('.label .badge.trunc').length`, &badges)
+	if badges < 3 {
+		t.Errorf("%d truncation badges, want one per truncated output (3)", badges)
+	}
+	tb.eval(`document.querySelector('.label[data-index="3"]').click(), true`, nil)
+	tb.eval(`document.getElementById('full-output').click(), true`, nil)
+	tb.waitFor("the full output (1311 bytes of JSON)", `document.getElementById('detail-output').textContent.length === 1311`, 5*time.Second)
 	check := func(where string, wantText string) {
 		t.Helper()
 		var got struct {

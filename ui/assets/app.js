@@ -138,7 +138,7 @@ async function pendingPage(params, signal) {
 // turnPage draws the timeline and, while the turn runs or waits, follows
 // its event stream: every line redraws it, without a reload.
 async function turnPage(sid, tid, signal) {
-  const st = { turn: null, calls: [], lines: [], selected: -1, lastId: '', refetch: null, detailFor: -1, output: null };
+  const st = { turn: null, calls: [], lines: [], selected: -1, lastId: '', refetch: null, full: new Map() };
   const [turn, calls] = await Promise.all([get(paths.turn(sid, tid), signal), get(paths.calls(sid, tid), signal)]);
   st.turn = turn; st.calls = calls.calls;
 
@@ -190,10 +190,14 @@ async function turnPage(sid, tid, signal) {
     ];
     if (res && res.error) parts.push(h('h3', null, 'Error'), h('pre', { id: 'detail-error' }, `${res.error.code}: ${res.error.message}`));
     if (res && res.truncated && res.output_id) {
-      const btn = h('button', { type: 'button', id: 'full-output' }, `Load the full output (${res.original_bytes} bytes, ${res.original_lines} lines)`);
+      // A loaded full output stays shown across redraws.
+      const full = st.full.get(res.output_id);
+      if (full !== undefined) out.textContent = full;
+      const btn = h('button', { type: 'button', id: 'full-output', disabled: full !== undefined ? 'disabled' : null },
+        full !== undefined ? 'The full output is shown' : `Load the full output (${res.original_bytes} bytes, ${res.original_lines} lines)`);
       btn.addEventListener('click', async () => {
         btn.disabled = true;
-        try { out.textContent = await text(paths.output(res.output_id), 1 << 20, signal); } catch (e) { showError(e); }
+        try { st.full.set(res.output_id, await text(paths.output(res.output_id), 1 << 20, signal)); draw(); } catch (e) { showError(e); }
       });
       parts.push(btn);
     }
