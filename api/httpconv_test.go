@@ -20,7 +20,7 @@ func TestHTTPConventions(t *testing.T) {
 		allow        []string
 	}{
 		{"DELETE", "/v1/sessions/s", []string{"GET"}},
-		{"PUT", "/v1/sessions/s/turns", []string{"POST"}},
+		{"PUT", "/v1/sessions/s/turns", []string{"GET", "POST"}},
 		{"DELETE", "/v1/sessions/s/turns/t1", []string{"GET"}},
 		{"PUT", "/v1/complete/ck_x", []string{"GET", "POST"}},
 		{"POST", "/healthz", []string{"GET"}},

@@ -67,6 +67,9 @@ type Config struct {
 	// MaxHeaderBytes must be larger (see ServerMaxHeaderBytes), or net/http
 	// answers first, in plain text.
 	MaxHeaderBytes int
+	// UI, when set, serves the web UI under /ui/ (ui.Handler); /ui
+	// redirects there. It sets its own security headers.
+	UI http.Handler
 	// Draining, when set and reporting true, makes /readyz answer 503
 	// while every other route still serves: the first step of a graceful
 	// shutdown, so that load balancers stop sending before the server stops.
@@ -157,6 +160,12 @@ func (s *server) routes() http.Handler {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.metrics)
+	if s.cfg.UI != nil {
+		r.Get("/ui", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+		})
+		r.Handle("/ui/*", s.cfg.UI)
+	}
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(turnd.OpenAPI)
@@ -166,11 +175,15 @@ func (s *server) routes() http.Handler {
 		r.Group(func(r chi.Router) {
 			r.Use(s.authenticate)
 			r.Post("/sessions", s.createSession)
+			r.Get("/sessions", s.listSessions)
+			r.Get("/sessions/{session_id}/turns", s.listTurns)
+			r.Get("/pending", s.listPending)
 			r.Get("/sessions/{session_id}", s.getSession)
 			r.With(varyPrefer).Post("/sessions/{session_id}/turns", s.postTurn)
 			r.With(varyPrefer).Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
 			r.Post("/sessions/{session_id}/turns/{turn_id}/cancel", s.cancelTurn)
 			r.Get("/sessions/{session_id}/turns/{turn_id}/events", s.turnEvents)
+			r.Get("/sessions/{session_id}/turns/{turn_id}/calls", s.turnCalls)
 			r.Get("/sessions/{session_id}/ledger", s.getLedger)
 			r.Get("/outputs/{output_id}", s.getOutput)
 			r.Get("/tools", s.getTools)

@@ -12,7 +12,7 @@ import (
 
 // storeOps are the op label values of turnd_store_duration_seconds, one per
 // turn.Store method.
-var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks"}
+var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked"}
 
 // timedStore times every call of a turn.Store into
 // turnd_store_duration_seconds{op}. It embeds the store, so that a method
@@ -214,4 +214,22 @@ func (t *timedStore) MarkWebhook(ctx context.Context, id string, m turn.WebhookM
 func (t *timedStore) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhook, error) {
 	defer t.since("turn_webhooks", time.Now())
 	return t.Store.TurnWebhooks(ctx, k)
+}
+
+// ListSessions implements turn.Store.
+func (t *timedStore) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
+	defer t.since("list_sessions", time.Now())
+	return t.Store.ListSessions(ctx, after, limit)
+}
+
+// ListTurns implements turn.Store.
+func (t *timedStore) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
+	defer t.since("list_turns", time.Now())
+	return t.Store.ListTurns(ctx, sessionID, after, limit, status)
+}
+
+// ListParked implements turn.Store.
+func (t *timedStore) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+	defer t.since("list_parked", time.Now())
+	return t.Store.ListParked(ctx, after, limit)
 }

@@ -168,6 +168,8 @@ type Store interface {
 	CompletionStore
 	// WebhookStore keeps the webhook outbox.
 	WebhookStore
+	// Lister lists sessions, turns and parked calls, newest first.
+	Lister
 }
 
 // MigratedStore is a Store whose schema turnd migrates (both stores are):

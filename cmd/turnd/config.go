@@ -63,6 +63,8 @@ type config struct {
 	// TURND_CALLBACK_ALLOW_NETS, TURND_CALLBACK_DENY_NETS).
 	CallbackAllowNets []netip.Prefix
 	CallbackDenyNets  []netip.Prefix
+	// UI serves the web UI at /ui/ (--ui, TURND_UI; default true).
+	UI bool
 	// KeepGC is set when the environment chooses the garbage collector's
 	// target (GOGC, not empty): serve then leaves it alone instead of
 	// setting serveGCPercent.
@@ -148,6 +150,11 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
 	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin logs each call's complete_url, which carries its completion key (a credential); never in production (TURND_DEMO=true)")
+	ui, err := strconv.ParseBool(get("TURND_UI", "true"))
+	if err != nil {
+		return config{}, usageError{fmt.Sprintf("TURND_UI: %q is not a boolean like true or false", get("TURND_UI", ""))}
+	}
+	fs.BoolVar(&c.UI, "ui", ui, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)")
 	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")

@@ -48,6 +48,7 @@ func TestParseConfig(t *testing.T) {
 		LeaseTTL:      10 * time.Second,
 		MaxBodyBytes:  4 << 20,
 		MaxCalls:      128,
+		UI:            true,
 	}
 	tests := []struct {
 		name string
@@ -68,7 +69,7 @@ func TestParseConfig(t *testing.T) {
 			env: map[string]string{
 				"TURND_ADDR": "127.0.0.1:9", "DATABASE_URL": "postgres://env/db", "TURND_DATA": "/var/lib/turnd.db",
 				"TURND_CONFIG": "/etc/turnd.yaml", "TURND_LOG_FORMAT": "json", "TURND_LOG_LEVEL": "debug",
-				"TURND_NO_MIGRATE": "true", "TURND_SHUTDOWN_GRACE": "5s", "TURND_LEASE_TTL": "2s",
+				"TURND_NO_MIGRATE": "true", "TURND_SHUTDOWN_GRACE": "5s", "TURND_LEASE_TTL": "2s", "TURND_UI": "false",
 				"TURND_MAX_BODY_BYTES": "2048", "TURND_MAX_CALLS": "3", "TURND_API_TOKENS": "a",
 			},
 			want: func(c *config) {
@@ -85,7 +86,7 @@ func TestParseConfig(t *testing.T) {
 			args: []string{
 				"--addr", "127.0.0.1:7", "--database-url=postgres://flag/db", "-data", "x.db", "--config", "t.yaml",
 				"--log-format", "text", "--log-level", "warn", "--no-migrate", "--shutdown-grace", "1m",
-				"--lease-ttl", "1s", "--max-body-bytes", "1024", "--max-calls", "1",
+				"--lease-ttl", "1s", "--max-body-bytes", "1024", "--max-calls", "1", "--ui=false",
 			},
 			want: func(c *config) {
 				*c = config{
@@ -106,6 +107,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "no-migrate env 1", env: map[string]string{"TURND_NO_MIGRATE": "1"}, want: func(c *config) { c.NoMigrate = true }},
 		{name: "no-migrate env false", env: map[string]string{"TURND_NO_MIGRATE": "false"}, want: func(*config) {}},
 		{name: "no-migrate env not a boolean", env: map[string]string{"TURND_NO_MIGRATE": "yes please"}, wantErr: "TURND_NO_MIGRATE", usage: true},
+		{name: "ui off by flag", args: []string{"--ui=false"}, want: func(c *config) { c.UI = false }},
+		{name: "ui off by env", env: map[string]string{"TURND_UI": "false"}, want: func(c *config) { c.UI = false }},
+		{name: "ui flag beats env", args: []string{"--ui"}, env: map[string]string{"TURND_UI": "0"}, want: func(*config) {}},
+		{name: "ui env not a boolean", env: map[string]string{"TURND_UI": "maybe"}, wantErr: "TURND_UI", usage: true},
 		{name: "zero grace", args: []string{"--shutdown-grace", "0s"}, want: func(c *config) { c.ShutdownGrace = 0 }},
 		// GOGC set keeps the runtime's collector target; empty is unset.
 		{name: "GOGC set", env: map[string]string{"GOGC": "100"}, want: func(c *config) { c.KeepGC, c.GOGC = true, "100" }},

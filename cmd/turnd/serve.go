@@ -24,6 +24,7 @@ import (
 	"github.com/turnd/turnd/store/sqlite"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
+	"github.com/turnd/turnd/ui"
 )
 
 func newLogger(c config, w io.Writer) *slog.Logger {
@@ -222,6 +223,9 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	}
 	if c.MetricsAddr == "" {
 		acfg.Metrics = metrics.Handler(promReg)
+	}
+	if c.UI {
+		acfg.UI = ui.Handler()
 	}
 	handler := api.New(acfg)
 	srv := &http.Server{

@@ -81,6 +81,9 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"WebhookClaim", testWebhookClaim},
 		{"WebhookClaimConcurrent", testWebhookClaimConcurrent},
 		{"WebhookMark", testWebhookMark},
+		{"ListSessions", testListSessions},
+		{"ListTurns", testListTurns},
+		{"ListParked", testListParked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/turnd/turnd/turn"
+)
+
+// The listings read one index each (migration 11), backwards from the
+// cursor; the first page starts from a cursor after every row. A listed
+// session's counts and last activity are probes of the turns' primary key,
+// completions_turn and the ledger's primary key.
+const (
+	sqlListSessions = `SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+    (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
+    (SELECT count(*) FROM completions c WHERE c.session_id = s.id AND c.status = 'pending'),
+    (SELECT json_extract(b.lines, '$[#-1].a') FROM ledger_batches b WHERE b.session_id = s.id ORDER BY b.last_seq DESC LIMIT 1)
+FROM sessions s
+WHERE (s.created_at, s.id) < (?, ?)
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT ?`
+
+	sqlListTurns = `SELECT t.id, t.status, json_array_length(t.calls), t.created_at, t.settled_at,
+    (SELECT count(*) FROM completions c WHERE c.session_id = t.session_id AND c.turn_id = t.id AND c.status = 'pending')
+FROM turns t
+WHERE t.session_id = ?1 AND (t.created_at, t.id) < (?2, ?3) AND (?4 = '' OR t.status = ?4)
+ORDER BY t.created_at DESC, t.id DESC
+LIMIT ?5`
+
+	sqlListParked = `SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
+    heartbeat_deadline, on_timeout, on_cancel, created_at
+FROM completions
+WHERE status = 'pending' AND (created_at, session_id, turn_id, call_idx) < (?, ?, ?, ?)
+ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
+LIMIT ?`
+)
+
+func cursorMicros(c turn.Cursor) int64 {
+	if c.IsZero() {
+		return math.MaxInt64
+	}
+	return micros(c.At)
+}
+
+// ListSessions returns a page of sessions; see turn.Lister.
+func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
+	const op = "listing sessions"
+	rows, err := s.read.QueryContext(ctx, sqlListSessions, cursorMicros(after), after.ID, limit)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	defer rows.Close()
+	var out []turn.SessionSummary
+	for rows.Next() {
+		var id string
+		var row sessionRow
+		var sum turn.SessionSummary
+		var last sql.NullInt64
+		if err := rows.Scan(append([]any{&id}, append(row.dest(), &sum.Turns, &sum.Pending, &last)...)...); err != nil {
+			return nil, wrap(op, err)
+		}
+		sess, err := row.session(id)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		sum.Session = sess
+		sum.LastActivity = sess.CreatedAt
+		if last.Valid {
+			sum.LastActivity = fromMicros(last.Int64)
+		}
+		out = append(out, sum)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}
+
+// ListTurns returns a page of a session's turns; see turn.Lister.
+func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
+	op := "listing turns of session " + sessionID
+	rows, err := s.read.QueryContext(ctx, sqlListTurns, sessionID, cursorMicros(after), after.ID, string(status), limit)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	defer rows.Close()
+	var out []turn.TurnSummary
+	for rows.Next() {
+		t := turn.TurnSummary{SessionID: sessionID}
+		var st string
+		var created int64
+		var settled sql.NullInt64
+		if err := rows.Scan(&t.ID, &st, &t.Calls, &created, &settled, &t.Pending); err != nil {
+			return nil, wrap(op, err)
+		}
+		t.Status, t.CreatedAt, t.SettledAt = turn.Status(st), fromMicros(created), fromNullMicros(settled)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}
+
+// ListParked returns a page of the pending completions; see turn.Lister.
+func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+	const op = "listing parked calls"
+	at, sid, tid, idx := int64(math.MaxInt64), "", "", math.MaxInt32
+	if !after.IsZero() {
+		var ok bool
+		if sid, tid, idx, ok = turn.SplitParkedID(after.ID); !ok {
+			return nil, fmt.Errorf("%s: the cursor's id %q is not a parked call's", op, after.ID)
+		}
+		at = micros(after.At)
+	}
+	rows, err := s.read.QueryContext(ctx, sqlListParked, at, sid, tid, idx, limit)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	defer rows.Close()
+	var out []turn.ParkedCall
+	for rows.Next() {
+		var p turn.ParkedCall
+		var deadline, hbDeadline sql.NullInt64
+		var created, hbTimeout int64
+		if err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
+			&hbDeadline, &p.OnTimeout, &p.OnCancel, &created); err != nil {
+			return nil, wrap(op, err)
+		}
+		p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
+		p.HeartbeatTimeout = time.Duration(hbTimeout) * time.Microsecond
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,92 @@
+// The /v1 API from the same origin. The bearer token, when one is needed,
+// lives in sessionStorage and travels only in the Authorization header:
+// never in a URL, never in the page.
+
+const TOKEN = 'turnd.token';
+
+export class AuthError extends Error {
+  constructor() { super('a valid bearer token is required'); }
+}
+
+export function token() { return sessionStorage.getItem(TOKEN) || ''; }
+export function setToken(t) {
+  if (t) sessionStorage.setItem(TOKEN, t); else sessionStorage.removeItem(TOKEN);
+}
+
+const enc = encodeURIComponent;
+export const paths = {
+  sessions: (after, limit = 50) => `/v1/sessions?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  session: (sid) => `/v1/sessions/${enc(sid)}`,
+  turns: (sid, after, limit = 20) => `/v1/sessions/${enc(sid)}/turns?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  turn: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}`,
+  calls: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/calls`,
+  events: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/events`,
+  ledger: (sid, after, limit = 50) => `/v1/sessions/${enc(sid)}/ledger?limit=${limit}&after=${Number(after) || 0}`,
+  pending: (after, limit = 100) => `/v1/pending?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  output: (id) => `/v1/outputs/${enc(id)}`,
+};
+
+function headers(accept) {
+  const hd = { Accept: accept };
+  const t = token();
+  if (t) hd.Authorization = 'Bearer ' + t;
+  return hd;
+}
+
+async function failure(r) {
+  if (r.status === 401) return new AuthError();
+  let detail = r.statusText;
+  try { const p = await r.json(); if (p && p.detail) detail = p.detail; } catch { /* not JSON */ }
+  return new Error(`${r.status}: ${detail}`);
+}
+
+// get reads a JSON answer.
+export async function get(path, signal) {
+  const r = await fetch(path, { headers: headers('application/json'), cache: 'no-store', credentials: 'omit', signal });
+  if (!r.ok) throw await failure(r);
+  return r.json();
+}
+
+// text reads an answer as text, at most max characters of it.
+export async function text(path, max, signal) {
+  const r = await fetch(path, { headers: headers('*/*'), cache: 'no-store', credentials: 'omit', signal });
+  if (!r.ok) throw await failure(r);
+  const t = await r.text();
+  return t.length > max ? t.slice(0, max) + `\n… (${t.length - max} more characters)` : t;
+}
+
+// events reads a Server-Sent Events stream with fetch (so that it carries
+// the Authorization header, which EventSource cannot send) and calls
+// onEvent with {id, event, data} for each event, data parsed as JSON. It
+// resolves when the stream ends.
+export async function events(path, lastId, onEvent, signal) {
+  const hd = headers('text/event-stream');
+  if (lastId) hd['Last-Event-ID'] = String(lastId);
+  const r = await fetch(path, { headers: hd, cache: 'no-store', credentials: 'omit', signal });
+  if (!r.ok) throw await failure(r);
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value;
+    let cut;
+    while ((cut = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, cut);
+      buf = buf.slice(cut + 2);
+      const ev = { id: '', event: 'message', data: '' };
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) continue;
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+        if (field === 'id') ev.id = val;
+        else if (field === 'event') ev.event = val;
+        else if (field === 'data') ev.data += (ev.data ? '\n' : '') + val;
+      }
+      if (!ev.data) continue;
+      try { ev.data = JSON.parse(ev.data); } catch { continue; }
+      onEvent(ev);
+    }
+  }
+}

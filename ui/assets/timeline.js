@@ -1,0 +1,186 @@
+// The wave timeline of a turn: one row per call in call order, on a time
+// axis from turn_received to settlement (or now, while the turn runs or
+// waits). Built from the turn (its results), its calls and its ledger
+// lines; drawn as SVG, every text a text node.
+
+import { h, s, fmtDur, fmtBytes } from './dom.js';
+
+const ROW = 26;     // px per call row
+const AXIS = 26;    // px of the time axis above the rows
+const BAR = 14;     // bar height
+
+const ms = (iso) => (iso ? Date.parse(iso) : NaN);
+
+// outcome is the colour class of a call's result.
+function outcome(res, turnStatus) {
+  if (!res) return turnStatus === 'running' ? 'running' : 'none';
+  if (res.replayed_from) return 'replayed';
+  if (res.error && res.error.code === 'interrupted') return 'interrupted';
+  return res.status;
+}
+
+// buildModel works out rows and times; now is the clock for open spans.
+export function buildModel(turn, calls, lines, now) {
+  // The axis starts at turn_received, or at the first call's start when a
+  // turn ran before it was recorded (a turn of reads recorded whole).
+  let t0 = ms(turn.created_at);
+  for (const res of turn.results || []) {
+    const st = ms(res.started_at);
+    if (st < t0) t0 = st;
+  }
+  const settled = turn.settled_at ? ms(turn.settled_at) : NaN;
+  const rows = calls.map((c, i) => ({
+    index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
+    attemptStarts: [], pending: null, refused: false, segments: [], span: null,
+  }));
+  const byId = new Map();
+  for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, r);
+  for (const res of turn.results || []) {
+    const r = byId.get(res.call_id);
+    if (r) r.result = res;
+  }
+  for (const l of lines) {
+    const r = l.call_id != null ? byId.get(l.call_id) : null;
+    if (!r) continue;
+    const d = l.data || {};
+    switch (l.kind) {
+      case 'call_admitted': r.effect = d.effect || ''; break;
+      case 'call_refused': r.refused = true; break;
+      case 'attempt_started': r.attemptStarts.push(ms(l.at)); break;
+      case 'call_pending':
+        r.pending = { at: ms(l.at), deadline: ms(d.deadline), heartbeat: ms(d.heartbeat_deadline), onTimeout: d.on_timeout || '' };
+        break;
+    }
+  }
+
+  let end = Number.isNaN(settled) ? now : settled;
+  let serialAt = NaN;
+  for (const r of rows) {
+    const res = r.result;
+    r.outcome = outcome(res, turn.status);
+    if (!res) continue;
+    const start = ms(res.started_at);
+    let finish = ms(res.finished_at);
+    if (Number.isNaN(start)) continue;
+    if (Number.isNaN(finish)) finish = now;
+    if (r.pending) {
+      // The attempt ran until the tool parked the call; the wait runs
+      // from parking to the delivery (or to now while it is open).
+      const open = res.status === 'pending';
+      const parkedAt = Math.max(start, r.pending.at);
+      r.segments.push({ from: start, to: Math.min(finish, parkedAt), cls: 'attempt' });
+      const until = open ? now : Math.max(parkedAt, finish);
+      r.span = { from: parkedAt, to: until, open, deadline: r.pending.deadline, heartbeat: r.pending.heartbeat };
+      end = Math.max(end, until);
+    } else if (r.attemptStarts.length > 1) {
+      // A retried write: each attempt from its start; the earlier ones end
+      // where the next begins (the ledger keeps no attempt's end).
+      const starts = r.attemptStarts;
+      for (let i = 0; i < starts.length; i++) {
+        const to = i + 1 < starts.length ? starts[i + 1] : finish;
+        r.segments.push({ from: starts[i], to, cls: i + 1 < starts.length ? 'retry' : 'final' });
+      }
+    } else {
+      r.segments.push({ from: start, to: finish, cls: 'final' });
+    }
+    end = Math.max(end, finish);
+    if (r.effect && r.effect !== 'read' && Number.isNaN(serialAt)) serialAt = start;
+  }
+  if (!(end > t0)) end = t0 + 1;
+  return { t0, end, now, rows, serialAt, status: turn.status };
+}
+
+function ticks(t0, end, width) {
+  const span = end - t0;
+  const steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 10e3, 30e3, 60e3, 120e3, 300e3, 600e3, 1800e3, 3600e3, 7200e3, 21600e3, 86400e3];
+  const step = steps.find((x) => span / x <= Math.max(2, Math.floor(width / 90))) || steps[steps.length - 1];
+  const out = [];
+  for (let t = 0; t <= span; t += step) out.push(t);
+  return out;
+}
+
+// render draws the model; selected is the row index whose details are
+// open, onSelect is told of a click on a row.
+export function render(model, width, selected, onSelect) {
+  const { t0, end, rows } = model;
+  const W = Math.max(200, width);
+  const x = (t) => Math.max(0, Math.min(W, ((t - t0) / (end - t0)) * W));
+  const H = AXIS + rows.length * ROW;
+
+  const svg = s('svg', { class: 'lanes', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'wave timeline' });
+  const axis = s('g', { class: 'axis' });
+  for (const t of ticks(t0, end, W)) {
+    const px = x(t0 + t);
+    axis.append(s('line', { x1: px, x2: px, y1: AXIS - 6, y2: H, class: 'tick' }));
+    axis.append(s('text', { x: Math.min(px + 2, W - 40), y: AXIS - 10, class: 'ticklabel' }, fmtDur(t)));
+  }
+  svg.append(axis);
+
+  rows.forEach((r, i) => {
+    const y = AXIS + i * ROW;
+    const g = s('g', { class: 'lane' + (i === selected ? ' selected' : ''), dataset: { index: i } });
+    g.append(s('rect', { x: 0, y, width: W, height: ROW, class: 'lanebg' }));
+    const by = y + (ROW - BAR) / 2;
+    r.segments.forEach((seg, k) => {
+      const x1 = Math.min(x(seg.from), W - 2), x2 = Math.max(x(seg.to), x1 + 2);
+      const cls = seg.cls === 'retry' ? 'bar st-retry' : `bar st-${seg.cls === 'attempt' ? 'attempt' : r.outcome}`;
+      g.append(s('rect', {
+        x: x1, y: by, width: x2 - x1, height: BAR, rx: 2, class: cls,
+        dataset: { kind: 'attempt', call: r.index, attempt: k + 1, outcome: seg.cls === 'retry' ? 'retry' : r.outcome },
+      }, s('title', null, `${r.id}: ${seg.cls === 'retry' ? 'attempt ' + (k + 1) + ' (retried)' : r.outcome} ${fmtDur(seg.to - seg.from)}`)));
+    });
+    if (r.span) {
+      const sp = r.span;
+      const x1 = Math.min(x(sp.from), W - 2), x2 = Math.max(x(sp.to), x1 + 2);
+      g.append(s('rect', {
+        x: x1, y: by + 3, width: x2 - x1, height: BAR - 6, class: 'span' + (sp.open ? ' open' : ''),
+        dataset: { kind: 'pending', call: r.index, open: sp.open },
+      }, s('title', null, sp.open ? `waiting ${fmtDur(model.now - sp.from)}` : `waited ${fmtDur(sp.to - sp.from)}`)));
+      if (sp.open) {
+        // The clocks ahead of the span: drawn where they fall on the axis,
+        // or pinned to its end (and said in words) when they fall beyond.
+        const words = [];
+        for (const [what, at, inset] of [['deadline', sp.deadline, 1], ['heartbeat', sp.heartbeat, 5]]) {
+          if (Number.isNaN(at)) continue;
+          const px = at > end ? W - inset : x(at);
+          g.append(s('line', { x1: px, x2: px, y1: y + 2, y2: y + ROW - 2, class: 'deadline ' + what, dataset: { kind: what, call: r.index } }));
+          words.push(`${what} in ${fmtDur(at - model.now)}`);
+        }
+        if (words.length) {
+          g.append(s('text', { x: W - 8, y: y + ROW - 7, class: 'deadlinelabel', 'text-anchor': 'end' }, words.join(' · ')));
+        }
+      }
+    }
+    g.addEventListener('click', () => onSelect(i));
+    svg.append(g);
+  });
+
+  if (!Number.isNaN(model.serialAt)) {
+    const px = x(model.serialAt);
+    svg.append(s('line', { x1: px, x2: px, y1: AXIS - 4, y2: H, class: 'serial', dataset: { kind: 'serial' } }));
+    svg.append(s('text', { x: px + 3, y: AXIS - 1, class: 'seriallabel' }, 'serial from here'));
+  }
+
+  const labels = h('div', { class: 'labels', style: null },
+    h('div', { class: 'labelhead' }, h('span', null, '#'), h('span', null, 'call'), h('span', null, 'tool'), h('span', null, 'outcome')),
+    rows.map((r, i) => {
+      const res = r.result;
+      const badges = [];
+      if (res && res.truncated) {
+        badges.push(h('span', { class: 'badge trunc', title: 'the output was projected to the budget' },
+          `truncated ${fmtBytes(res.original_bytes)} / ${res.original_lines} lines`));
+      }
+      if (res && res.attempts > 1) badges.push(h('span', { class: 'badge' }, `×${res.attempts}`));
+      const row = h('div', { class: 'label' + (i === selected ? ' selected' : ''), dataset: { index: i, callId: r.id }, tabindex: 0 },
+        h('span', { class: 'idx' }, String(i)),
+        h('span', { class: 'cid', title: r.id }, r.id),
+        h('span', { class: 'tool' }, r.name, r.effect ? h('small', null, ' ' + r.effect) : null),
+        h('span', { class: 'out' }, h('span', { class: 'dot st-' + r.outcome }), r.outcome, badges));
+      row.addEventListener('click', () => onSelect(i));
+      row.addEventListener('keydown', (e) => { if (e.key === 'Enter') onSelect(i); });
+      return row;
+    }));
+  return h('div', { class: 'timeline' }, labels, h('div', { class: 'lanewrap' }, svg));
+}
+
+export const LEGEND = ['ok', 'error', 'refused', 'replayed', 'cancelled', 'timed_out', 'interrupted', 'pending', 'retry'];
