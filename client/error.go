@@ -28,9 +28,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Detail != "" {
-		return fmt.Sprintf("turnd: %d %s: %s", e.Status, e.Code, e.Detail)
+		return fmt.Sprintf("turnd answered %d %s: %s", e.Status, e.Code, e.Detail)
 	}
-	return fmt.Sprintf("turnd: %d %s", e.Status, e.Code)
+	return fmt.Sprintf("turnd answered %d %s", e.Status, e.Code)
 }
 
 // maxErrorBody bounds how much of an error answer is read.
