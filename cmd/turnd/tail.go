@@ -52,11 +52,15 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer, env f
 		return err
 	}
 	session := pos[0]
+	stopped := func() error {
+		fmt.Fprintf(stderr, "turnd tail: stopped after seq %d (resume with --after %d)\n", after, after)
+		return nil
+	}
 	for {
 		page, err := c.LedgerPage(ctx, session, after, 0)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return stopped()
 			}
 			return fmt.Errorf("reading the ledger of %s after seq %d: %w", session, after, err)
 		}
@@ -81,8 +85,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer, env f
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			fmt.Fprintf(stderr, "turnd tail: stopped after seq %d (resume with --after %d)\n", after, after)
-			return nil
+			return stopped()
 		case <-t.C:
 		}
 	}
