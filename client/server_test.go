@@ -96,7 +96,7 @@ func startServer(t testing.TB, st store, env ...string) *server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	args := []string{"serve", "--addr", addr, "--log-format", "json", "--config", "../examples/turnd.yaml"}
+	args := []string{"serve", "--addr", addr, "--log-format", "json", "--config", "../examples/turnd.yaml", "--demo"}
 	childEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	switch st {
 	case postgres:

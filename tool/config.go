@@ -106,6 +106,10 @@ type Options struct {
 	// Logger receives the approval builtin's "approval requested" lines
 	// and a Live's MCP connection events (default: discard).
 	Logger *slog.Logger
+	// LogCompletionURLs lets the approval builtin log each call's complete
+	// URL, which carries its completion key (a credential): the demo's way
+	// of telling a person where to answer. Off, no key is ever logged.
+	LogCompletionURLs bool
 
 	// Test knobs of MCP connections: the SDK's reconnects of a broken
 	// stream before it ends the session (0: the SDK's default), and the

@@ -77,7 +77,7 @@ func TestCLI(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			p := startTurnd(t, procOptions{args: append([]string{"--config", exampleConfig}, b.args(t)...)})
+			p := startTurnd(t, procOptions{args: append([]string{"--config", exampleConfig, "--demo"}, b.args(t)...)})
 
 			// post: a native turn from standard input, then again (replayed).
 			turn := `{"id":"t1","calls":[{"id":"c1","name":"echo","arguments":{"text":"hi"}},{"id":"c2","name":"nope"}]}`
@@ -227,7 +227,7 @@ func TestCLIAuth(t *testing.T) {
 		secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	)
 	p := startTurnd(t, procOptions{
-		args: []string{"--config", exampleConfig, "--data", filepath.Join(t.TempDir(), "turnd.db")},
+		args: []string{"--config", exampleConfig, "--demo", "--data", filepath.Join(t.TempDir(), "turnd.db")},
 		env:  []string{"TURND_API_TOKENS=" + token, "TURND_COMPLETION_SIGNING_SECRET=" + secret},
 	})
 	body := `{"id":"ap","calls":[{"id":"a","name":"approval","arguments":{"prompt":"?"}}]}`

@@ -52,6 +52,7 @@ Usage:
   turnd migrate [flags]   apply pending schema migrations and exit
   turnd version           print version information
   turnd bench   [flags]   measure a turnd under load (see BENCHMARKS.md)
+  turnd healthcheck       exit 0 when the local turnd is ready (for containers)
 
 Clients of a running turnd (--url or TURND_URL, --token or TURND_TOKEN):
   turnd tail     SESSION                 follow a session's ledger
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runTurn(ctx, args[1:], stdout, stderr, env)
 	case "complete":
 		return runComplete(ctx, args[1:], os.Stdin, stdout, stderr, env)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
 		printVersion(stdout)
 		return nil

@@ -47,7 +47,7 @@ async function startServer(env = {}) {
   const port = await freePort();
   const data = join(dir, `turnd-${port}.db`);
   const childEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...env };
-  const proc = spawn(bin, ["serve", "--addr", `127.0.0.1:${port}`, "--log-format", "json", "--config", join(root, "examples/turnd.yaml"), "--data", data], {
+  const proc = spawn(bin, ["serve", "--addr", `127.0.0.1:${port}`, "--log-format", "json", "--config", join(root, "examples/turnd.yaml"), "--demo", "--data", data], {
     env: childEnv,
     stdio: ["ignore", "ignore", "pipe"],
   });
