@@ -23,6 +23,7 @@ func TestAgainstServer(t *testing.T) {
 			t.Run("Errors", func(t *testing.T) { testErrors(t, c) })
 			t.Run("Deferred", func(t *testing.T) { testDeferred(t, srv, c) })
 			t.Run("Provider", func(t *testing.T) { testProvider(t, srv, c) })
+			t.Run("Listing", func(t *testing.T) { testListing(t, c) })
 		})
 	}
 }
@@ -267,4 +268,48 @@ func TestNewRefusesBadURL(t *testing.T) {
 		t.Errorf("New(\"\"): %v", err)
 	}
 	_ = fmt.Sprint()
+}
+
+// testListing runs after the other subtests: the sessions they made are
+// there. A turnd without the listing endpoints answers them 404 or 405
+// (GET on a path only POSTed to): the test is skipped, saying so.
+func testListing(t *testing.T, c *client.Client) {
+	ctx := ctxFor(t)
+	first, err := c.SessionsPage(ctx, client.ListOptions{Limit: 2})
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusMethodNotAllowed) {
+		t.Skipf("this turnd does not serve GET /v1/sessions (%v): the listing endpoints are not on this branch yet", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Sessions) != 2 || first.NextAfter == "" {
+		t.Errorf("a first page of 2: %d sessions, next_after %q", len(first.Sessions), first.NextAfter)
+	}
+	var ids []string
+	for s, err := range c.Sessions(ctx, client.ListOptions{Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	for _, want := range []string{"post", "errs", "deferred", "prov"} {
+		if !slices.Contains(ids, want) {
+			t.Errorf("sessions %v: no %s", ids, want)
+		}
+	}
+	var turns []client.TurnSummary
+	for tu, err := range c.Turns(ctx, "deferred", client.ListOptions{Limit: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, tu)
+	}
+	if len(turns) != 2 || turns[0].ID != "approve-2" || turns[1].ID != "approve-1" || turns[1].Calls != 2 {
+		t.Errorf("turns of deferred, newest first: %+v", turns)
+	}
+	p, err := c.TurnsPage(ctx, "deferred", client.ListOptions{Status: client.StatusCancelled})
+	if err != nil || len(p.Turns) != 1 || p.Turns[0].ID != "approve-2" {
+		t.Errorf("cancelled turns: %+v %v", p, err)
+	}
 }

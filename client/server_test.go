@@ -50,6 +50,12 @@ func TestMain(m *testing.M) {
 func turndBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		// TURND_TEST_BIN runs the tests against another build (an older
+		// server, or a branch's).
+		if bin := os.Getenv("TURND_TEST_BIN"); bin != "" {
+			binPath = bin
+			return
+		}
 		binPath = filepath.Join(tmpDir, "turnd")
 		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/turnd")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -158,6 +158,16 @@ func TestCLI(t *testing.T) {
 				t.Errorf("delivered from a file: %s", tj.Results[0].Output)
 			}
 
+			// Listing: skipped, saying so, where this turnd has no listing
+			// endpoints yet (they come from a branch of their own).
+			if code, out, errOut := p.cli(t, nil, "", "sessions"); strings.Contains(errOut, "does not serve GET /v1/sessions") {
+				t.Logf("turnd sessions: %s (listing endpoints not here yet; the listing checks are skipped)", strings.TrimSpace(errOut))
+			} else if code != 0 || !strings.Contains(out, "s1  ") || !strings.Contains(out, "s2  ") {
+				t.Errorf("turnd sessions: exit %d\n%s%s", code, out, errOut)
+			} else if out := p.mustCLI(t, "", "turns", "s2", "--status", "completed"); !strings.HasPrefix(out, "ap2  completed") || !strings.Contains(out, "\nap  ") {
+				t.Errorf("turnd turns s2: %s", out)
+			}
+
 			// Errors: an unknown turn, usage.
 			if code, _, errOut := p.cli(t, nil, "", "turn", "s2", "nope"); code != 1 || !strings.Contains(errOut, "404 not_found") {
 				t.Errorf("turn of an unknown turn: exit %d, %s", code, errOut)
