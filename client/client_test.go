@@ -199,6 +199,10 @@ func testDeferred(t *testing.T, srv *server, c *client.Client) {
 	if !slices.Equal(resumed, seqs[3:]) {
 		t.Errorf("resumed after %d: %v, want %v", seqs[2], resumed, seqs[3:])
 	}
+	// Resumed after the last line of a settled turn: nothing, and no error.
+	for l, err := range c.Events(ctx, "deferred", "approve-1", seqs[len(seqs)-1]) {
+		t.Errorf("resumed after turn_settled: %+v %v", l, err)
+	}
 	// Stopping early ends the stream.
 	n := 0
 	for range c.Events(ctx, "deferred", "approve-1", 0) {

@@ -85,6 +85,15 @@ func (c *Client) Events(ctx context.Context, sessionID, turnID string, lastSeq i
 				yield(LedgerLine{}, ctx.Err())
 				return
 			}
+			if err == nil && !progressed {
+				// The server closes the stream of a settled turn at once
+				// when the client has seen its lines (lastSeq at or past
+				// its turn_settled line).
+				t, terr := c.Turn(ctx, sessionID, turnID)
+				if terr == nil && t.Settled() {
+					return
+				}
+			}
 			if progressed {
 				failures = 0
 			}

@@ -168,6 +168,12 @@ func TestCLI(t *testing.T) {
 				t.Errorf("turnd turns s2: %s", out)
 			}
 
+			// turn --wait on a turn that does not settle in time prints it as it stands.
+			p.mustCLI(t, `{"id":"ap3","calls":[{"id":"c","name":"approval","arguments":{"prompt":"?"}}]}`, "post", "s3", "--async")
+			if out := p.mustCLI(t, "", "turn", "s3", "ap3", "--wait", "1s"); !strings.Contains(out, "turn ap3") || strings.Contains(out, "completed") {
+				t.Errorf("turn --wait 1s on a waiting turn: %s", out)
+			}
+
 			// Errors: an unknown turn, usage.
 			if code, _, errOut := p.cli(t, nil, "", "turn", "s2", "nope"); code != 1 || !strings.Contains(errOut, "404 not_found") {
 				t.Errorf("turn of an unknown turn: exit %d, %s", code, errOut)

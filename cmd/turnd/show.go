@@ -37,8 +37,9 @@ func runTurn(ctx context.Context, args []string, stdout, stderr io.Writer, env f
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		t, err = c.Await(wctx, pos[0], pos[1])
 		cancel()
-		if err != nil && t != nil && wctx.Err() != nil && ctx.Err() == nil {
-			err = nil // the wait is over: print the turn as it stands
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			// The wait is over: print the turn as it stands.
+			t, err = c.Turn(ctx, pos[0], pos[1])
 		}
 	} else {
 		t, err = c.Turn(ctx, pos[0], pos[1])

@@ -363,6 +363,11 @@ export class Client {
       } finally {
         await resp.body?.cancel().catch(() => {});
       }
+      if (!progressed) {
+        // A settled turn whose lines the client has seen closes at once.
+        const t = await this.turn(session, turn, signal).catch(() => undefined);
+        if (t && ["completed", "failed", "cancelled"].includes(t.status)) return;
+      }
       if (progressed) failures = 0;
       if (++failures >= this.retry.maxAttempts) throw new Error(`turnd client: the event stream of turn ${turn} ended before turn_settled`);
     }

@@ -146,6 +146,7 @@ test("a deferred call: status, heartbeat, complete, await, events", async () => 
   const resumed = [];
   for await (const l of c.events("ts-def", "ap", seqs[2])) resumed.push(l.seq);
   assert.deepEqual(resumed, seqs.slice(3));
+  for await (const l of c.events("ts-def", "ap", seqs.at(-1))) assert.fail(`resumed after turn_settled: ${JSON.stringify(l)}`);
 });
 
 test("provider formats: OpenAI chat, Responses, Anthropic with placeholders", async () => {
