@@ -29,7 +29,8 @@ type Client struct {
 // did not get (a connection error) or that the server could not take then
 // (503, honouring Retry-After). A 4xx is never retried. Every retry sends the
 // same request: a posted turn keeps its id, so a turn the server did record
-// is replayed, not run again.
+// is replayed, not run again; deliveries and cancellations are idempotent
+// too. CreateSession alone is not retried after a connection error.
 type RetryPolicy struct {
 	// MaxAttempts is the most attempts per request, the first included
 	// (default 4; 1 disables retries).
@@ -104,6 +105,9 @@ type request struct {
 	header http.Header
 	noAuth bool // completion endpoints
 	sign   bool // Standard Webhooks headers, when a secret is set
+	// once: not retried after a connection error, whose request may
+	// have been applied (creating a session is not idempotent).
+	once bool
 }
 
 // do sends r, retrying as the policy allows, and returns a 2xx or 3xx
@@ -117,7 +121,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		var wait time.Duration
 		switch {
 		case err != nil:
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || r.once {
 				return nil, err
 			}
 			wait = backoff

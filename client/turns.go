@@ -53,7 +53,7 @@ func (c *Client) CreateSession(ctx context.Context, req SessionRequest) (*Sessio
 		return nil, err
 	}
 	var s Session
-	if _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/sessions", body: body}, &s); err != nil {
+	if _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/sessions", body: body, once: true}, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
