@@ -1,5 +1,6 @@
 // Command turnd is the turnd server: `turnd serve`, `turnd migrate`,
-// `turnd version`. It only wires things together: flags and environment
+// `turnd version`, `turnd bench`, and the client subcommands (tail, post,
+// turn, turns, sessions, complete). It only wires things together: flags and environment
 // into a Config, the store, the logger, the HTTP server, and shutdown in
 // reverse order.
 package main
@@ -53,6 +54,15 @@ Usage:
   turnd bench   [flags]   measure a turnd under load (see BENCHMARKS.md)
   turnd healthcheck       exit 0 when the local turnd is ready (for containers)
 
+Clients of a running turnd (--url or TURND_URL, --token or TURND_TOKEN):
+  turnd tail     SESSION                 follow a session's ledger
+  turnd post     SESSION [FILE|-]        post a turn, print its results
+  turnd turn     SESSION TURN            print a turn
+  turnd sessions                         list the sessions, newest first
+  turnd turns    SESSION                 list a session's turns, newest first
+  turnd complete KEY --output JSON | --error CODE:MESSAGE | --file PATH
+                                         deliver a deferred call's result
+
 Run 'turnd serve -h' for the flags. Every flag also reads an environment
 variable (shown in its help); secrets take a _FILE variant.`
 
@@ -76,6 +86,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return migrate(ctx, cfg, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr, env)
+	case "tail":
+		return runTail(ctx, args[1:], stdout, stderr, env)
+	case "post":
+		return runPost(ctx, args[1:], os.Stdin, stdout, stderr, env)
+	case "turn":
+		return runTurn(ctx, args[1:], stdout, stderr, env)
+	case "sessions":
+		return runSessions(ctx, args[1:], stdout, stderr, env)
+	case "turns":
+		return runTurns(ctx, args[1:], stdout, stderr, env)
+	case "complete":
+		return runComplete(ctx, args[1:], os.Stdin, stdout, stderr, env)
 	case "healthcheck":
 		return healthcheck(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":

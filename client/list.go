@@ -1,0 +1,137 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// The listing endpoints (GET /v1/sessions, GET /v1/sessions/{id}/turns)
+// are newer than some servers: an older turnd answers them 404
+// (IsNotFound). TestContract checks these types against openapi.yaml once
+// its schemas (SessionPage, SessionSummary, TurnPage, TurnSummary) are
+// there.
+
+// SessionSummary is a session in a listing: the session, its number of
+// turns, its calls parked now, and the time of its newest ledger line.
+type SessionSummary struct {
+	Session
+	Turns        int       `json:"turns"`
+	Pending      int       `json:"pending"`
+	LastActivity time.Time `json:"last_activity"`
+}
+
+// SessionPage is a page of sessions, newest first. NextAfter is the cursor
+// of the next page, empty on the last one.
+type SessionPage struct {
+	Sessions  []SessionSummary `json:"sessions"`
+	NextAfter string           `json:"next_after"`
+}
+
+// TurnSummary is a turn in a listing, without its results.
+type TurnSummary struct {
+	ID        string     `json:"id"`
+	Status    string     `json:"status"`
+	Calls     int        `json:"calls"`
+	Pending   int        `json:"pending"`
+	CreatedAt time.Time  `json:"created_at"`
+	SettledAt *time.Time `json:"settled_at"`
+}
+
+// TurnPage is a page of a session's turns, newest first.
+type TurnPage struct {
+	Turns     []TurnSummary `json:"turns"`
+	NextAfter string        `json:"next_after"`
+}
+
+// ListOptions select a listing page: after is the previous page's
+// NextAfter ("" for the first page), Limit at most 500 (0: the server's
+// default), Status keeps only turns in that status (turns only).
+type ListOptions struct {
+	After  string
+	Limit  int
+	Status string
+}
+
+func (o ListOptions) query() string {
+	q := url.Values{}
+	if o.After != "" {
+		q.Set("after", o.After)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Status != "" {
+		q.Set("status", o.Status)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// SessionsPage reads one page of sessions, newest first.
+func (c *Client) SessionsPage(ctx context.Context, opts ListOptions) (*SessionPage, error) {
+	opts.Status = ""
+	var p SessionPage
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions" + opts.query()}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// TurnsPage reads one page of a session's turns, newest first.
+func (c *Client) TurnsPage(ctx context.Context, sessionID string, opts ListOptions) (*TurnPage, error) {
+	var p TurnPage
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID) + "/turns" + opts.query()}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Sessions iterates over every session, newest first, page by page.
+func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[SessionSummary, error] {
+	return func(yield func(SessionSummary, error) bool) {
+		for {
+			p, err := c.SessionsPage(ctx, opts)
+			if err != nil {
+				yield(SessionSummary{}, err)
+				return
+			}
+			for _, s := range p.Sessions {
+				if !yield(s, nil) {
+					return
+				}
+			}
+			if p.NextAfter == "" {
+				return
+			}
+			opts.After = p.NextAfter
+		}
+	}
+}
+
+// Turns iterates over a session's turns, newest first, page by page.
+func (c *Client) Turns(ctx context.Context, sessionID string, opts ListOptions) iter.Seq2[TurnSummary, error] {
+	return func(yield func(TurnSummary, error) bool) {
+		for {
+			p, err := c.TurnsPage(ctx, sessionID, opts)
+			if err != nil {
+				yield(TurnSummary{}, err)
+				return
+			}
+			for _, t := range p.Turns {
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if p.NextAfter == "" {
+				return
+			}
+			opts.After = p.NextAfter
+		}
+	}
+}

@@ -1,0 +1,477 @@
+// The TypeScript client of turnd: fetch and WebCrypto only (Node 20+ and
+// browsers), its types generated from openapi.yaml (src/openapi.ts, checked
+// against it by `npm run check-types`).
+
+import type { components } from "./openapi.js";
+
+export type { components, paths, operations } from "./openapi.js";
+
+type Schemas = components["schemas"];
+export type Session = Schemas["Session"];
+export type SessionRequest = Schemas["SessionRequest"];
+export type TurnRequest = Schemas["TurnRequest"];
+export type Call = Schemas["Call"];
+export type Turn = Schemas["Turn"];
+export type Result = Schemas["Result"];
+export type LedgerLine = Schemas["LedgerLine"];
+export type LedgerPage = Schemas["LedgerPage"];
+export type Tool = Schemas["Tool"];
+export type Delivery = Schemas["Delivery"];
+export type DeliveryAck = Schemas["DeliveryAck"];
+export type CompletionInfo = Schemas["CompletionInfo"];
+export type Problem = Schemas["Problem"];
+
+/** The provider formats a turn may be posted in. */
+export type ProviderFormat = "openai.chat" | "openai.responses" | "anthropic.messages";
+
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+
+/** An answer the server gave as an RFC 9457 problem (or any 4xx/5xx). */
+export class TurndError extends Error {
+  readonly status: number;
+  /** The stable machine-readable code: not_found, turn_conflict, … */
+  readonly code: string;
+  readonly title: string;
+  readonly detail?: string;
+  readonly type?: string;
+  /** The server's Retry-After in milliseconds, 0 when it sent none. */
+  readonly retryAfterMs: number;
+
+  constructor(status: number, problem: Partial<Problem>, retryAfterMs: number) {
+    const code = problem.code ?? `http_${status}`;
+    super(problem.detail ? `turnd answered ${status} ${code}: ${problem.detail}` : `turnd answered ${status} ${code}`);
+    this.name = "TurndError";
+    this.status = status;
+    this.code = code;
+    this.title = problem.title ?? "";
+    this.detail = problem.detail;
+    this.type = problem.type;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Bounds on the client's own retries (connection errors, 503). */
+export interface RetryPolicy {
+  /** Most attempts per request, the first included (default 4). */
+  maxAttempts?: number;
+  /** Most total time waited between attempts (default 30 s). */
+  maxWaitMs?: number;
+  /** First wait when there is no Retry-After, doubled each time (default 200 ms). */
+  backoffMs?: number;
+}
+
+export interface ClientOptions {
+  /** turnd's base URL (default http://127.0.0.1:8080). */
+  url?: string;
+  /** Bearer token for /v1 (not sent to /v1/complete, whose key is the credential). */
+  token?: string;
+  /** Signs completion deliveries and heartbeats (Standard Webhooks). */
+  signingSecret?: string;
+  retry?: RetryPolicy;
+  /** The fetch to use (default globalThis.fetch). */
+  fetch?: typeof fetch;
+}
+
+export interface PostOptions {
+  /** Hold until the turn settles or this many seconds pass (Prefer: wait). */
+  waitSeconds?: number;
+  /** Answer at once (Prefer: respond-async). */
+  async?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface ProviderOptions extends PostOptions {
+  /** The turn id; default the message's own id, so that a retry replays. */
+  turnId?: string;
+  /** Answer waiting calls with placeholders now (pending=placeholder). */
+  placeholders?: boolean;
+  mode?: "ordered" | "concurrent";
+  failurePolicy?: "isolate" | "fail_fast";
+}
+
+/**
+ * What a provider-format post answers: `messages` to append when `ready`;
+ * otherwise the turn is running or waiting and `turn` is its state.
+ */
+export interface ProviderReply<M = unknown> {
+  ready: boolean;
+  messages?: M;
+  status: string;
+  placeholders: number;
+  followUp?: string;
+  replayed: boolean;
+  turn?: Turn;
+}
+
+/** A posted turn, with whether it was replayed from the record. */
+export type PostedTurn = Turn & { replayed: boolean };
+
+interface Req {
+  method: string;
+  path: string;
+  body?: string;
+  headers?: Record<string, string>;
+  noAuth?: boolean;
+  sign?: boolean;
+  signal?: AbortSignal;
+}
+
+/** A fresh turn id: "turn_" and 26 base32 characters (128 random bits). */
+export function newTurnId(): string {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  const bytes = crypto.getRandomValues(new Uint8Array(26));
+  let s = "turn_";
+  for (const b of bytes) s += alphabet[b & 31];
+  return s;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+
+function retryAfterMs(v: string | null): number {
+  if (!v) return 0;
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? 0 : Math.max(0, t - Date.now());
+}
+
+async function errorFrom(resp: Response): Promise<TurndError> {
+  let problem: Partial<Problem> = {};
+  const text = await resp.text().catch(() => "");
+  try {
+    problem = JSON.parse(text);
+  } catch {
+    problem = { detail: text || undefined };
+  }
+  return new TurndError(resp.status, problem, retryAfterMs(resp.headers.get("Retry-After")));
+}
+
+const enc = (s: string) => encodeURIComponent(s);
+const turnPath = (session: string, turn: string) => `/v1/sessions/${enc(session)}/turns/${enc(turn)}`;
+
+/** The path of a completion key, given bare or as its complete URL. */
+function completePath(key: string): string {
+  const m = /^https?:\/\/[^/]+\/v1\/complete\/([^/?#]+)/.exec(key);
+  return "/v1/complete/" + (m ? m[1] : enc(key));
+}
+
+export class Client {
+  readonly url: string;
+  private readonly token?: string;
+  private readonly fetch: typeof fetch;
+  private readonly retry: Required<RetryPolicy>;
+  private readonly signer?: Promise<CryptoKey>;
+
+  constructor(opts: ClientOptions = {}) {
+    this.url = (opts.url ?? DEFAULT_URL).replace(/\/+$/, "");
+    if (!/^https?:\/\/[^/]+/.test(this.url)) throw new Error(`turnd client: base URL ${this.url}: want http(s)://host[:port]`);
+    this.token = opts.token;
+    this.fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.retry = { maxAttempts: 4, maxWaitMs: 30_000, backoffMs: 200, ...opts.retry };
+    if (opts.signingSecret) this.signer = importSigningKey(opts.signingSecret);
+  }
+
+  /** Sends a request, retrying connection errors and 503 within the policy. */
+  private async do(r: Req): Promise<Response> {
+    let waited = 0;
+    let backoff = this.retry.backoffMs;
+    for (let attempt = 1; ; attempt++) {
+      let wait: number;
+      let err: unknown;
+      try {
+        const resp = await this.send(r);
+        if (resp.status < 400) return resp;
+        const e = await errorFrom(resp);
+        if (resp.status !== 503) throw e;
+        err = e;
+        wait = e.retryAfterMs || backoff;
+      } catch (e) {
+        if (e instanceof TurndError && e.status !== 503) throw e;
+        if (r.signal?.aborted) throw e;
+        err = e;
+        wait = e instanceof TurndError ? e.retryAfterMs || backoff : backoff;
+      }
+      if (attempt >= this.retry.maxAttempts || waited + wait > this.retry.maxWaitMs) throw err;
+      await sleep(wait, r.signal);
+      waited += wait;
+      backoff *= 2;
+    }
+  }
+
+  private async send(r: Req): Promise<Response> {
+    const headers: Record<string, string> = { Accept: "application/json, application/problem+json", ...r.headers };
+    if (r.body !== undefined) headers["Content-Type"] = "application/json";
+    if (this.token && !r.noAuth) headers["Authorization"] = `Bearer ${this.token}`;
+    if (r.sign && this.signer) Object.assign(headers, await signHeaders(await this.signer, r.body ?? ""));
+    return this.fetch(this.url + r.path, { method: r.method, headers, body: r.body, signal: r.signal });
+  }
+
+  private async json<T>(r: Req): Promise<{ value: T; resp: Response }> {
+    const resp = await this.do(r);
+    return { value: (await resp.json()) as T, resp };
+  }
+
+  /** Creates a session explicitly (the first turn to an unknown id creates it too). */
+  async createSession(req: SessionRequest = {}, signal?: AbortSignal): Promise<Session> {
+    return (await this.json<Session>({ method: "POST", path: "/v1/sessions", body: JSON.stringify(req), signal })).value;
+  }
+
+  async session(id: string, signal?: AbortSignal): Promise<Session> {
+    return (await this.json<Session>({ method: "GET", path: `/v1/sessions/${enc(id)}`, signal })).value;
+  }
+
+  /**
+   * Posts a native turn. A turn without an id gets one before the first
+   * attempt, so the client's own retries replay it instead of running it twice.
+   */
+  async postTurn(session: string, req: TurnRequest, opts: PostOptions = {}): Promise<PostedTurn> {
+    const body = { ...req, id: req.id ?? newTurnId() };
+    const { value, resp } = await this.json<Turn>({
+      method: "POST",
+      path: `/v1/sessions/${enc(session)}/turns`,
+      body: JSON.stringify(body),
+      headers: prefer(opts),
+      signal: opts.signal,
+    });
+    return { ...value, replayed: resp.headers.get("Turnd-Replayed") === "true" };
+  }
+
+  /**
+   * Posts a provider's own message (an OpenAI Chat Completion or its message,
+   * a Responses API response, an Anthropic message) and answers the messages
+   * to append to the conversation.
+   */
+  async postProvider<M = unknown>(session: string, format: ProviderFormat, message: unknown, opts: ProviderOptions = {}): Promise<ProviderReply<M>> {
+    const q = new URLSearchParams({ format });
+    if (opts.turnId) q.set("turn_id", opts.turnId);
+    if (opts.placeholders) q.set("pending", "placeholder");
+    if (opts.mode) q.set("mode", opts.mode);
+    if (opts.failurePolicy) q.set("failure_policy", opts.failurePolicy);
+    const body = typeof message === "string" ? message : JSON.stringify(message);
+    return this.providerReply<M>({ method: "POST", path: `/v1/sessions/${enc(session)}/turns?${q}`, body, headers: prefer(opts), signal: opts.signal });
+  }
+
+  /** postProvider with format openai.chat: answers the tool messages. */
+  postOpenAIChat(session: string, completion: unknown, opts?: ProviderOptions) {
+    return this.postProvider<Array<{ role: "tool"; tool_call_id: string; content: string }>>(session, "openai.chat", completion, opts);
+  }
+
+  /** postProvider with format openai.responses: answers the function_call_output items. */
+  postOpenAIResponse(session: string, response: unknown, opts?: ProviderOptions) {
+    return this.postProvider<Array<{ type: "function_call_output"; call_id: string; output: string }>>(session, "openai.responses", response, opts);
+  }
+
+  /** postProvider with format anthropic.messages: answers the user message of tool_result blocks. */
+  postAnthropicMessage(session: string, message: unknown, opts?: ProviderOptions) {
+    return this.postProvider<{ role: "user"; content: Array<Record<string, unknown>> }>(session, "anthropic.messages", message, opts);
+  }
+
+  /** A turn's rendering in a provider format; with followUp, the real results of its placeholders. */
+  providerResults<M = unknown>(session: string, turn: string, format: ProviderFormat, followUp = false, signal?: AbortSignal) {
+    const q = new URLSearchParams({ format });
+    if (followUp) q.set("since", "placeholder");
+    return this.providerReply<M>({ method: "GET", path: `${turnPath(session, turn)}?${q}`, signal });
+  }
+
+  private async providerReply<M>(r: Req): Promise<ProviderReply<M>> {
+    const resp = await this.do(r);
+    const reply: ProviderReply<M> = {
+      ready: resp.status === 200,
+      status: resp.headers.get("Turnd-Turn-Status") ?? "",
+      placeholders: Number(resp.headers.get("Turnd-Placeholders") ?? 0),
+      followUp: resp.headers.get("Turnd-Follow-Up") ?? undefined,
+      replayed: resp.headers.get("Turnd-Replayed") === "true",
+    };
+    const body = await resp.json();
+    if (reply.ready) reply.messages = body as M;
+    else {
+      reply.turn = body as Turn;
+      reply.status ||= reply.turn.status;
+    }
+    return reply;
+  }
+
+  async turn(session: string, turn: string, signal?: AbortSignal): Promise<Turn> {
+    return (await this.json<Turn>({ method: "GET", path: turnPath(session, turn), signal })).value;
+  }
+
+  /** Holds until the turn settles (completed, failed, cancelled), by long polls of at most 60 s. */
+  async await(session: string, turn: string, signal?: AbortSignal): Promise<Turn> {
+    for (;;) {
+      const { value } = await this.json<Turn>({ method: "GET", path: turnPath(session, turn), headers: { Prefer: "wait=60" }, signal });
+      if (value.status === "completed" || value.status === "failed" || value.status === "cancelled") return value;
+    }
+  }
+
+  async cancel(session: string, turn: string, signal?: AbortSignal): Promise<Turn> {
+    return (await this.json<Turn>({ method: "POST", path: `${turnPath(session, turn)}/cancel`, signal })).value;
+  }
+
+  async tools(session?: string, signal?: AbortSignal): Promise<Tool[]> {
+    const q = session ? `?session_id=${enc(session)}` : "";
+    return (await this.json<{ tools: Tool[] }>({ method: "GET", path: `/v1/tools${q}`, signal })).value.tools;
+  }
+
+  async ledgerPage(session: string, after = 0, limit?: number, signal?: AbortSignal): Promise<LedgerPage> {
+    const q = new URLSearchParams({ after: String(after) });
+    if (limit) q.set("limit", String(limit));
+    return (await this.json<LedgerPage>({ method: "GET", path: `/v1/sessions/${enc(session)}/ledger?${q}`, signal })).value;
+  }
+
+  /** The session's ledger lines after `after`, page by page, to the end. */
+  async *ledger(session: string, after = 0, signal?: AbortSignal): AsyncGenerator<LedgerLine> {
+    for (;;) {
+      const page = await this.ledgerPage(session, after, undefined, signal);
+      if (page.lines.length === 0) return;
+      yield* page.lines;
+      after = page.next_after;
+    }
+  }
+
+  /**
+   * The turn's ledger lines as the server streams them (Server-Sent Events),
+   * after lastSeq, to its turn_settled line; a dropped stream is resumed
+   * with Last-Event-ID.
+   */
+  async *events(session: string, turn: string, lastSeq = 0, signal?: AbortSignal): AsyncGenerator<LedgerLine> {
+    let failures = 0;
+    for (;;) {
+      const headers: Record<string, string> = { Accept: "text/event-stream" };
+      if (lastSeq > 0) headers["Last-Event-ID"] = String(lastSeq);
+      const resp = await this.do({ method: "GET", path: `${turnPath(session, turn)}/events`, headers, signal });
+      let progressed = false;
+      try {
+        for await (const line of sseLines(resp.body!)) {
+          progressed = true;
+          lastSeq = line.seq;
+          yield line;
+          if (line.kind === "turn_settled") return;
+        }
+      } catch (e) {
+        if (signal?.aborted) throw e;
+      } finally {
+        await resp.body?.cancel().catch(() => {});
+      }
+      if (!progressed) {
+        // A settled turn whose lines the client has seen closes at once.
+        const t = await this.turn(session, turn, signal).catch(() => undefined);
+        if (t && ["completed", "failed", "cancelled"].includes(t.status)) return;
+      }
+      if (progressed) failures = 0;
+      if (++failures >= this.retry.maxAttempts) throw new Error(`turnd client: the event stream of turn ${turn} ended before turn_settled`);
+    }
+  }
+
+  /** Delivers a deferred call's output (any JSON value). */
+  complete(key: string, output: unknown, signal?: AbortSignal): Promise<DeliveryAck> {
+    return this.deliver(key, JSON.stringify({ output: output ?? null }), signal);
+  }
+
+  /** Delivers a deferred call's failure. */
+  completeError(key: string, code: string, message?: string, signal?: AbortSignal): Promise<DeliveryAck> {
+    return this.deliver(key, JSON.stringify({ error: { code, message } }), signal);
+  }
+
+  private async deliver(key: string, body: string, signal?: AbortSignal): Promise<DeliveryAck> {
+    return (await this.json<DeliveryAck>({ method: "POST", path: completePath(key), body, noAuth: true, sign: true, signal })).value;
+  }
+
+  /** Moves the key's heartbeat deadline; answers the key's state. */
+  async heartbeat(key: string, signal?: AbortSignal): Promise<CompletionInfo> {
+    return (await this.json<CompletionInfo>({ method: "POST", path: `${completePath(key)}/heartbeat`, body: "", noAuth: true, sign: true, signal })).value;
+  }
+
+  async completionStatus(key: string, signal?: AbortSignal): Promise<CompletionInfo> {
+    return (await this.json<CompletionInfo>({ method: "GET", path: completePath(key), noAuth: true, signal })).value;
+  }
+}
+
+function prefer(opts: PostOptions): Record<string, string> {
+  if (opts.async) return { Prefer: "respond-async" };
+  if (opts.waitSeconds && opts.waitSeconds > 0) return { Prefer: `wait=${Math.ceil(opts.waitSeconds)}` };
+  return {};
+}
+
+/** Parses an SSE body into the LedgerLines of its events. */
+async function* sseLines(body: ReadableStream<Uint8Array>): AsyncGenerator<LedgerLine> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  let data: string[] = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += decoder.decode(value, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      let line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line.endsWith("\r")) line = line.slice(0, -1);
+      if (line === "") {
+        if (data.length > 0) yield JSON.parse(data.join("\n")) as LedgerLine;
+        data = [];
+        continue;
+      }
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let v = colon < 0 ? "" : line.slice(colon + 1);
+      if (v.startsWith(" ")) v = v.slice(1);
+      if (field === "data") data.push(v);
+    }
+  }
+}
+
+// Standard Webhooks: HMAC-SHA256 over "id.timestamp.body", sent as
+// "v1,<base64>". The secret's forms are the server's: "whsec_" + base64,
+// bare padded base64 of at least 24 bytes, or a raw string of at least 32.
+
+function fromBase64(s: string): Uint8Array | undefined {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s)) return undefined;
+  try {
+    const bin = atob(s.padEnd(Math.ceil(s.length / 4) * 4, "="));
+    return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  } catch {
+    return undefined;
+  }
+}
+
+function signingKeyBytes(secret: string): Uint8Array {
+  secret = secret.trim();
+  if (secret.startsWith("whsec_")) {
+    const key = fromBase64(secret.slice(6));
+    if (!key || key.length < 24) throw new Error("turnd client: the signing secret after whsec_ must be base64 of at least 24 bytes");
+    return key;
+  }
+  if (secret.length % 4 === 0) {
+    const key = fromBase64(secret);
+    if (key && key.length >= 24) return key;
+  }
+  const raw = new TextEncoder().encode(secret);
+  if (raw.length < 32) throw new Error("turnd client: a signing secret is whsec_ + base64 of at least 24 bytes, or at least 32 bytes of text");
+  return raw;
+}
+
+async function importSigningKey(secret: string): Promise<CryptoKey> {
+  const bytes = signingKeyBytes(secret);
+  return crypto.subtle.importKey("raw", bytes as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
+
+async function signHeaders(key: CryptoKey, body: string): Promise<Record<string, string>> {
+  const id = "msg_" + newTurnId().slice(5);
+  const ts = String(Math.floor(Date.now() / 1000));
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${ts}.${body}`)));
+  let bin = "";
+  for (const b of mac) bin += String.fromCharCode(b);
+  return { "webhook-id": id, "webhook-timestamp": ts, "webhook-signature": `v1,${btoa(bin)}` };
+}
