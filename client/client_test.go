@@ -316,4 +316,27 @@ func testListing(t *testing.T, c *client.Client) {
 	if err != nil || len(p.Turns) != 1 || p.Turns[0].ID != "approve-2" {
 		t.Errorf("cancelled turns: %+v %v", p, err)
 	}
+	calls, err := c.TurnCalls(ctx, "deferred", "approve-1")
+	if err != nil || len(calls) != 2 || calls[1].ID != "a1" || !strings.Contains(string(calls[1].Arguments), "Ship it?") {
+		t.Errorf("TurnCalls: %+v %v", calls, err)
+	}
+	// Nothing is parked now (the approvals were answered or cancelled).
+	for pc, err := range c.Pending(ctx, client.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pc.SessionID == "deferred" {
+			t.Errorf("a call still parked: %+v", pc)
+		}
+	}
+	parked, err := c.PostTurn(ctx, "parked", client.TurnRequest{ID: "wait-1", Calls: []client.Call{
+		{ID: "w1", Name: "approval", Arguments: args(t, map[string]any{"prompt": "later"})},
+	}}, nil)
+	if err != nil || parked.Status != "waiting" {
+		t.Fatalf("a parked turn: %+v %v", parked, err)
+	}
+	pp, err := c.PendingPage(ctx, client.ListOptions{})
+	if err != nil || len(pp.Pending) == 0 || pp.Pending[0].SessionID != "parked" || pp.Pending[0].CallID != "w1" || pp.Pending[0].Tool != "approval" {
+		t.Errorf("PendingPage: %+v %v", pp, err)
+	}
 }

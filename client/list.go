@@ -9,11 +9,9 @@ import (
 	"time"
 )
 
-// The listing endpoints (GET /v1/sessions, GET /v1/sessions/{id}/turns)
-// are newer than some servers: an older turnd answers them 404
-// (IsNotFound). TestContract checks these types against openapi.yaml once
-// its schemas (SessionPage, SessionSummary, TurnPage, TurnSummary) are
-// there.
+// The listing endpoints (GET /v1/sessions, GET /v1/sessions/{id}/turns,
+// GET /v1/pending) are newer than some servers: an older turnd answers
+// them 404 or 405.
 
 // SessionSummary is a session in a listing: the session, its number of
 // turns, its calls parked now, and the time of its newest ledger line.
@@ -134,4 +132,69 @@ func (c *Client) Turns(ctx context.Context, sessionID string, opts ListOptions) 
 			opts.After = p.NextAfter
 		}
 	}
+}
+
+// ParkedCall is a call parked on a completion key, as the pending listing
+// gives it: never the key itself.
+type ParkedCall struct {
+	SessionID         string     `json:"session_id"`
+	TurnID            string     `json:"turn_id"`
+	CallIndex         int        `json:"call_index"`
+	CallID            string     `json:"call_id"`
+	Tool              string     `json:"tool"`
+	ParkedAt          time.Time  `json:"parked_at"`
+	Deadline          *time.Time `json:"deadline"`
+	HeartbeatTimeout  string     `json:"heartbeat_timeout,omitempty"`
+	HeartbeatDeadline *time.Time `json:"heartbeat_deadline"`
+	OnTimeout         string     `json:"on_timeout"`
+	OnCancel          string     `json:"on_cancel"`
+}
+
+// PendingPage is a page of parked calls across sessions, newest first.
+type PendingPage struct {
+	Pending   []ParkedCall `json:"pending"`
+	NextAfter string       `json:"next_after"`
+}
+
+// PendingPage reads one page of the calls parked now, across sessions.
+func (c *Client) PendingPage(ctx context.Context, opts ListOptions) (*PendingPage, error) {
+	opts.Status = ""
+	var p PendingPage
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/pending" + opts.query()}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Pending iterates over the calls parked now, newest first, page by page.
+func (c *Client) Pending(ctx context.Context, opts ListOptions) iter.Seq2[ParkedCall, error] {
+	return func(yield func(ParkedCall, error) bool) {
+		for {
+			p, err := c.PendingPage(ctx, opts)
+			if err != nil {
+				yield(ParkedCall{}, err)
+				return
+			}
+			for _, pc := range p.Pending {
+				if !yield(pc, nil) {
+					return
+				}
+			}
+			if p.NextAfter == "" {
+				return
+			}
+			opts.After = p.NextAfter
+		}
+	}
+}
+
+// TurnCalls reads a turn's calls as posted, arguments included.
+func (c *Client) TurnCalls(ctx context.Context, sessionID, turnID string) ([]Call, error) {
+	var body struct {
+		Calls []Call `json:"calls"`
+	}
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID) + "/turns/" + esc(turnID) + "/calls"}, &body); err != nil {
+		return nil, err
+	}
+	return body.Calls, nil
 }
