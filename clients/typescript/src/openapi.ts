@@ -141,7 +141,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List sessions, newest first
+         * @description A page of sessions in descending order of creation (ties by id),
+         *     each with its number of turns, how many of its calls are parked on
+         *     a completion key now, and the time of its newest ledger line (its
+         *     creation time when it has none). Pass `next_after` as `after` for
+         *     the next page; it is empty on the last page. Each page is one index
+         *     scan from the cursor, however many sessions there are.
+         */
+        get: operations["listSessions"];
         put?: never;
         /**
          * Create a session
@@ -211,7 +220,15 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List a session's turns, newest first
+         * @description A page of the session's turns in descending order of receipt (ties
+         *     by id), without their results: status, number of calls, calls
+         *     parked now, creation and settlement times. `status` keeps only
+         *     turns in that status. Pass `next_after` as `after` for the next
+         *     page; it is empty on the last page.
+         */
+        get: operations["listTurns"];
         put?: never;
         /**
          * Run an assistant turn
@@ -390,6 +407,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{session_id}/turns/{turn_id}/calls": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /**
+                 * @description The session's id.
+                 * @example conv-42
+                 */
+                session_id: components["parameters"]["SessionID"];
+                /**
+                 * @description The turn's id.
+                 * @example turn-1
+                 */
+                turn_id: components["parameters"]["TurnID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a turn's calls as posted
+         * @description The turn's calls in call order, with their arguments as posted:
+         *     what its results and ledger lines refer to by call id.
+         */
+        get: operations["getTurnCalls"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{session_id}/turns/{turn_id}/cancel": {
         parameters: {
             query?: never;
@@ -476,6 +534,40 @@ export interface paths {
          *     next page; an empty page means the reader is up to date.
          */
         get: operations["getLedger"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pending": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the calls parked across sessions, newest first
+         * @description A page of the calls parked on a completion key now (their turns
+         *     waiting for an external system), across sessions, in descending
+         *     order of parking: tool, deadlines and what happens at the
+         *     deadline. Never the completion key, which only the tool's external
+         *     system holds. Pass `next_after` as `after` for the next page; it is
+         *     empty on the last page.
+         */
+        get: operations["listPending"];
         put?: never;
         post?: never;
         delete?: never;
@@ -798,6 +890,65 @@ export interface components {
             callback_url?: string | null;
             /** @description Any JSON value, stored and returned as is. */
             metadata?: Record<string, never> | unknown[] | string | number | boolean | null;
+        } & {
+            [key: string]: unknown;
+        };
+        SessionPage: {
+            sessions: components["schemas"]["SessionSummary"][];
+            /** @description The cursor of the next page; empty on the last page. */
+            next_after: string;
+        } & {
+            [key: string]: unknown;
+        };
+        SessionSummary: components["schemas"]["Session"] & {
+            /** @description The session's turns. */
+            turns: number;
+            /** @description Its calls parked on a completion key now. */
+            pending: number;
+            last_activity: components["schemas"]["Timestamp"];
+        };
+        TurnPage: {
+            turns: components["schemas"]["TurnSummary"][];
+            /** @description The cursor of the next page; empty on the last page. */
+            next_after: string;
+        } & {
+            [key: string]: unknown;
+        };
+        TurnSummary: {
+            id: components["schemas"]["ID"];
+            /** @enum {string} */
+            status: "running" | "waiting" | "completed" | "failed" | "cancelled";
+            /** @description The turn's calls. */
+            calls: number;
+            /** @description Its calls parked on a completion key now. */
+            pending: number;
+            created_at: components["schemas"]["Timestamp"];
+            settled_at: components["schemas"]["Timestamp"] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        PendingPage: {
+            pending: components["schemas"]["ParkedCall"][];
+            /** @description The cursor of the next page; empty on the last page. */
+            next_after: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description A call parked on a completion key (never the key itself). */
+        ParkedCall: {
+            session_id: components["schemas"]["ID"];
+            turn_id: components["schemas"]["ID"];
+            call_index: number;
+            call_id: string;
+            tool: string;
+            parked_at: components["schemas"]["Timestamp"];
+            deadline: components["schemas"]["Timestamp"] | null;
+            /** @description The heartbeat clock's period (a Go duration); absent without one. */
+            heartbeat_timeout?: string;
+            heartbeat_deadline: components["schemas"]["Timestamp"] | null;
+            /** @description What the deadline does (error_as_result or fail_turn). */
+            on_timeout: string;
+            on_cancel: string;
         } & {
             [key: string]: unknown;
         };
@@ -1928,6 +2079,14 @@ export interface components {
     };
     parameters: {
         /**
+         * @description The `next_after` of the previous page (an opaque cursor); absent
+         *     for the first page. A value this listing did not return is 400
+         *     `invalid_query`.
+         */
+        ListAfter: string;
+        /** @description The most rows of the page, 1-500 (default 50). */
+        ListLimit: number;
+        /**
          * @description A model provider's wire format: `openai.chat` (Chat Completions),
          *     `openai.responses` (Responses API) or `anthropic.messages`
          *     (Messages API). Any other value is 400 `unknown_format`, whose
@@ -2242,6 +2401,50 @@ export interface operations {
             500: components["responses"]["Internal"];
         };
     };
+    listSessions: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The `next_after` of the previous page (an opaque cursor); absent
+                 *     for the first page. A value this listing did not return is 400
+                 *     `invalid_query`.
+                 */
+                after?: components["parameters"]["ListAfter"];
+                /** @description The most rows of the page, 1-500 (default 50). */
+                limit?: components["parameters"]["ListLimit"];
+            };
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of sessions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionPage"];
+                };
+            };
+            400: components["responses"]["InvalidQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
     createSession: {
         parameters: {
             query?: never;
@@ -2345,6 +2548,59 @@ export interface operations {
                     "application/json": components["schemas"]["Session"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    listTurns: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The `next_after` of the previous page (an opaque cursor); absent
+                 *     for the first page. A value this listing did not return is 400
+                 *     `invalid_query`.
+                 */
+                after?: components["parameters"]["ListAfter"];
+                /** @description The most rows of the page, 1-500 (default 50). */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only turns in this status. */
+                status?: "running" | "waiting" | "completed" | "failed" | "cancelled";
+            };
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /**
+                 * @description The session's id.
+                 * @example conv-42
+                 */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of turns. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TurnPage"];
+                };
+            };
+            400: components["responses"]["InvalidQuery"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -2667,6 +2923,56 @@ export interface operations {
             503: components["responses"]["StoreUnavailable"];
         };
     };
+    getTurnCalls: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /**
+                 * @description The session's id.
+                 * @example conv-42
+                 */
+                session_id: components["parameters"]["SessionID"];
+                /**
+                 * @description The turn's id.
+                 * @example turn-1
+                 */
+                turn_id: components["parameters"]["TurnID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The turn's calls. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        calls: components["schemas"]["Call"][];
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
     cancelTurn: {
         parameters: {
             query?: never;
@@ -2822,6 +3128,50 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    listPending: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The `next_after` of the previous page (an opaque cursor); absent
+                 *     for the first page. A value this listing did not return is 400
+                 *     `invalid_query`.
+                 */
+                after?: components["parameters"]["ListAfter"];
+                /** @description The most rows of the page, 1-500 (default 50). */
+                limit?: components["parameters"]["ListLimit"];
+            };
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of parked calls. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingPage"];
+                };
+            };
+            400: components["responses"]["InvalidQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["StoreUnavailable"];
