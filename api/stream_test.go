@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/metrics"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -248,7 +252,12 @@ func TestStreamedNDJSON(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
 		p := newProbe(t)
-		s := newStack(t, open, stackOptions{yaml: probeYAML(p)})
+		reg := prometheus.NewRegistry()
+		m, err := metrics.New(reg, metrics.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newStack(t, open, stackOptions{yaml: probeYAML(p), observer: m})
 		sp := s.stream("/v1/sessions/sess-streamed/turns", "application/x-ndjson")
 		sp.write(ndLine(map[string]any{"id": "t1"}))
 		sp.write(ndCall("r1", "pread", `{"q":"a"}`))
@@ -314,7 +323,41 @@ func TestStreamedNDJSON(t *testing.T) {
 		if r := sp.end(); r.status != 409 || r.code(t) != "turn_conflict" {
 			t.Fatalf("conflicting stream: %d %s", r.status, r.body)
 		}
+		// A broken one.
+		sp = s.stream("/v1/sessions/sess-streamed/turns", "application/x-ndjson")
+		sp.write(ndLine(map[string]any{"id": "t9"}) + "{")
+		if r := sp.end(); r.status != 422 {
+			t.Fatalf("broken stream: %d %s", r.status, r.body)
+		}
+		for series, want := range map[string]float64{
+			`turnd_streamed_turns_total{format="ndjson",outcome="completed"}`:  1,
+			`turnd_streamed_turns_total{format="ndjson",outcome="replayed"}`:   1,
+			`turnd_streamed_turns_total{format="ndjson",outcome="incomplete"}`: 2, // the conflict and the broken one
+			`turnd_early_calls_total{outcome="used"}`:                          2,
+			`turnd_early_calls_total{outcome="discarded"}`:                     0,
+			`turnd_early_lead_seconds_count`:                                   2,
+		} {
+			if got := scrapeValue(t, reg, series); got != want {
+				t.Errorf("%s = %v, want %v", series, got, want)
+			}
+		}
 	})
+}
+
+// scrapeValue is the value of one series (name{labels} as the text format
+// writes it) in reg's scrape.
+func scrapeValue(t *testing.T, reg *prometheus.Registry, series string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return -1
 }
 
 // TestStreamedDiscarded: an early read that admission does not clear is

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
@@ -178,7 +179,12 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 	})
 	go func() {
 		defer s.waves.Done()
-		defer close(e.done)
+		started := false
+		defer func() {
+			if !started {
+				close(e.done)
+			}
+		}()
 		select {
 		case <-st.lookupDone:
 		case <-ctx.Done():
@@ -201,9 +207,13 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 		}
 		tctx := tool.WithProjector(ctx, projectorFor(s, sess), s.cfg.OutputKeepCap)
 		tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
-		e.started = true
+		started, e.started = true, true
 		e.out = dispatch.InvokeEarly(tctx, spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 		e.readyAt = time.Now()
+		close(e.done)
+		if e.discarded.Load() {
+			st.pool.countDiscarded(e)
+		}
 	}()
 }
 
@@ -266,6 +276,11 @@ type earlyRun struct {
 	started bool
 	out     dispatch.Outcome
 	readyAt time.Time
+	// discarded: no wave will use it; counted: its discarding was observed
+	// (once, by whichever of discard and its run's end sees both it
+	// started and it was discarded).
+	discarded atomic.Bool
+	counted   atomic.Bool
 }
 
 // earlyPool holds a stream's early runs by call index until the turn's
@@ -322,8 +337,24 @@ func (p *earlyPool) release() {
 	}
 }
 
+// discard cancels an early run no wave will use; one that started its
+// tool counts as discarded.
 func (p *earlyPool) discard(e *earlyRun) {
+	e.discarded.Store(true)
 	e.cancel()
+	select {
+	case <-e.done:
+		if e.started {
+			p.countDiscarded(e)
+		}
+	default: // its run counts it when it ends
+	}
+}
+
+func (p *earlyPool) countDiscarded(e *earlyRun) {
+	if !e.counted.CompareAndSwap(false, true) {
+		return
+	}
 	if ob, ok := p.svc.cfg.Observer.(StreamObserver); ok {
 		ob.EarlyCall(false, 0)
 	}
