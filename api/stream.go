@@ -158,33 +158,40 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 		if !utf8.Valid(line) {
 			return &provider.IncompleteError{Missing: fmt.Sprintf("line %d is not valid UTF-8", n)}
 		}
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
+		// One struct for both kinds of line: a header must carry no call's
+		// fields, a call no header's.
+		var l struct {
+			ID            string          `json:"id"`
+			Mode          *string         `json:"mode"`
+			FailurePolicy *string         `json:"failure_policy"`
+			Name          *string         `json:"name"`
+			Arguments     json.RawMessage `json:"arguments"`
+		}
+		err := json.Unmarshal(line, &l)
 		if !header {
-			var hd struct {
-				ID            string `json:"id"`
-				Mode          string `json:"mode"`
-				FailurePolicy string `json:"failure_policy"`
-			}
-			if err := dec.Decode(&hd); err != nil || dec.More() {
-				return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not the turn header {"id", "mode"?, "failure_policy"?}: %v`, n, errOr(err, "trailing data"))}
+			if err != nil || line[0] != '{' || l.Name != nil || l.Arguments != nil {
+				return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not the turn header {"id", "mode"?, "failure_policy"?}%s`, n, errSuffix(err))}
 			}
 			header = true
-			h.mode, h.policy = dispatch.Mode(hd.Mode), dispatch.FailurePolicy(hd.FailurePolicy)
-			if err := h.Begin(hd.ID); err != nil {
+			if l.Mode != nil {
+				h.mode = dispatch.Mode(*l.Mode)
+			}
+			if l.FailurePolicy != nil {
+				h.policy = dispatch.FailurePolicy(*l.FailurePolicy)
+			}
+			if err := h.Begin(l.ID); err != nil {
 				return err
 			}
 			continue
 		}
-		var c struct {
-			ID        string          `json:"id"`
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
+		if err != nil || line[0] != '{' || l.Mode != nil || l.FailurePolicy != nil {
+			return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not a call {"id", "name", "arguments"}%s`, n, errSuffix(err))}
 		}
-		if err := dec.Decode(&c); err != nil || dec.More() {
-			return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not a call {"id", "name", "arguments"}: %v`, n, errOr(err, "trailing data"))}
+		name := ""
+		if l.Name != nil {
+			name = *l.Name
 		}
-		if err := h.Call(turn.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments}); err != nil {
+		if err := h.Call(turn.Call{ID: l.ID, Name: name, Arguments: l.Arguments}); err != nil {
 			return err
 		}
 	}
@@ -206,11 +213,11 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 	return nil
 }
 
-func errOr(err error, fallback string) string {
+func errSuffix(err error) string {
 	if err != nil {
-		return err.Error()
+		return ": " + err.Error()
 	}
-	return fallback
+	return ""
 }
 
 // streamBody is a streamed request body under the stream's deadlines: each

@@ -154,10 +154,23 @@ func (st *Stream) checkCall(i int, c Call) bool {
 	return st.svc.checkRequest(&req) == nil
 }
 
-// start runs c's tool early, once the turn's lookup says the session grants
-// it and neither the turn nor the call is answered already.
+// start runs c's tool early unless the session does not grant it or the
+// turn or the call is answered already. Those are decided as the all-read
+// path decides them (reads.go): from the session cache and the ids this
+// process saw written, reading the store (LookupTurn, once a stream) only
+// for a session not cached. A call answered where this process did not
+// see it may so start early; admission then replays it, and its early
+// result is discarded.
 func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 	s := st.svc
+	probe := Turn{SessionID: st.sessionID, ID: st.turnID, Calls: []Call{c}}
+	if s.recent.known(probe) {
+		return
+	}
+	sess, cached := s.sessions.get(st.sessionID)
+	if cached && !sess.Granted(c.Name) {
+		return
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -169,14 +182,16 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 	ctx, cancel := context.WithCancel(s.base)
 	e := &earlyRun{index: i, call: c, spec: spec, cancel: cancel, done: make(chan struct{})}
 	st.pool.add(e)
-	st.lookupOnce.Do(func() {
-		go func() {
-			defer close(st.lookupDone)
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			st.lookup, st.lookupErr = s.store.LookupTurn(lctx, st.sessionID, st.turnID, nil)
-		}()
-	})
+	if !cached {
+		st.lookupOnce.Do(func() {
+			go func() {
+				defer close(st.lookupDone)
+				lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				st.lookup, st.lookupErr = s.store.LookupTurn(lctx, st.sessionID, st.turnID, []string{c.ID})
+			}()
+		})
+	}
 	go func() {
 		defer s.waves.Done()
 		started := false
@@ -185,30 +200,37 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 				close(e.done)
 			}
 		}()
-		select {
-		case <-st.lookupDone:
-		case <-ctx.Done():
-			return
-		}
-		lk := st.lookup
-		sess := Session{ID: st.sessionID, Budget: s.cfg.Budget}
-		switch {
-		case st.lookupErr != nil, lk.TurnFound:
-			return
-		case lk.SessionFound:
-			sess = lk.Session
-			if !sess.Granted(c.Name) {
+		if !cached {
+			select {
+			case <-st.lookupDone:
+			case <-ctx.Done():
 				return
 			}
-			answered, err := s.store.Answered(ctx, st.sessionID, []string{c.ID})
-			if err != nil || len(answered) > 0 {
+			lk := st.lookup
+			sess = Session{ID: st.sessionID, Budget: s.cfg.Budget}
+			switch {
+			case st.lookupErr != nil, lk.TurnFound, lk.Answered[c.ID].Status.Final():
 				return
+			case lk.SessionFound:
+				sess = lk.Session
+				if !sess.Granted(c.Name) {
+					return
+				}
 			}
 		}
 		tctx := tool.WithProjector(ctx, projectorFor(s, sess), s.cfg.OutputKeepCap)
 		tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
 		started, e.started = true, true
+		exited := true
+		defer func() {
+			if exited { // the tool ended this goroutine (runtime.Goexit)
+				e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
+				e.readyAt = time.Now()
+				close(e.done)
+			}
+		}()
 		e.out = dispatch.InvokeEarly(tctx, spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		exited = false
 		e.readyAt = time.Now()
 		close(e.done)
 		if e.discarded.Load() {
