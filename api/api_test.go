@@ -50,7 +50,7 @@ var stores = []struct {
 // over a real store, with the builtin tools and HTTP tools served by a
 // tool server of the test's own.
 type stack struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	client *http.Client
 	store  turn.Store
@@ -78,7 +78,7 @@ type toolServer struct {
 	keys chan [2]string
 }
 
-func newToolServer(t *testing.T) *toolServer {
+func newToolServer(t testing.TB) *toolServer {
 	ts := &toolServer{keys: make(chan [2]string, 16)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /deferred", func(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +121,12 @@ func newToolServer(t *testing.T) *toolServer {
 
 func newStack(t *testing.T, open func(*testing.T) turn.Store, o stackOptions) *stack {
 	t.Helper()
+	return stackOn(t, open(t), o)
+}
+
+// stackOn is newStack over an open store st, for benchmarks too.
+func stackOn(t testing.TB, st turn.Store, o stackOptions) *stack {
+	t.Helper()
 	ts := newToolServer(t)
 	cfg := `builtin: [echo, sleep, now]
 tools:
@@ -150,7 +156,6 @@ tools:
 	if err != nil {
 		t.Fatalf("tool config: %v", err)
 	}
-	st := open(t)
 	svc, err := turn.New(turn.Config{Store: st, Tools: func() *tool.Registry { return reg }, Observer: o.observer})
 	if err != nil {
 		t.Fatal(err)

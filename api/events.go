@@ -16,10 +16,17 @@ import (
 // proxies and clients do not take it for dead.
 const keepAlive = 15 * time.Second
 
+// eventPage is how many lines the event stream reads at a time (pages are
+// bounded by bytes too: turn.MaxPageBytes).
+const eventPage = 500
+
 // turnEvents streams a turn's ledger lines as Server-Sent Events while they
 // are written: the event id is the line's seq (resume with Last-Event-ID),
 // the event name its kind, the data the line. The stream ends after the
-// turn_settled line.
+// turn_settled line. It reads the turn's lines alone (Service.TurnLedger)
+// and leaves out completion_late lines: a late delivery changes nothing
+// of the turn, and mostly comes after its settlement; the session's
+// ledger has them.
 func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 	k := turn.TurnKey{SessionID: chi.URLParam(r, "session_id"), TurnID: chi.URLParam(r, "turn_id")}
 	t, err := s.svc.GetTurn(r.Context(), k)
@@ -50,14 +57,14 @@ func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	settled := t.Status.Settled()
 	for {
-		lines, err := s.svc.Ledger(r.Context(), k.SessionID, after, 500)
+		lines, err := s.svc.TurnLedger(r.Context(), k, after, eventPage)
 		if err != nil {
 			s.log.WarnContext(r.Context(), "event stream: reading the ledger failed", "err", err)
 			return
 		}
 		for _, l := range lines {
 			after = l.Seq
-			if l.TurnID != k.TurnID {
+			if l.Kind == turn.LineCompletionLate {
 				continue
 			}
 			data, _ := json.Marshal(toLineWire(l))
@@ -65,17 +72,17 @@ func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if l.Kind == turn.LineTurnSettled {
-				settled = true
+				_ = rc.Flush()
+				return // the turn's last line
 			}
 		}
 		_ = rc.Flush()
-		if len(lines) == 500 {
-			continue // more to read
+		if len(lines) > 0 {
+			continue // a page may end at its line or byte bound: read on to an empty one
 		}
 		if settled {
-			// Everything up to the settlement is sent; a settled turn
-			// writes no more lines (a late completion aside, which belongs
-			// to the ledger, not the turn's stream).
+			// Up to date with a settled turn whose settlement the client
+			// has seen (it resumed after it).
 			if cur, err := s.svc.GetTurn(r.Context(), k); err != nil || cur.Status.Settled() {
 				return
 			}

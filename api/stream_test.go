@@ -131,7 +131,7 @@ func probeYAML(p *probe) string {
 // streamPost is a streamed POST in flight: write sends bytes, end closes
 // the body cleanly, breakOff aborts it.
 type streamPost struct {
-	t    *testing.T
+	t    testing.TB
 	pw   *io.PipeWriter
 	resp chan response
 }

@@ -12,7 +12,7 @@ import (
 
 // storeOps are the op label values of turnd_store_duration_seconds, one per
 // turn.Store method.
-var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks"}
+var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks"}
 
 // timedStore times every call of a turn.Store into
 // turnd_store_duration_seconds{op}. It embeds the store, so that a method
@@ -79,9 +79,15 @@ func (t *timedStore) GetTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, er
 }
 
 // Ledger implements turn.Store.
-func (t *timedStore) Ledger(ctx context.Context, sessionID string, after int64, limit int) ([]turn.Line, error) {
+func (t *timedStore) Ledger(ctx context.Context, sessionID string, after int64, limit, maxBytes int) ([]turn.Line, error) {
 	defer t.since("ledger", time.Now())
-	return t.Store.Ledger(ctx, sessionID, after, limit)
+	return t.Store.Ledger(ctx, sessionID, after, limit, maxBytes)
+}
+
+// TurnLedger implements turn.Store.
+func (t *timedStore) TurnLedger(ctx context.Context, sessionID, turnID string, after int64, limit, maxBytes int) ([]turn.Line, error) {
+	defer t.since("turn_ledger", time.Now())
+	return t.Store.TurnLedger(ctx, sessionID, turnID, after, limit, maxBytes)
 }
 
 // Answered implements turn.Store.
@@ -181,9 +187,9 @@ func (t *timedStore) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]tur
 }
 
 // RecordLate implements turn.Store.
-func (t *timedStore) RecordLate(ctx context.Context, k turn.TurnKey, line turn.Line) error {
+func (t *timedStore) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
 	defer t.since("record_late", time.Now())
-	return t.Store.RecordLate(ctx, k, line)
+	return t.Store.RecordLate(ctx, k, l)
 }
 
 // Secret implements turn.Store.

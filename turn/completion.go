@@ -28,6 +28,11 @@ var (
 // resolved by a timeout or a cancellation, for audit and compensation.
 const LineCompletionLate LineKind = "completion_late"
 
+// MaxLateLines is the most completion_late lines recorded for one key: one
+// per distinct payload (a repeat records nothing); deliveries of further
+// payloads are only counted (the store's late_dropped).
+const MaxLateLines = 8
+
 // Delivery is what an external system posts to a completion key: exactly
 // one of Output (any JSON) and Error.
 type Delivery struct {
@@ -211,7 +216,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 			}
 			return DeliveryResult{Recorded: c.Status}, ErrCompletionConflict
 		case CompletionTimedOut, CompletionCancelled:
-			s.recordLate(ctx, c, d)
+			s.recordLate(ctx, c, d, hash)
 			return DeliveryResult{Recorded: c.Status}, ErrCompletionGone
 		case CompletionPending:
 			err = s.resolveDelivered(ctx, c, deliveryPayload(d), hash, CompletionPending)
@@ -232,11 +237,38 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 	return DeliveryResult{}, fmt.Errorf("completion kept changing state: %w", ErrUnavailable)
 }
 
-func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery) {
-	line := Line{SessionID: c.SessionID, TurnID: c.TurnID, CallID: c.CallID, Kind: LineCompletionLate, At: s.now(),
-		Data: mustJSON(map[string]any{"status": c.Status, "key": completion.Hash(c.KeyHash).Fingerprint(), "payload": deliveryPayload(d)})}
-	if err := s.completions.RecordLate(context.WithoutCancel(ctx), TurnKey{c.SessionID, c.TurnID}, line); err != nil {
-		s.log.ErrorContext(ctx, "recording a late completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+// recordLate records a delivery to a timed-out or cancelled key as a
+// completion_late line, once per distinct payload (hash) and for at most
+// MaxLateLines payloads of the key. The line holds the payload projected by
+// the session's budget, as a call's output is, and the full payload is kept
+// as an output when the projection cut it.
+func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery, hash [32]byte) {
+	ctx = context.WithoutCancel(ctx)
+	fp := completion.Hash(c.KeyHash).Fingerprint()
+	k := TurnKey{c.SessionID, c.TurnID}
+	sess, err := s.store.GetSession(ctx, k.SessionID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "recording a late completion failed: reading its session", "key", fp, "err", err)
+		return
+	}
+	res := Result{CallID: c.CallID}
+	out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(deliveryPayload(d), true))
+	data := map[string]any{"status": c.Status, "key": fp, "payload": res.Output,
+		"truncated": res.Truncated, "original_bytes": res.OriginalBytes}
+	l := Late{KeyHash: c.KeyHash, PayloadHash: hash, Max: MaxLateLines}
+	if out != nil {
+		data["output_id"] = out.ID
+		l.Outputs = []Output{*out}
+	}
+	l.Line = Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCompletionLate, At: s.now(), Data: mustJSON(data)}
+	outcome, err := s.completions.RecordLate(ctx, k, l)
+	switch {
+	case err != nil:
+		s.log.ErrorContext(ctx, "recording a late completion failed", "key", fp, "err", err)
+	case outcome == LateDropped:
+		s.log.WarnContext(ctx, "late completion not recorded: its key has the most late payloads recorded", "key", fp, "max", MaxLateLines)
+	case outcome == LateRepeated:
+		s.log.DebugContext(ctx, "late completion already recorded", "key", fp)
 	}
 }
 

@@ -106,6 +106,29 @@ type ResolveBatch struct {
 	Now           time.Time
 }
 
+// Late is a delivery to a key already timed out or cancelled, to record
+// (see CompletionStore.RecordLate).
+type Late struct {
+	KeyHash [32]byte
+	// PayloadHash identifies the payload whatever its JSON formatting.
+	PayloadHash [32]byte
+	// Line is the completion_late line; Outputs the payload's full copy
+	// when the line holds a projection of it.
+	Line    Line
+	Outputs []Output
+	// Max is the most distinct late payloads recorded for the key.
+	Max int
+}
+
+// LateOutcome is what RecordLate did with a late delivery.
+type LateOutcome string
+
+const (
+	LateRecorded LateOutcome = "recorded"
+	LateRepeated LateOutcome = "repeated"
+	LateDropped  LateOutcome = "dropped"
+)
+
 // CompletionStore persists completion keys. It is part of Store.
 type CompletionStore interface {
 	// IssueCompletion records an issued key (status issued). Issuing a key
@@ -135,9 +158,14 @@ type CompletionStore interface {
 	PendingCount(ctx context.Context) (int64, error)
 	// TurnCompletions returns the completions of a turn.
 	TurnCompletions(ctx context.Context, k TurnKey) ([]Completion, error)
-	// RecordLate appends a completion_late line for a payload delivered to
-	// a key already timed out or cancelled.
-	RecordLate(ctx context.Context, k TurnKey, line Line) error
+	// RecordLate records l, a payload delivered to a key of turn k already
+	// timed out or cancelled, in one transaction: when the key has recorded
+	// no late payload with l.PayloadHash and fewer than l.Max of them, it
+	// appends l.Line, writes l.Outputs and keeps the hash (LateRecorded);
+	// a hash it keeps already writes nothing (LateRepeated); past l.Max
+	// the delivery is only counted (LateDropped). An unknown key or turn
+	// is ErrNotFound.
+	RecordLate(ctx context.Context, k TurnKey, l Late) (LateOutcome, error)
 	// Secret returns the completion secret kept in the database, storing
 	// generate() first when there is none (the first replica wins).
 	Secret(ctx context.Context, generate func() (string, error)) (string, error)

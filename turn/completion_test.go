@@ -134,7 +134,7 @@ func TestCompletionDeliveredLater(t *testing.T) {
 	if _, err := svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`{"approved": false}`)}); !errors.Is(err, turn.ErrCompletionConflict) {
 		t.Fatalf("different payload: %v", err)
 	}
-	lines, _ := f.store.Ledger(context.Background(), "s", 0, 100)
+	lines, _ := f.store.Ledger(context.Background(), "s", 0, 100, turn.MaxPageBytes)
 	var kinds []string
 	for _, l := range lines {
 		if strings.Contains(string(l.Data), key) || strings.Contains(string(l.Data), key[3:]) {
@@ -189,7 +189,7 @@ func TestCompletionTimeouts(t *testing.T) {
 	if _, err := svc.Complete(context.Background(), keyA, turn.Delivery{Output: json.RawMessage(`"late"`)}); !errors.Is(err, turn.ErrCompletionGone) {
 		t.Fatalf("late delivery: %v", err)
 	}
-	lines, _ := f.store.Ledger(context.Background(), "s", 0, 100)
+	lines, _ := f.store.Ledger(context.Background(), "s", 0, 100, turn.MaxPageBytes)
 	if last := lines[len(lines)-1]; last.Kind != turn.LineCompletionLate || !strings.Contains(string(last.Data), `"late"`) {
 		t.Fatalf("last line %s %s", last.Kind, last.Data)
 	}
@@ -293,7 +293,7 @@ func TestCompletionDeliveredWhileWaveRuns(t *testing.T) {
 	if tr.Status != turn.StatusCompleted || statuses(tr) != "d=ok g=ok" || string(tr.Results[0].Output) != `"later"` {
 		t.Fatalf("turn %s %s %s", tr.Status, statuses(tr), tr.Results[0].Output)
 	}
-	lines, err := f.store.Ledger(context.Background(), "s", 0, 100)
+	lines, err := f.store.Ledger(context.Background(), "s", 0, 100, turn.MaxPageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

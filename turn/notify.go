@@ -380,12 +380,12 @@ func (o observed) Resolve(ctx context.Context, b ResolveBatch) (bool, error) {
 	return settled, err
 }
 
-func (o observed) RecordLate(ctx context.Context, k TurnKey, line Line) error {
-	err := o.Store.RecordLate(ctx, k, line)
-	if err == nil {
+func (o observed) RecordLate(ctx context.Context, k TurnKey, l Late) (LateOutcome, error) {
+	outcome, err := o.Store.RecordLate(ctx, k, l)
+	if err == nil && outcome == LateRecorded {
 		o.svc.changed(k)
 	}
-	return err
+	return outcome, err
 }
 
 func (o observed) RequestCancel(ctx context.Context, k TurnKey, at time.Time) error {

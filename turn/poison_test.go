@@ -91,7 +91,7 @@ func TestPoisonOutputsAreRepaired(t *testing.T) {
 						if s := stored.Results[0]; string(s.Output) != string(res.Output) || fmt.Sprint(s.Error) != fmt.Sprint(res.Error) {
 							t.Errorf("stored %s %v, answered %s %v", s.Output, s.Error, res.Output, res.Error)
 						}
-						lines, err := f.store.Ledger(context.Background(), session, 0, 100)
+						lines, err := f.store.Ledger(context.Background(), session, 0, 100, turn.MaxPageBytes)
 						if err != nil {
 							t.Fatal(err)
 						}

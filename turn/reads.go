@@ -237,7 +237,15 @@ func (r *run) recordWhole(ctx context.Context, c Commit, status Status, settledA
 		Outputs: c.Outputs,
 		Webhook: c.Webhook,
 	}
-	err = r.svc.untilStored(r.logCtx, r.key, func() error { return r.record(ctx, rec) })
+	// Nothing of the turn is stored and its reads may run again: while the
+	// store is away the client is answered unavailable after a few tries
+	// (a recorded turn's outcomes are held until it is back: untilStored).
+	for attempt, delay := 0, 50*time.Millisecond; attempt < 6; attempt, delay = attempt+1, delay*2 {
+		if err = r.record(ctx, rec); err == nil || !errors.Is(err, ErrUnavailable) {
+			break
+		}
+		time.Sleep(delay)
+	}
 	switch {
 	case errors.Is(err, ErrTurnExists), errors.Is(err, ErrCallsAnswered):
 		r.conflict = err

@@ -522,7 +522,8 @@ func (s *Service) GetTurn(ctx context.Context, k TurnKey) (Turn, error) {
 	return visible(t), nil
 }
 
-// Ledger returns a page of a session's ledger after seq.
+// Ledger returns a page of a session's ledger after seq: up to limit
+// (1-1000) lines and MaxPageBytes of line data, at least one line.
 func (s *Service) Ledger(ctx context.Context, sessionID string, after int64, limit int) ([]Line, error) {
 	if !validPathID(sessionID) {
 		return nil, ErrNotFound
@@ -533,9 +534,28 @@ func (s *Service) Ledger(ctx context.Context, sessionID string, after int64, lim
 	if limit <= 0 || limit > 1000 {
 		return nil, invalid("limit", "must be 1-1000")
 	}
-	lines, err := s.store.Ledger(ctx, sessionID, after, limit)
+	lines, err := s.store.Ledger(ctx, sessionID, after, limit, MaxPageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
+	}
+	return lines, nil
+}
+
+// TurnLedger returns up to limit (1-1000) lines of one turn with seq >
+// after, in seq order and bounded by MaxPageBytes like Ledger's pages.
+func (s *Service) TurnLedger(ctx context.Context, k TurnKey, after int64, limit int) ([]Line, error) {
+	if !validPathID(k.SessionID) || !validPathID(k.TurnID) {
+		return nil, ErrNotFound
+	}
+	if after < 0 {
+		return nil, invalid("after", "must not be negative")
+	}
+	if limit <= 0 || limit > 1000 {
+		return nil, invalid("limit", "must be 1-1000")
+	}
+	lines, err := s.store.TurnLedger(ctx, k.SessionID, k.TurnID, after, limit, MaxPageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger of a turn: %w", err)
 	}
 	return lines, nil
 }

@@ -152,7 +152,7 @@ func (f *fixture) wantLedger(session, turnID string, kinds ...string) {
 
 func (f *fixture) kinds(session, turnID string) []string {
 	f.t.Helper()
-	lines, err := f.store.Ledger(context.Background(), session, 0, 1000)
+	lines, err := f.store.Ledger(context.Background(), session, 0, 1000, turn.MaxPageBytes)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestInvalidRequests(t *testing.T) {
 			}
 		})
 	}
-	if lines, err := f.store.Ledger(context.Background(), "s", 0, 10); !errors.Is(err, turn.ErrNotFound) || len(lines) != 0 {
+	if lines, err := f.store.Ledger(context.Background(), "s", 0, 10, turn.MaxPageBytes); !errors.Is(err, turn.ErrNotFound) || len(lines) != 0 {
 		t.Fatalf("a refused request left a trace: %v %v", lines, err)
 	}
 }

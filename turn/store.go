@@ -23,6 +23,13 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 )
 
+// MaxPageBytes bounds the line data (LineBytes) of a ledger or event page
+// the service reads: a page holds more only when it is a single line.
+const MaxPageBytes = 1 << 20
+
+// LineBytes is a line's size as ledger pages count it: its data and ids.
+func LineBytes(l Line) int { return len(l.Data) + len(l.TurnID) + len(l.CallID) + len(l.Kind) }
+
 // Receive describes a turn to record.
 type Receive struct {
 	// Session is created with these values when it does not exist yet
@@ -91,8 +98,16 @@ type Store interface {
 	GetTurn(ctx context.Context, k TurnKey) (Turn, error)
 
 	// Ledger returns up to limit lines of the session with seq > after, in
-	// seq order. An unknown session yields ErrNotFound.
-	Ledger(ctx context.Context, sessionID string, after int64, limit int) ([]Line, error)
+	// seq order, and lines only while their LineBytes sum to at most
+	// maxBytes (the first line whatever its size). It reads about a page
+	// from the database, not the whole range, and may return a shorter
+	// page than the bounds allow, never an empty one while lines remain.
+	// An unknown session yields ErrNotFound.
+	Ledger(ctx context.Context, sessionID string, after int64, limit, maxBytes int) ([]Line, error)
+	// TurnLedger is Ledger for the lines of one turn of the session, read
+	// by an index on the turn without reading its session's other lines.
+	// An unknown session or turn yields no lines, not an error.
+	TurnLedger(ctx context.Context, sessionID, turnID string, after int64, limit, maxBytes int) ([]Line, error)
 
 	// LookupTurn reads, in one round trip and without writing, what a turn
 	// about to run needs from the store: the session (SessionFound false

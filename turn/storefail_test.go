@@ -140,7 +140,7 @@ func TestRecoveryIsBounded(t *testing.T) {
 			if r, w := runs.Load(), writes.Load(); r != 1+maxResumes || w != 0 {
 				t.Errorf("the read ran %d times and the write %d, want %d and 0", r, w, 1+maxResumes)
 			}
-			lines, err := fs.Ledger(context.Background(), k.SessionID, 0, 100)
+			lines, err := fs.Ledger(context.Background(), k.SessionID, 0, 100, turn.MaxPageBytes)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -471,10 +471,10 @@ func (p *proc) ledger(sessionID string) []lineJSON {
 			Lines     []lineJSON `json:"lines"`
 			NextAfter int64      `json:"next_after"`
 		}](p.t, data)
-		lines = append(lines, page.Lines...)
-		if len(page.Lines) < 1000 {
-			break
+		if len(page.Lines) == 0 {
+			break // a page may be short by its byte bound: only an empty one ends the ledger
 		}
+		lines = append(lines, page.Lines...)
 		after = page.NextAfter
 	}
 	for i, l := range lines {

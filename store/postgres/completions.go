@@ -190,34 +190,81 @@ func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (st
 	return codec.Secret(get, insert, generate)
 }
 
-// RecordLate: the gate is the turn's existence, so a line for an unknown
-// turn writes nothing; the line's seq comes from last_seq as in Commit.
-const recordLateHead = `WITH gate AS (
-    SELECT FROM turns WHERE session_id = @session AND id = @turn
+// RecordLate's statements. The completion's row is locked first (FOR
+// UPDATE), so that concurrent late deliveries to one key decide one after
+// another on the hashes it keeps; the recording statement's gate is the
+// update that adds the payload's hash, and its lines take their seq from
+// last_seq as in Commit. A completion's row implies its turn's (the
+// foreign key), so the gate stands for the turn's existence too.
+const (
+	sqlLockLate = `SELECT late_hashes FROM completions
+WHERE key_hash = $1 AND session_id = $2 AND turn_id = $3 FOR UPDATE`
+
+	sqlDropLate = `UPDATE completions SET late_dropped = late_dropped + 1 WHERE key_hash = $1`
+
+	recordLateHead = `WITH gate AS (
+    UPDATE completions SET late_hashes = late_hashes || @hash::bytea
+    WHERE key_hash = @key
+    RETURNING 1
 )`
+)
 
-var recordLateSQL = toPositional(recordLateHead + writeLines + commitEnd)
+// recordLateSQL holds the recording statement without and with its
+// outputs (bit 0).
+var recordLateSQL = variants(recordLateHead+writeLines, commitEnd, writeOutputs)
 
-// RecordLate appends line (a completion_late line) to the session's ledger
-// with the next seq, and changes nothing else; an unknown turn is
-// turn.ErrNotFound.
-func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, line turn.Line) error {
+// lateArgs encodes l written under k as recordLateSQL's arguments and
+// returns the variant.
+func lateArgs(k turn.TurnKey, l turn.Late) (int, map[string]any, error) {
+	args := map[string]any{"session": k.SessionID, "turn": k.TurnID, "key": l.KeyHash[:], "hash": l.PayloadHash[:]}
+	if _, err := linesArgs(args, k, []turn.Line{l.Line}); err != nil {
+		return 0, nil, err
+	}
+	if outputsArgs(args, k, l.Outputs) != 0 {
+		return 1, args, nil
+	}
+	return 0, args, nil
+}
+
+// RecordLate records a late delivery at most once per payload hash and at
+// most l.Max times per key; see turn.CompletionStore.
+func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
 	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
-	if err := codec.CheckLine(k, line); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	if err := codec.CheckLate(k, l); err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	args := map[string]any{"session": k.SessionID, "turn": k.TurnID}
-	if _, err := linesArgs(args, k, []turn.Line{line}); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	variant, args, err := lateArgs(k, l)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	var found bool
-	if err := s.pool.QueryRow(ctx, recordLateSQL.sql, recordLateSQL.args(args)...).Scan(&found); err != nil {
-		return wrap(op, err)
+	var outcome turn.LateOutcome
+	err = pgx.BeginTxFunc(ctx, s.pool, resolveTx, func(tx pgx.Tx) error {
+		var hashes []byte
+		if err := tx.QueryRow(ctx, sqlLockLate, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
+			return err
+		}
+		outcome = codec.LateDecision(hashes, l)
+		switch outcome {
+		case turn.LateRepeated:
+			return nil
+		case turn.LateDropped:
+			_, err := tx.Exec(ctx, sqlDropLate, l.KeyHash[:])
+			return err
+		}
+		stmt := recordLateSQL[variant]
+		var found bool
+		if err := tx.QueryRow(ctx, stmt.sql, stmt.args(args)...).Scan(&found); err != nil {
+			return err
+		}
+		if !found {
+			return pgx.ErrNoRows
+		}
+		return nil
+	})
+	if err != nil {
+		return "", wrap(op, err)
 	}
-	if !found {
-		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
-	}
-	return nil
+	return outcome, nil
 }
 
 // Resolve runs in one transaction of four round trips after BEGIN:

@@ -8,8 +8,9 @@
 // incrementing sessions.last_seq in that same statement: the session row lock
 // serialises the session's writers and a rollback returns the seqs, so a
 // session's ledger never has gaps. A write's lines are one row
-// (ledger_batches: a seq range and the lines as a JSON array; see
-// codec.LinesJSON), read back line by line.
+// (ledger_batches: a seq range, the turn and the lines as a JSON array;
+// see codec.LinesJSON), read back line by line in pages bounded by lines
+// and bytes; a turn's rows are read by their own index.
 //
 // A turn of reads only is recorded whole once it ran (RecordTurn, which
 // refuses it when its turn id is taken or one of its call ids was answered
@@ -26,10 +27,12 @@
 //
 // Deferred completions (turn.CompletionStore) follow the same rules: a
 // commit that parks calls moves their keys in its one statement, and
-// Resolve — the one multi-statement transaction — locks the turn's row
+// Resolve — a multi-statement transaction — locks the turn's row
 // before the completions it resolves, the order Commit's lease update takes
 // too, so resolvers and committers of a turn queue on that row instead of
-// deadlocking (see Resolve).
+// deadlocking (see Resolve). RecordLate, the other one, locks only the
+// resolved key's completion row (which no resolver or committer locks any
+// more) before it appends its line.
 //
 // Replicas sharing a schema tell each other which turns changed through a
 // Notifier (turn.Notifier: pg_notify, and one dedicated LISTEN connection

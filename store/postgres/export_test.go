@@ -32,3 +32,9 @@ func RecordStatements() []string {
 	}
 	return sqls
 }
+
+// LedgerSQL and TurnLedgerSQL are the ledger page queries, for their plans.
+const (
+	LedgerSQL     = sqlLedger
+	TurnLedgerSQL = sqlTurnLedger
+)

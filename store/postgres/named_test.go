@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/turnd/turnd/turn"
 )
 
 func TestToPositional(t *testing.T) {
@@ -108,5 +110,26 @@ func checkBound(t *testing.T, what string, parts int, stmt positional, args map[
 	stmt.args(args) // panics on a missing one
 	if strings.Contains(stmt.sql, "@") {
 		t.Errorf("%s parts %b: statement still has a named parameter", what, parts)
+	}
+}
+
+// RecordLate's statement binds every argument lateArgs encodes, with and
+// without an output.
+func TestLateArgsCoverStatements(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	l := turn.Late{Max: 8, Line: turn.Line{Kind: turn.LineCompletionLate, Data: []byte(`{}`)}}
+	for variant := range recordLateSQL {
+		if variant == 1 {
+			l.Outputs = []turn.Output{{ID: "o", Data: []byte("x")}}
+		}
+		got, args, err := lateArgs(k, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != variant {
+			t.Errorf("lateArgs variant = %d, want %d", got, variant)
+		}
+		checkBound(t, "record late", variant, recordLateSQL[variant], args)
 	}
 }

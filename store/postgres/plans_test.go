@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +133,70 @@ func TestGroupStatementsPlanCacheModeFromURL(t *testing.T) {
 				t.Errorf("group pool plan_cache_mode %q, want auto from the connection string", mode)
 			}
 		})
+	}
+}
+
+// TestLedgerPlans: a turn's ledger page is read by ledger_batches_turn and
+// a session's by the primary key, in the generic plans pgx's prepared
+// statements settle on as in plans for the values at hand, on a session
+// of many turns' rows.
+func TestLedgerPlans(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	ctx := t.Context()
+	if err := s.CreateSession(ctx, turn.Session{ID: "s", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{
+		`INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+SELECT 's', 't' || (g % 1000), g, g, '[{"t":"t","c":"","k":"call_admitted","a":0}]' FROM generate_series(1, 20000) g`,
+		`UPDATE sessions SET last_seq = 20000 WHERE id = 's'`,
+		`ANALYZE ledger_batches`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, sql, params, index string
+	}{
+		{"turn", postgres.TurnLedgerSQL, `('s', 't7', 0, 500, 1048576)`, "ledger_batches_turn"},
+		{"session", postgres.LedgerSQL, `('s', 100, 500, 1048576)`, "ledger_batches_pkey"},
+	}
+	for _, tt := range tests {
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, "PREPARE plan_"+tt.name+" AS "+tt.sql); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_"+tt.name+tt.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan strings.Builder
+			for rows.Next() {
+				var l string
+				if err := rows.Scan(&l); err != nil {
+					t.Fatal(err)
+				}
+				plan.WriteString(l + "\n")
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan.String(), "Index Scan using "+tt.index) || strings.Contains(plan.String(), "Seq Scan on ledger_batches") {
+				t.Errorf("%s ledger page (%s) is not read by %s:\n%s", tt.name, mode, tt.index, plan.String())
+			}
+			if _, err := conn.Exec(ctx, "DEALLOCATE plan_"+tt.name); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

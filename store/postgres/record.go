@@ -221,10 +221,10 @@ const (
     UPDATE sessions s SET last_seq = s.last_seq + i.nlines
     FROM ins i
     WHERE s.id = i.session_id
-    RETURNING s.id, s.last_seq - i.nlines AS base, i.nlines, i.lines
+    RETURNING s.id, i.id AS turn_id, s.last_seq - i.nlines AS base, i.nlines, i.lines
 ), lines AS (
-    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
-    SELECT q.id, q.base + q.nlines, q.base + 1, q.lines::json
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.id, q.turn_id, q.base + q.nlines, q.base + 1, q.lines::json
     FROM seq q
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,

@@ -191,7 +191,7 @@ func recordVariantsPrepared(t *testing.T, s *postgres.Store) (fast, safe bool) {
 
 func ledgerOf(t *testing.T, s *postgres.Store, session string) []turn.Line {
 	t.Helper()
-	lines, err := s.Ledger(t.Context(), session, 0, 1000)
+	lines, err := s.Ledger(t.Context(), session, 0, 1000, turn.MaxPageBytes)
 	if err != nil {
 		t.Fatal(fmt.Errorf("ledger of %s: %w", session, err))
 	}

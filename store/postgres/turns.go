@@ -37,8 +37,8 @@ const sqlReceiveTurn = `WITH t AS (
     ON CONFLICT (id) DO UPDATE SET last_seq = sessions.last_seq + 1
     RETURNING tools, budget, callback_url, metadata, created_at, last_seq
 ), l AS (
-    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
-    SELECT $1, s.last_seq, s.last_seq, $17::json
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, s.last_seq, s.last_seq, $17::json
     FROM s
 )
 SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`

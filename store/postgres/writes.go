@@ -28,8 +28,8 @@ const (
     WHERE id = @session AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
-    INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
-    SELECT @session, seq.last_seq, seq.last_seq - @n::bigint + 1, @l_lines::json
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT @session, @turn, seq.last_seq, seq.last_seq - @n::bigint + 1, @l_lines::json
     FROM seq
 )`
 

@@ -210,26 +210,49 @@ func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (st
 	return codec.Secret(get, insert, generate)
 }
 
-// RecordLate appends line (a completion_late line) to the session's ledger
-// with the next seq, and changes nothing else; an unknown turn is
-// turn.ErrNotFound.
-func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, line turn.Line) error {
+// RecordLate's statements: the completion's late payload hashes (of the
+// key of turn k), their update with one more, the count of one dropped.
+const (
+	sqlLateHashes = `SELECT late_hashes FROM completions WHERE key_hash = ? AND session_id = ? AND turn_id = ?`
+	sqlAddLate    = `UPDATE completions SET late_hashes = ? WHERE key_hash = ?`
+	sqlDropLate   = `UPDATE completions SET late_dropped = late_dropped + 1 WHERE key_hash = ?`
+)
+
+// RecordLate records a late delivery at most once per payload hash and at
+// most l.Max times per key, in one write transaction (which serialises
+// concurrent deliveries); see turn.CompletionStore.
+func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
 	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
-	if err := codec.CheckLine(k, line); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	if err := codec.CheckLate(k, l); err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	ls, err := encodeLines(k, []turn.Line{line})
+	w, err := encodeWrites(k, []turn.Line{l.Line}, nil, l.Outputs)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
+	var outcome turn.LateOutcome
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var one int
-		if err := tx.QueryRowContext(ctx, sqlTurnExists, k.SessionID, k.TurnID).Scan(&one); err != nil {
+		var hashes []byte
+		if err := tx.QueryRowContext(ctx, sqlLateHashes, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
 			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
 		}
-		return ls.append(ctx, tx)
+		outcome = codec.LateDecision(hashes, l)
+		switch outcome {
+		case turn.LateRepeated:
+			return nil
+		case turn.LateDropped:
+			_, err := tx.ExecContext(ctx, sqlDropLate, l.KeyHash[:])
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlAddLate, append(hashes, l.PayloadHash[:]...), l.KeyHash[:]); err != nil {
+			return err
+		}
+		return w.apply(ctx, tx)
 	})
-	return wrap(op, err)
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	return outcome, nil
 }
 
 // Resolve applies b in one transaction; see turn.CompletionStore. BEGIN

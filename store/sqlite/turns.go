@@ -26,10 +26,10 @@ RETURNING tools, budget, callback_url, metadata, created_at, last_seq`
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (session_id, id) DO NOTHING`
 
-	// A write's lines are one row (see codec.LinesJSON): ?2 is the seq of
-	// the last line, ?3 of the first.
-	sqlInsertLines = `INSERT INTO ledger_batches (session_id, last_seq, first_seq, lines)
-VALUES (?, ?, ?, ?)`
+	// A write's lines are one row (see codec.LinesJSON), all of turn ?2:
+	// ?3 is the seq of the last line, ?4 of the first.
+	sqlInsertLines = `INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+VALUES (?, ?, ?, ?, ?)`
 )
 
 // ReceiveTurn records r in one transaction; see turn.Store. The session
@@ -66,7 +66,7 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 			exists = err == nil
 			return errRollback
 		}
-		if _, err := tx.ExecContext(ctx, sqlInsertLines, t.SessionID, res.Seq, res.Seq, string(line)); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlInsertLines, t.SessionID, t.ID, res.Seq, res.Seq, string(line)); err != nil {
 			return err
 		}
 		res.Session, err = row.session(t.SessionID)
@@ -287,7 +287,7 @@ func (ls lines) append(ctx context.Context, tx *sql.Tx) error {
 	if err := tx.QueryRowContext(ctx, sqlAllocSeqs, ls.n, ls.key.SessionID).Scan(&last); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, sqlInsertLines, ls.key.SessionID, last, last-int64(ls.n)+1, string(ls.batch))
+	_, err := tx.ExecContext(ctx, sqlInsertLines, ls.key.SessionID, ls.key.TurnID, last, last-int64(ls.n)+1, string(ls.batch))
 	return err
 }
 

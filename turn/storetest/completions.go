@@ -343,9 +343,12 @@ func testResolveSettles(t *testing.T, s turn.Store) {
 	must(t, "GetOutput out-a", err)
 	same(t, "kept output", out.TurnID+" "+string(out.Data), `t1 "approved"`)
 
-	late := line("t1", a.CallID, "completion_late", `{"status":"timed_out"}`)
-	must(t, "RecordLate", s.RecordLate(ctx(t), turn.TurnKey{SessionID: "s1", TurnID: "t1"}, late))
-	wantLines = append(wantLines, wantLine(late, int64(len(wantLines)+1), "s1"))
+	late := turn.Late{KeyHash: a.KeyHash, PayloadHash: sha256.Sum256([]byte("late")), Max: turn.MaxLateLines,
+		Line: line("t1", a.CallID, "completion_late", `{"status":"timed_out"}`)}
+	outcome, err := s.RecordLate(ctx(t), turn.TurnKey{SessionID: "s1", TurnID: "t1"}, late)
+	must(t, "RecordLate", err)
+	same(t, "RecordLate's outcome", outcome, turn.LateRecorded)
+	wantLines = append(wantLines, wantLine(late.Line, int64(len(wantLines)+1), "s1"))
 
 	// b times out (no payload): the turn settles.
 	now2 := base.Add(time.Hour)
@@ -375,8 +378,9 @@ func testResolveSettles(t *testing.T, s turn.Store) {
 	isErr(t, "Resolve b again", err, turn.ErrCompletionState)
 	same(t, "ledger after resolving again", readLedger(t, s, "s1", 100), wantLines)
 
-	isErr(t, "RecordLate for an unknown turn",
-		s.RecordLate(ctx(t), turn.TurnKey{SessionID: "s1", TurnID: "nope"}, late), turn.ErrNotFound)
+	late.PayloadHash, late.Line.TurnID = sha256.Sum256([]byte("another")), ""
+	_, err = s.RecordLate(ctx(t), turn.TurnKey{SessionID: "s1", TurnID: "nope"}, late)
+	isErr(t, "RecordLate for an unknown turn", err, turn.ErrNotFound)
 	same(t, "ledger after RecordLate for an unknown turn", readLedger(t, s, "s1", 100), wantLines)
 }
 

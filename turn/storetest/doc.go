@@ -20,7 +20,10 @@
 //   - a commit with a zero LeaseUntil keeps the lease's current expiry;
 //   - empty session and turn ids of lines and outputs are filled in from
 //     the turn they are written under;
-//   - Ledger always returns a non-nil slice.
+//   - Ledger and TurnLedger always return a non-nil slice, with at least
+//     one line when one is there however small maxBytes is; a line naming
+//     another turn than the one it is written under is refused (a ledger
+//     row holds one turn's lines).
 //
 // For deferred completions (turn.CompletionStore):
 //   - IssueCompletion stores the key's identity and CreatedAt only, as
@@ -39,7 +42,10 @@
 //   - DueCompletions includes clocks at exactly now, orders by the earlier
 //     clock then key hash, and returns a non-nil slice; TurnCompletions
 //     orders by call index and returns an empty slice for an unknown turn;
-//   - RecordLate for an unknown turn is turn.ErrNotFound;
+//   - RecordLate for an unknown key, or a key of another turn than the
+//     one given, is turn.ErrNotFound; it does not look at the key's status
+//     (the service does), and the outputs it writes are only a recorded
+//     delivery's;
 //   - payloads come back byte for byte, HeartbeatTimeout truncated to the
 //     microsecond.
 //

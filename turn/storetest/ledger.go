@@ -34,7 +34,7 @@ func testLedgerPaging(t *testing.T, s turn.Store) {
 		{-5, 2, 0, 2},
 	}
 	for _, tt := range tests {
-		got, err := s.Ledger(ctx(t), "s1", tt.after, tt.limit)
+		got, err := s.Ledger(ctx(t), "s1", tt.after, tt.limit, turn.MaxPageBytes)
 		must(t, fmt.Sprintf("Ledger after %d limit %d", tt.after, tt.limit), err)
 		if got == nil {
 			t.Errorf("Ledger after %d limit %d: nil, want a non-nil (possibly empty) slice", tt.after, tt.limit)
@@ -44,12 +44,12 @@ func testLedgerPaging(t *testing.T, s turn.Store) {
 }
 
 func testLedgerNotFound(t *testing.T, s turn.Store) {
-	_, err := s.Ledger(ctx(t), "nope", 0, 10)
+	_, err := s.Ledger(ctx(t), "nope", 0, 10, turn.MaxPageBytes)
 	isErr(t, "Ledger of an unknown session", err, turn.ErrNotFound)
 
 	// A session without lines is found and empty.
 	must(t, "CreateSession", s.CreateSession(ctx(t), session("empty")))
-	lines, err := s.Ledger(ctx(t), "empty", 0, 10)
+	lines, err := s.Ledger(ctx(t), "empty", 0, 10, turn.MaxPageBytes)
 	must(t, "Ledger of an empty session", err)
 	if len(lines) != 0 || lines == nil {
 		t.Errorf("Ledger of an empty session = %#v, want an empty slice", lines)

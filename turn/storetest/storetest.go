@@ -40,6 +40,9 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"GetTurnNotFound", testGetTurnNotFound},
 		{"LedgerPaging", testLedgerPaging},
 		{"LedgerNotFound", testLedgerNotFound},
+		{"LedgerBytes", testLedgerBytes},
+		{"TurnLedger", testTurnLedger},
+		{"LinesOfOneTurn", testLinesOfOneTurn},
 		{"Answered", testAnswered},
 		{"LookupTurn", testLookupTurn},
 		{"RecordTurn", testRecordTurn},
@@ -71,6 +74,8 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"Secret", testSecret},
 		{"SecretConcurrent", testSecretConcurrent},
 		{"CompletionRoundTrip", testCompletionRoundTrip},
+		{"RecordLate", testRecordLate},
+		{"RecordLateConcurrent", testRecordLateConcurrent},
 		{"WebhookCommit", testWebhookCommit},
 		{"WebhookResolve", testWebhookResolve},
 		{"WebhookClaim", testWebhookClaim},
@@ -335,7 +340,7 @@ func readLedger(t *testing.T, s turn.Store, sid string, page int) []turn.Line {
 	var all []turn.Line
 	var after int64
 	for {
-		lines, err := s.Ledger(ctx(t), sid, after, page)
+		lines, err := s.Ledger(ctx(t), sid, after, page, turn.MaxPageBytes)
 		must(t, "Ledger "+sid, err)
 		if len(lines) == 0 {
 			return all

@@ -35,7 +35,7 @@ func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping after Migrate: %v", err)
 	}
-	lines, err := s.Ledger(ctx, "s1", 0, 10)
+	lines, err := s.Ledger(ctx, "s1", 0, 10, turn.MaxPageBytes)
 	if err != nil {
 		t.Fatalf("Ledger after Migrate: %v", err)
 	}
@@ -45,6 +45,10 @@ func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	}
 	if !reflect.DeepEqual(lines, want) {
 		t.Fatalf("migrated ledger\n got %+v\nwant %+v", lines, want)
+	}
+	// Rows written before version 9 belong to the turn of their lines.
+	if got, err := s.TurnLedger(ctx, "s1", "t1", 0, 10, turn.MaxPageBytes); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("migrated ledger of turn t1\n got %+v, %v\nwant %+v", got, err, want)
 	}
 	if tu, err := s.GetTurn(ctx, k); err != nil || tu.Status != turn.StatusRunning || len(tu.Results) != 1 || string(tu.Results[0].Output) != `"yes"` {
 		t.Fatalf("migrated turn %+v: %v", tu, err)
@@ -68,9 +72,18 @@ func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	if got, err := s.GetCompletion(ctx, h); err != nil || got.Status != turn.CompletionPending {
 		t.Fatalf("GetCompletion = %v, %v; want it pending", got.Status, err)
 	}
-	lines, err = s.Ledger(ctx, "s1", 2, 10)
+	lines, err = s.Ledger(ctx, "s1", 2, 10, turn.MaxPageBytes)
 	if err != nil || len(lines) != 2 || lines[0].Seq != 3 || lines[1].Seq != 4 || lines[1].Kind != turn.LineCallPending {
 		t.Fatalf("ledger after new writes: %+v, %v", lines, err)
+	}
+	lines, err = s.TurnLedger(ctx, "s1", "t1", 2, 10, turn.MaxPageBytes)
+	if err != nil || len(lines) != 1 || lines[0].Seq != 4 {
+		t.Fatalf("ledger of turn t1 after new writes: %+v, %v", lines, err)
+	}
+	l := turn.Late{KeyHash: h, PayloadHash: sha256.Sum256([]byte("late")), Max: turn.MaxLateLines,
+		Line: turn.Line{CallID: "c0", Kind: turn.LineCompletionLate, At: now}}
+	if outcome, err := s.RecordLate(ctx, k, l); err != nil || outcome != turn.LateRecorded {
+		t.Fatalf("RecordLate to a completion of a migrated turn: %v, %v", outcome, err)
 	}
 }
 

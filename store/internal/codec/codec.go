@@ -160,8 +160,8 @@ func CheckReceive(r *turn.Receive) error {
 	if r.Session.ID != "" && r.Session.ID != k.SessionID {
 		return fmt.Errorf("session %q: %w %v", r.Session.ID, ErrKeyMismatch, k)
 	}
-	if r.Line.SessionID != "" && r.Line.SessionID != k.SessionID {
-		return fmt.Errorf("line of session %q: %w %v", r.Line.SessionID, ErrKeyMismatch, k)
+	if err := checkLines(k, []turn.Line{r.Line}); err != nil {
+		return err
 	}
 	r.Session.ID = k.SessionID
 	r.Line.SessionID = k.SessionID
@@ -182,10 +182,15 @@ func CheckCommit(c turn.Commit) error {
 	return checkOutputs(c.Key, c.Outputs)
 }
 
+// checkLines checks that lines, written under k, are of k's session and
+// turn: a ledger row holds the lines of one turn (its turn_id column).
 func checkLines(k turn.TurnKey, lines []turn.Line) error {
 	for i, l := range lines {
 		if l.SessionID != "" && l.SessionID != k.SessionID {
 			return fmt.Errorf("line %d of session %q: %w %v", i, l.SessionID, ErrKeyMismatch, k)
+		}
+		if l.TurnID != "" && l.TurnID != k.TurnID {
+			return fmt.Errorf("line %d of turn %q: %w %v", i, l.TurnID, ErrKeyMismatch, k)
 		}
 	}
 	return nil
@@ -203,7 +208,7 @@ func checkOutputs(k turn.TurnKey, outputs []turn.Output) error {
 	return nil
 }
 
-// CheckLine checks that l, written under k, belongs to k's session.
+// CheckLine checks that l, written under k, belongs to k's session and turn.
 func CheckLine(k turn.TurnKey, l turn.Line) error {
 	if k.SessionID == "" || k.TurnID == "" {
 		return errors.New("session id and turn id are required")
@@ -211,8 +216,8 @@ func CheckLine(k turn.TurnKey, l turn.Line) error {
 	return checkLines(k, []turn.Line{l})
 }
 
-// LineTurn is the turn id stored for l written under k: its own, or k's when
-// empty (a line may name another turn of the session).
+// LineTurn is the turn id stored for l written under k: k's (a line names
+// its own turn or none; see checkLines).
 func LineTurn(l turn.Line, k turn.TurnKey) string {
 	if l.TurnID == "" {
 		return k.TurnID

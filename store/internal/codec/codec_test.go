@@ -69,6 +69,7 @@ func TestCheckCommit(t *testing.T) {
 	}{
 		{"empty ids filled later", turn.Commit{Key: k, Lines: []turn.Line{{}}, Outputs: []turn.Output{{ID: "o"}}}, false, true},
 		{"line of another session", turn.Commit{Key: k, Lines: []turn.Line{{SessionID: "x"}}}, true, false},
+		{"line of another turn", turn.Commit{Key: k, Lines: []turn.Line{{TurnID: "t"}, {TurnID: "x"}}}, true, false},
 		{"output of another session", turn.Commit{Key: k, Outputs: []turn.Output{{ID: "o", SessionID: "x"}}}, true, false},
 		{"output without id", turn.Commit{Key: k, Outputs: []turn.Output{{}}}, false, false},
 		{"no key", turn.Commit{}, false, false},

@@ -134,3 +134,32 @@ func ResolveWrites(b turn.ResolveBatch) ([]turn.Result, []turn.Output) {
 	}
 	return Results(results), outputs
 }
+
+// CheckLate checks a late delivery written under k: its line of k's
+// session and turn, its outputs of k's session with ids, a positive Max.
+func CheckLate(k turn.TurnKey, l turn.Late) error {
+	if err := CheckLine(k, l.Line); err != nil {
+		return err
+	}
+	if l.Max <= 0 {
+		return fmt.Errorf("late payloads cap %d must be positive", l.Max)
+	}
+	return checkOutputs(k, l.Outputs)
+}
+
+// LateDecision is what RecordLate does with l, given the late payload
+// hashes the key keeps (concatenated, 32 bytes each).
+func LateDecision(hashes []byte, l turn.Late) turn.LateOutcome {
+	n := 0
+	for len(hashes) >= len(l.PayloadHash) {
+		if [32]byte(hashes[:32]) == l.PayloadHash {
+			return turn.LateRepeated
+		}
+		hashes = hashes[32:]
+		n++
+	}
+	if n >= l.Max {
+		return turn.LateDropped
+	}
+	return turn.LateRecorded
+}

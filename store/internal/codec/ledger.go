@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -110,16 +111,50 @@ func validUTF8[S string | []byte](s S) bool {
 // line has seq first, appending to out the lines with seq > after, up to
 // limit lines in out.
 func DecodeLines(out []turn.Line, sessionID string, first int64, b []byte, after int64, limit int) ([]turn.Line, error) {
+	p := Page{After: after, Limit: limit, MaxBytes: math.MaxInt, Lines: out}
+	if _, err := p.Add(sessionID, first, b); err != nil {
+		return nil, err
+	}
+	return p.Lines, nil
+}
+
+// Page collects a page of ledger lines from batches read in seq order:
+// the lines with seq > After, at most Limit of them, and lines only while
+// their turn.LineBytes sum to at most MaxBytes (the first line whatever
+// its size, so that paging progresses).
+type Page struct {
+	After    int64
+	Limit    int
+	MaxBytes int
+	// Lines is the page so far; NewPage makes it non-nil.
+	Lines []turn.Line
+	bytes int
+	full  bool
+}
+
+// NewPage returns an empty page with those bounds.
+func NewPage(after int64, limit, maxBytes int) *Page {
+	return &Page{After: after, Limit: limit, MaxBytes: maxBytes, Lines: []turn.Line{}}
+}
+
+// Add appends the lines of a batch of sessionID whose first line has seq
+// first (LinesJSON's encoding) within the page's bounds, and reports
+// whether the page is full: no later line would be added.
+func (p *Page) Add(sessionID string, first int64, b []byte) (full bool, err error) {
+	if p.full {
+		return true, nil
+	}
 	var stored []lineJSON
 	if err := json.Unmarshal(b, &stored); err != nil {
-		return nil, fmt.Errorf("decoding ledger lines from seq %d: %w", first, err)
+		return false, fmt.Errorf("decoding ledger lines from seq %d: %w", first, err)
 	}
 	for i, l := range stored {
 		seq := first + int64(i)
-		if seq <= after {
+		if seq <= p.After {
 			continue
 		}
-		if len(out) >= limit {
+		if len(p.Lines) >= p.Limit {
+			p.full = true
 			break
 		}
 		line := turn.Line{Seq: seq, SessionID: sessionID, TurnID: l.T, CallID: l.C, Kind: turn.LineKind(l.K),
@@ -127,7 +162,16 @@ func DecodeLines(out []turn.Line, sessionID string, first int64, b []byte, after
 		if l.D != nil {
 			line.Data = json.RawMessage(*l.D)
 		}
-		out = append(out, line)
+		n := turn.LineBytes(line)
+		if len(p.Lines) > 0 && n > p.MaxBytes-p.bytes {
+			p.full = true
+			break
+		}
+		p.bytes += n
+		p.Lines = append(p.Lines, line)
 	}
-	return out, nil
+	if len(p.Lines) >= p.Limit {
+		p.full = true
+	}
+	return p.full, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -155,4 +156,80 @@ func escapeEachByte(s string) string {
 		}
 	}
 	return string(append(b, '"'))
+}
+
+// A page takes lines while their LineBytes fit its bound, the first one
+// whatever its size, and takes nothing once full.
+func TestPageBytes(t *testing.T) {
+	t.Parallel()
+	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+	lines := make([]turn.Line, 4)
+	for i := range lines {
+		lines[i] = turn.Line{TurnID: "t", Kind: turn.LineCallAdmitted, Data: json.RawMessage(`"` + strings.Repeat("x", 98) + `"`)}
+	}
+	size := turn.LineBytes(lines[0])
+	b, err := codec.LinesJSON(k, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		after           int64
+		limit, maxBytes int
+		want            int
+		full            bool
+	}{
+		{0, 10, 1, 1, true},
+		{0, 10, size, 1, true},
+		{0, 10, 2*size - 1, 1, true},
+		{0, 10, 2 * size, 2, true},
+		{0, 10, 4 * size, 4, false},
+		{0, 3, 4 * size, 3, true},
+		{2, 10, 1, 1, true}, // the first line after 2 (seq 3)
+	}
+	for _, tt := range tests {
+		p := codec.NewPage(tt.after, tt.limit, tt.maxBytes)
+		full, err := p.Add("s", 1, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Lines) != tt.want || full != tt.full || p.Lines[0].Seq != tt.after+1 {
+			t.Errorf("after %d limit %d maxBytes %d: %d lines (full %v), want %d (full %v)", tt.after, tt.limit, tt.maxBytes, len(p.Lines), full, tt.want, tt.full)
+		}
+		if full {
+			if again, _ := p.Add("s", 5, b); !again || len(p.Lines) != tt.want {
+				t.Errorf("a full page took more lines")
+			}
+		}
+	}
+}
+
+func TestLateDecision(t *testing.T) {
+	t.Parallel()
+	h := func(b byte) [32]byte { return [32]byte{b} }
+	hashes := func(bs ...byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			x := h(b)
+			out = append(out, x[:]...)
+		}
+		return out
+	}
+	tests := []struct {
+		kept []byte
+		hash byte
+		max  int
+		want turn.LateOutcome
+	}{
+		{nil, 1, 2, turn.LateRecorded},
+		{hashes(1), 1, 2, turn.LateRepeated},
+		{hashes(1), 2, 2, turn.LateRecorded},
+		{hashes(1, 2), 2, 2, turn.LateRepeated},
+		{hashes(1, 2), 3, 2, turn.LateDropped},
+		{hashes(1, 2, 3), 3, 8, turn.LateRepeated},
+	}
+	for _, tt := range tests {
+		if got := codec.LateDecision(tt.kept, turn.Late{PayloadHash: h(tt.hash), Max: tt.max}); got != tt.want {
+			t.Errorf("%d kept, hash %d, max %d: %s, want %s", len(tt.kept)/32, tt.hash, tt.max, got, tt.want)
+		}
+	}
 }

@@ -1,4 +1,4 @@
--- turnd schema, version 9 (SQLite): how often a running turn was resumed.
+-- turnd schema, version 10 (SQLite): how often a running turn was resumed.
 --
 -- The same column as in PostgreSQL: ClaimTurns counts every claim of a
 -- running turn whose lease expired, backs off before claiming it again, and

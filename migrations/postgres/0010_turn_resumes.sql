@@ -1,4 +1,4 @@
--- turnd schema, version 9 (PostgreSQL): how often a running turn was resumed.
+-- turnd schema, version 10 (PostgreSQL): how often a running turn was resumed.
 --
 -- ClaimTurns counts every claim of a running turn whose lease expired. A
 -- turn claimed again and again (its resumption fails every time) waits
