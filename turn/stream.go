@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/tool"
 )
@@ -73,6 +74,9 @@ type Stream struct {
 	lookup     Lookup
 	lookupErr  error
 
+	projOnce sync.Once
+	proj     *budget.Projector
+
 	calls   []Call
 	ids     map[string]struct{}
 	leading bool // every call so far is a read of a registered tool
@@ -136,6 +140,12 @@ func (st *Stream) Add(c Call) error {
 	spec, ok := st.reg.Lookup(c.Name)
 	if !ok || spec.Effect != dispatch.EffectRead {
 		st.leading = false
+		return nil
+	}
+	if dispatch.Inline(spec.Impl, spec.Effect, spec.Retry) {
+		// An inline tool answers from its arguments alone in less time
+		// than an early start costs (dispatch.InlineTool): it runs at
+		// admission, on the wave's goroutine, as in a whole post.
 		return nil
 	}
 	if dup || spec.Deferred || c.Name == dispatch.MetaTool || st.early >= st.svc.cfg.MaxConcurrency || !st.checkCall(i, c) {
@@ -218,7 +228,7 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 				}
 			}
 		}
-		tctx := tool.WithProjector(ctx, projectorFor(s, sess), s.cfg.OutputKeepCap)
+		tctx := tool.WithProjector(ctx, st.projector(sess), s.cfg.OutputKeepCap)
 		tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
 		started, e.started = true, true
 		exited := true
@@ -237,6 +247,12 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 			st.pool.countDiscarded(e)
 		}
 	}()
+}
+
+// projector is the budget projector of the stream's session, built once.
+func (st *Stream) projector(sess Session) *budget.Projector {
+	st.projOnce.Do(func() { st.proj = projectorFor(st.svc, sess) })
+	return st.proj
 }
 
 // Abort ends a stream that broke: its early runs are cancelled and

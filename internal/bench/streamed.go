@@ -31,8 +31,8 @@ import (
 // the next call's first fragment arrives, which a model emits one token
 // after the call's last: the bench writes it 20 ms later.
 //
-// Cost. Workload 1 (closed loop, Concurrency clients, Calls instant reads
-// per turn) is run posted whole and streamed as NDJSON, in alternating
+// Cost. Workload 1 (closed loop, Concurrency clients, Calls reads of the
+// instant builtin echo per turn) is run posted whole and streamed as NDJSON, in alternating
 // slices of the same run, and their rates compared.
 
 // StreamedConfig is a `turnd bench --streamed` run.
@@ -176,7 +176,7 @@ func ExecuteStreamed(ctx context.Context, c StreamedConfig, stdout, stderr io.Wr
 
 	none, _ := ParseDist("none")
 	w := Workload{Concurrency: c.Concurrency, Calls: c.Calls, ReadFraction: 1, Latency: none, DeferredDelay: none,
-		Tools: ToolHTTP, Duration: c.Slice, Wait: 2 * time.Minute, Seed: 1}
+		Tools: ToolBuiltin, Duration: c.Slice, Wait: 2 * time.Minute, Seed: 1}
 	var whole, streamed Load
 	for round := range c.Rounds {
 		for _, s := range []bool{false, true} {
