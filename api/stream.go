@@ -158,6 +158,16 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 		if !utf8.Valid(line) {
 			return &provider.IncompleteError{Missing: fmt.Sprintf("line %d is not valid UTF-8", n)}
 		}
+		if header {
+			// Most call lines take turnwire.go's scanner, as whole posts'
+			// calls do; the others encoding/json, below.
+			if c, ok := scanCallLine(line); ok {
+				if err := h.Call(c); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		// One struct for both kinds of line: a header must carry no call's
 		// fields, a call no header's.
 		var l struct {
@@ -211,6 +221,26 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 		return &turn.InvalidError{Field: "calls", Reason: "the stream carried no call lines"}
 	}
 	return nil
+}
+
+// scanCallLine decodes a call line {"id","name","arguments"} as
+// encoding/json would, where callObject is sure to (see scanTurnRequest),
+// and reports false otherwise.
+func scanCallLine(line []byte) (turn.Call, bool) {
+	s := jsonScanner{b: line}
+	i := s.space(0)
+	if i >= len(line) || line[i] != '{' {
+		return turn.Call{}, false
+	}
+	j, sp, ok := callObject(&s, i)
+	if !ok || s.space(j) != len(line) {
+		return turn.Call{}, false
+	}
+	c := turn.Call{ID: string(line[sp.id.start:sp.id.end]), Name: string(line[sp.name.start:sp.name.end])}
+	if sp.hasArguments {
+		c.Arguments = bytes.Clone(line[sp.arguments.start:sp.arguments.end])
+	}
+	return c, true
 }
 
 func errSuffix(err error) string {
