@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/internal/streamfix"
 	"github.com/turnd/turnd/metrics"
 	"github.com/turnd/turnd/turn"
 )
@@ -435,6 +436,14 @@ func TestStreamedBroken(t *testing.T) {
 				_, _ = io.WriteString(sp.pw, big)
 				return sp.wait()
 			}, 413},
+			{"too many calls", func(sp *streamPost) response {
+				sp.write(header + hold)
+				p.waitInvoked(t, "h1")
+				for i := range 128 {
+					sp.write(ndCall(fmt.Sprintf("n%d", i), "now", `{}`))
+				}
+				return sp.wait()
+			}, 422},
 			{"client gone", func(sp *streamPost) response {
 				sp.write(header + hold)
 				p.waitInvoked(t, "h1")
@@ -448,10 +457,10 @@ func TestStreamedBroken(t *testing.T) {
 			if r.status != c.want {
 				t.Fatalf("%s: %d %s, want %d", c.name, r.status, r.body, c.want)
 			}
-			if r.status == 422 && r.code(t) != "stream_incomplete" {
-				t.Fatalf("%s: code %s", c.name, r.body)
+			if want := map[bool]string{true: "too_many_calls", false: "stream_incomplete"}[c.name == "too many calls"]; r.status == 422 && r.code(t) != want {
+				t.Fatalf("%s: code %s, want %s", c.name, r.body, want)
 			}
-			if strings.HasPrefix(c.name, "malformed") || c.name == "idle" || c.name == "client gone" || c.name == "too large" {
+			if strings.HasPrefix(c.name, "malformed") || c.name == "idle" || c.name == "client gone" || c.name == "too large" || c.name == "too many calls" {
 				// The early read was cancelled.
 				select {
 				case <-p.cancelled:
@@ -471,6 +480,46 @@ func TestStreamedBroken(t *testing.T) {
 		sp.write(header + ndCall("r", "pread", `{"q":"a"}`))
 		if r := sp.end(); r.status != 200 {
 			t.Fatalf("repost: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestStreamedAnswers: a streamed turn is answered as a whole post is,
+// Prefer: respond-async and pending=placeholder included.
+func TestStreamedAnswers(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+		s := newStack(t, open, stackOptions{})
+		sp := s.stream("/v1/sessions/ans/turns", "application/x-ndjson", "Prefer", "respond-async")
+		sp.write(ndLine(map[string]any{"id": "async"}) + ndCall("e", "echo", `{"x":1}`))
+		r := sp.end()
+		if r.status != 202 || r.header.Get("Preference-Applied") != "respond-async" || r.header.Get("Location") != "/v1/sessions/ans/turns/async" {
+			t.Fatalf("respond-async: %d %v %s", r.status, r.header, r.body)
+		}
+		stop, drained := make(chan struct{}), make(chan struct{})
+		go func() { // the deferred call's key; nobody completes it
+			defer close(drained)
+			for {
+				select {
+				case <-s.tools.keys:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		t.Cleanup(func() { close(stop); <-drained })
+		body := streamfix.Messages("msg_pending", []streamfix.Call{
+			{ID: "toolu_1", Name: "echo", Arguments: `{"text":"hi"}`},
+			{ID: "toolu_2", Name: "deferred", Arguments: `{"deadline":"1h"}`},
+		}, "tool_use").String()
+		sp = s.stream("/v1/sessions/ans/turns?format=anthropic.messages&pending=placeholder", "text/event-stream")
+		sp.write(body)
+		r = sp.end()
+		if r.status != 200 || r.header.Get("Turnd-Placeholders") != "1" || r.header.Get("Turnd-Turn-Status") != "waiting" {
+			t.Fatalf("pending=placeholder: %d %v %s", r.status, r.header, r.body)
+		}
+		if ids := renderedIDs(t, "anthropic.messages", r.body); strings.Join(ids, ",") != "toolu_1,toolu_2" {
+			t.Fatalf("rendered %v", ids)
 		}
 	})
 }
