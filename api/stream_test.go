@@ -523,3 +523,28 @@ func TestStreamedAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamedOutlastsReadTimeout: the server's ReadTimeout does not cut a
+// stream that keeps arriving; its own idle timeout governs it.
+func TestStreamedOutlastsReadTimeout(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+		p := newProbe(t)
+		s := newStack(t, open, stackOptions{yaml: probeYAML(p), readTimeout: 200 * time.Millisecond})
+		sp := s.stream("/v1/sessions/long/turns", "application/x-ndjson")
+		sp.write(ndLine(map[string]any{"id": "long"}))
+		// A model's pace: a call every 60 ms, for well past the ReadTimeout.
+		sp.write(ndCall("h", "phold", `{}`))
+		p.waitInvoked(t, "h")
+		tick := time.NewTicker(60 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 8 {
+			<-tick.C
+			sp.write(ndCall(fmt.Sprintf("r%d", i), "pread", `{"q":"x"}`))
+		}
+		close(p.release)
+		if r := sp.end(); r.status != 200 {
+			t.Fatalf("a long stream: %d %s", r.status, r.body)
+		}
+	})
+}
