@@ -318,6 +318,21 @@ func TestStreamedNDJSON(t *testing.T) {
 		if got := p.entries()[before:]; len(got) != 0 {
 			t.Fatalf("a replayed stream invoked tools: %v", got)
 		}
+		// A second turnd over the same store, whose caches know nothing of
+		// the session, reads the store before starting anything: a repost
+		// there replays too, and starts nothing.
+		s2 := stackOn(t, s.store, stackOptions{yaml: probeYAML(p)})
+		before = len(p.entries())
+		sp = s2.stream("/v1/sessions/sess-streamed/turns", "application/x-ndjson")
+		sp.write(ndLine(map[string]any{"id": "t1"}) + ndCall("r1", "pread", `{"q":"a"}`) + ndCall("r2", "pread", `{"q":"b"}`) +
+			ndCall("w1", "pwrite", `{"x":1}`) + ndCall("r3", "pread", `{"q":"c"}`))
+		r = sp.end()
+		if r.status != 200 || r.header.Get("Turnd-Replayed") != "true" {
+			t.Fatalf("replayed stream on another turnd: %d %v %s", r.status, r.header, r.body)
+		}
+		if got := p.entries()[before:]; len(got) != 0 {
+			t.Fatalf("a replayed stream invoked tools on another turnd: %v", got)
+		}
 		// With other calls: 409.
 		sp = s.stream("/v1/sessions/sess-streamed/turns", "application/x-ndjson")
 		sp.write(ndLine(map[string]any{"id": "t1"}) + ndCall("r1", "pread", `{"q":"other"}`))
