@@ -148,7 +148,7 @@ func (st *Stream) Add(c Call) error {
 		// admission, on the wave's goroutine, as in a whole post.
 		return nil
 	}
-	if dup || spec.Deferred || c.Name == dispatch.MetaTool || st.early >= st.svc.cfg.MaxConcurrency || !st.checkCall(i, c) {
+	if dup || spec.Deferred || c.Name == dispatch.MetaTool || st.early >= st.svc.cfg.MaxConcurrency || !st.checkCall(c) {
 		return nil
 	}
 	if _, bad := unparsedArguments(c.Arguments); bad || spec.Validate(c.Arguments) != nil {
@@ -158,10 +158,11 @@ func (st *Stream) Add(c Call) error {
 	return nil
 }
 
-// checkCall reports whether c passes Submit's checks of a call.
-func (st *Stream) checkCall(i int, c Call) bool {
+// checkCall reports whether c, in this stream's session and turn, passes
+// Submit's checks.
+func (st *Stream) checkCall(c Call) bool {
 	req := TurnRequest{ID: st.turnID, Calls: []Call{c}}
-	return st.svc.checkRequest(&req) == nil
+	return validPathID(st.sessionID) && st.svc.checkRequest(&req) == nil
 }
 
 // start runs c's tool early unless the session does not grant it or the
