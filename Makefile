@@ -1,9 +1,15 @@
-.PHONY: test build bench bench-load bench-turnd
+.PHONY: test build bench bench-load bench-turnd chaos
 # Every check and test (starts a throwaway PostgreSQL when DATABASE_URL is unset).
 test:
 	bash scripts/test.sh
 build:
 	go build -o bin/turnd ./cmd/turnd
+# The long chaos suite (RELIABILITY.md): SIGKILL loops, PostgreSQL stops,
+# racing replicas, poison tools, bad and cross-site requests, against real
+# turnd processes and a PostgreSQL cluster of its own. `make test` runs a
+# short one.
+chaos:
+	CHAOS_LONG=1 go test -count=1 -v -timeout 120m ./internal/chaos/
 # Micro-benchmarks of the pure cores.
 bench:
 	go test -run '^$$' -bench . -benchmem ./budget/ ./dispatch/ ./completion/

@@ -163,7 +163,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("route", route),
 				slog.Int("status", status),
-				slog.Duration("duration", took),
+				slog.Float64("duration_s", took.Seconds()),
 			)
 		}()
 		next.ServeHTTP(sw, r)

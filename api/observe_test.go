@@ -151,8 +151,12 @@ func TestRequestLog(t *testing.T) {
 		if rec["method"] != w.method || rec["route"] != w.route || rec["status"] != w.status {
 			t.Errorf("request %s logged %v, want %s %s %v", id, rec, w.method, w.route, w.status)
 		}
-		if d, ok := rec["duration"].(float64); !ok || d < 0 {
-			t.Errorf("request %s: duration %v", id, rec["duration"])
+		// Seconds, not Go's integer nanoseconds: a 1 ms request logs 0.001.
+		if d, ok := rec["duration_s"].(float64); !ok || d < 0 || d > 60 {
+			t.Errorf("request %s: duration_s %v", id, rec["duration_s"])
+		}
+		if _, ok := rec["duration"]; ok {
+			t.Errorf("request %s: logged a duration in nanoseconds too", id)
 		}
 	}
 	for id := range want {

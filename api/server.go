@@ -157,8 +157,16 @@ func (s *server) routes() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the resource allows.
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeProblem(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+req.URL.Path)
 	})
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -173,8 +181,8 @@ func (s *server) routes() http.Handler {
 			r.Use(s.authenticate)
 			r.Post("/sessions", s.createSession)
 			r.Get("/sessions/{session_id}", s.getSession)
-			r.Post("/sessions/{session_id}/turns", s.postTurn)
-			r.Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
+			r.With(varyPrefer).Post("/sessions/{session_id}/turns", s.postTurn)
+			r.With(varyPrefer).Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)
 			r.Post("/sessions/{session_id}/turns/{turn_id}/cancel", s.cancelTurn)
 			r.Get("/sessions/{session_id}/turns/{turn_id}/events", s.turnEvents)
 			r.Get("/sessions/{session_id}/ledger", s.getLedger)
@@ -188,6 +196,15 @@ func (s *server) routes() http.Handler {
 		r.Post("/complete/{key}/heartbeat", s.heartbeat)
 	})
 	return r
+}
+
+// varyPrefer marks answers that depend on the Prefer header (respond-async,
+// wait): caches must not serve one request's answer to another's.
+func varyPrefer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Vary", "Prefer")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authenticate requires one of the configured bearer tokens. Tokens are

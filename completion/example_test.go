@@ -12,7 +12,7 @@ import (
 
 func ExampleKeyring_Key() {
 	// In production the secret comes from NewSecret (kept in the database)
-	// or from TURND_COMPLETION_SECRET.
+	// or from TURND_COMPLETION_KEY_SECRET.
 	secret, err := completion.ParseSecret("an example secret of at least 32 bytes")
 	if err != nil {
 		panic(err)

@@ -41,7 +41,7 @@ const keyLabel = "turnd completion key v1"
 
 // Secret is the server secret completion keys are derived from. It is
 // generated once ([NewSecret]) and kept in the database, or given to the
-// server as TURND_COMPLETION_SECRET ([ParseSecret]). Changing it changes the
+// server as TURND_COMPLETION_KEY_SECRET ([ParseSecret]). Changing it changes the
 // key every call would get, but keys already issued stay valid: their hashes
 // are what the store holds.
 type Secret []byte
@@ -55,7 +55,7 @@ func NewSecret() (Secret, error) {
 	return s, nil
 }
 
-// ParseSecret reads a secret as given in TURND_COMPLETION_SECRET or stored
+// ParseSecret reads a secret as given in TURND_COMPLETION_KEY_SECRET or stored
 // by [Secret.String]. Surrounding white space is dropped (a secret read from
 // a file often ends in a newline). Then, in this order:
 //

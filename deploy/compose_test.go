@@ -324,13 +324,20 @@ func checkCompose(dir string, env turndEnv) []string {
 				if err != nil {
 					bad("%s: TURND_CONFIG: %v", n, err)
 				} else {
+					if _, ok := reg.Lookup("approval"); ok {
+						bad("%s: TURND_CONFIG registers the demo approval tool, which is for the quick start only", n)
+					}
 					reg.CloseIdleConnections()
 				}
+			} else if k == "TURND_DEMO" {
+				bad("%s: TURND_DEMO is set: demo mode logs completion keys", n)
 			}
 		}
-		if sec := read("TURND_WEBHOOK_SECRET"); sec != "" {
+		if sec := read("TURND_WEBHOOK_SIGNING_SECRET"); sec != "" {
 			if _, err := completion.NewSigner(sec); err != nil {
-				bad("%s: TURND_WEBHOOK_SECRET: %v", n, err)
+				bad("%s: TURND_WEBHOOK_SIGNING_SECRET: %v", n, err)
+			} else if !strings.HasPrefix(sec, completion.SigningSecretPrefix) {
+				bad("%s: TURND_WEBHOOK_SIGNING_SECRET is not in the Standard Webhooks form %s<base64>: receivers using the official libraries cannot verify its signatures", n, completion.SigningSecretPrefix)
 			}
 		}
 		u := read("DATABASE_URL")
@@ -679,7 +686,7 @@ func TestComposeRejects(t *testing.T) {
 	tests := []struct{ name, file, old, new, want string }{
 		{"dockerfile moved", "docker-compose.yaml", "dockerfile: deploy/Dockerfile", "dockerfile: deploy/Containerfile", "dockerfile:"},
 		{"build context", "docker-compose.yaml", "context: ../..", "context: ../../..nowhere", "build context"},
-		{"tool config missing", "docker-compose.yaml", "../../examples/turnd.yaml:", "../../examples/tools.yaml:", "volume ../../examples/tools.yaml"},
+		{"tool config missing", "docker-compose.yaml", "./turnd.yaml:/etc", "./tools.yaml:/etc", "volume ./tools.yaml"},
 		{"secret file missing", "docker-compose.yaml", "file: ./secrets/database_url", "file: ./secrets/database-url", "secret database_url"},
 		{"undeclared secret", "docker-compose.yaml", "    - turnd_webhook_secret\n", "    - turnd_webhook_secrets\n", "secret turnd_webhook_secrets is not declared"},
 		{"undeclared volume", "docker-compose.yaml", "- pgdata:/var/lib", "- pg:/var/lib", "named volume pg is not declared"},
@@ -696,8 +703,11 @@ func TestComposeRejects(t *testing.T) {
 		{"no migrate", "docker-compose.yaml", `command: ["migrate"]`, `command: ["serve"]`, "no service runs turnd migrate"},
 		{"wrong db password", "secrets/postgres_password", "demo-postgres-password-change-me", "another-password", "password in DATABASE_URL"},
 		{"wrong db host", "secrets/database_url", "@postgres:5432", "@db:5432", "names host db"},
-		{"weak webhook secret", "secrets/turnd_webhook_secret", "demo-webhook-signing-secret-change-me-0123456789", "short", "TURND_WEBHOOK_SECRET"},
-		{"bad tool config", "../../examples/turnd.yaml", "builtin: [", "builtin: [nosuchtool, ", "TURND_CONFIG"},
+		{"weak webhook secret", "secrets/turnd_webhook_secret", "whsec_wLwMJubpUOEp2Rj9U4qGjZgqILlDDku2ouBnk48g0bY=", "short", "TURND_WEBHOOK_SIGNING_SECRET"},
+		{"raw webhook secret", "secrets/turnd_webhook_secret", "whsec_wLwMJubpUOEp2Rj9U4qGjZgqILlDDku2ouBnk48g0bY=", "demo-webhook-signing-secret-change-me-0123456789", "Standard Webhooks form"},
+		{"bad tool config", "turnd.yaml", "builtin: [", "builtin: [nosuchtool, ", "TURND_CONFIG"},
+		{"demo tool in a deployment", "turnd.yaml", "builtin: [", "builtin: [approval, ", "approval"},
+		{"demo mode in a deployment", "docker-compose.yaml", "    TURND_LOG_FORMAT: json\n", "    TURND_LOG_FORMAT: json\n    TURND_DEMO: \"true\"\n", "TURND_DEMO"},
 		{"unscraped replica", "prometheus/prometheus.yml", "          - turnd-2:8080\n", "", "prometheus scrapes"},
 		{"no turnd job", "prometheus/prometheus.yml", "job_name: turnd", "job_name: api", "no scrape job named turnd"},
 		{"missing rule file", "prometheus/prometheus.yml", "  - alerts.yml", "  - rules.yml", "rule file rules.yml"},

@@ -326,7 +326,7 @@ func (e turndEnv) check(name string) error {
 func TestTurndEnvCheck(t *testing.T) {
 	t.Parallel()
 	env := loadTurndEnv(t)
-	for _, ok := range []string{"TURND_ADDR", "DATABASE_URL_FILE", "TURND_API_TOKENS_FILE", "TURND_WEBHOOK_SECRET_FILE", "GOMEMLIMIT"} {
+	for _, ok := range []string{"TURND_ADDR", "DATABASE_URL_FILE", "TURND_API_TOKENS_FILE", "TURND_WEBHOOK_SIGNING_SECRET_FILE", "TURND_WEBHOOK_SECRET_FILE", "GOMEMLIMIT"} {
 		if err := env.check(ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}

@@ -131,7 +131,7 @@ func TestNames(t *testing.T) {
 	}
 	// Each of turnd's names is registered by New, with nothing else.
 	reg := prometheus.NewRegistry()
-	if _, err := New(reg, Options{PendingCount: func(context.Context) (int64, error) { return 0, nil }}); err != nil {
+	if _, err := New(reg, Options{PendingCount: func(context.Context) (int64, error) { return 0, nil }, Build: &Build{Version: "v1", Revision: "abc", GoVersion: "go1"}}); err != nil {
 		t.Fatal(err)
 	}
 	ch := make(chan *prometheus.Desc, 64)

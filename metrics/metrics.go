@@ -34,13 +34,14 @@ const (
 	StreamedTurnsTotal  = "turnd_streamed_turns_total"
 	EarlyCallsTotal     = "turnd_early_calls_total"
 	EarlyLead           = "turnd_early_lead_seconds"
+	BuildInfo           = "turnd_build_info"
 )
 
 var turndNames = []string{
 	DispatchDuration, AttemptDuration, CallsTotal, CallsInFlight, WaveSize,
 	TurnDuration, TurnsTotal, PendingCalls, CompletionsTotal, TruncationsTotal,
 	DroppedBytesTotal, StoreDuration, WebhooksTotal, HTTPRequestsTotal, HTTPRequestDuration,
-	StreamedTurnsTotal, EarlyCallsTotal, EarlyLead,
+	StreamedTurnsTotal, EarlyCallsTotal, EarlyLead, BuildInfo,
 }
 
 // Names returns the names of the metric families turnd exports, sorted:
@@ -86,6 +87,14 @@ type Options struct {
 	// Runtime registers the Go and process collectors. cmd sets it; tests
 	// that compare whole scrapes leave it off.
 	Runtime bool
+	// Build, when set, is exported as turnd_build_info{version, revision,
+	// goversion} 1.
+	Build *Build
+}
+
+// Build identifies the running binary.
+type Build struct {
+	Version, Revision, GoVersion string
 }
 
 // Metrics is turnd's metrics on one registry. It implements turn.Observer
@@ -227,6 +236,14 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	}
 	if o.PendingCount != nil {
 		cs = append(cs, newPendingCollector(o))
+	}
+	if b := o.Build; b != nil {
+		info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: BuildInfo,
+			Help: "Always 1; its labels name the running turnd's version, VCS revision and Go version.",
+		}, []string{"version", "revision", "goversion"})
+		info.WithLabelValues(b.Version, b.Revision, b.GoVersion).Set(1)
+		cs = append(cs, info)
 	}
 	if o.Runtime {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

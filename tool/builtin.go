@@ -150,7 +150,7 @@ func approvalSpec(opts Options) *Spec {
 			"Optional: prompt, what to approve; deadline, how long to wait (a Go duration such as \"30m\" or an RFC 3339 time; default 24h).",
 		Effect: dispatch.EffectWrite, Idempotent: true, Retry: noRetry,
 		Deferred: true, Pending: defaults,
-		Impl: &approvalTool{logger: opts.Logger, now: opts.Now, defaults: defaults},
+		Impl: &approvalTool{logger: opts.Logger, now: opts.Now, defaults: defaults, logURL: opts.LogCompletionURLs},
 	}
 	schema := fmt.Sprintf(`{"type":"object","properties":{`+
 		`"prompt":{"type":"string","description":"What the person is asked to approve."},`+
@@ -167,13 +167,14 @@ type approvalTool struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	defaults completion.Options // the config's pending: over the builtin's
+	logURL   bool               // Options.LogCompletionURLs
 }
 
-// Invoke logs "approval requested" with the call's complete_url and answers
-// pending. The complete URL carries the completion key, a bearer
-// credential: this log line is the one place turnd shows a key on purpose,
-// because it is how the demo's person learns where to answer. Deploy it
-// only where the log is as private as the key.
+// Invoke logs "approval requested" and answers pending. With
+// Options.LogCompletionURLs (turnd serve --demo) the line carries the call's
+// complete_url, and so its completion key, a bearer credential: the one
+// place turnd shows a key, on purpose, because it is how the demo's person
+// learns where to answer.
 func (a *approvalTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
 	var args struct {
 		Prompt   string `json:"prompt"`
@@ -193,15 +194,20 @@ func (a *approvalTool) Invoke(ctx context.Context, call dispatch.Call, at *dispa
 		return fail
 	}
 	cc, _ := CallContextFrom(ctx)
-	a.logger.LogAttrs(ctx, slog.LevelInfo, "approval requested; complete_url carries the completion key: POST the answer to it",
+	attrs := []slog.Attr{
 		slog.String("session_id", cc.SessionID),
 		slog.String("turn_id", cc.TurnID),
 		slog.String("call_id", call.ID),
 		slog.String("tool", call.Name),
 		slog.String("prompt", truncateUTF8(args.Prompt, maxLoggedPrompt)),
 		slog.Time("deadline", r.Deadline),
-		slog.String("complete_url", cc.completeURL(key)),
-	)
+	}
+	msg := "approval requested; its completion key is not logged (turnd serve --demo logs the complete_url)"
+	if a.logURL {
+		msg = "approval requested; complete_url carries the completion key: POST the answer to it"
+		attrs = append(attrs, slog.String("complete_url", cc.completeURL(key)))
+	}
+	a.logger.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 	return dispatch.Defer(pendingOf(r))
 }
 

@@ -90,8 +90,10 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 
 // Options tunes Load and Parse. The zero value is ready to use.
 type Options struct {
-	// Env resolves ${VAR} in http.url, http.cancel_url and http.headers
-	// values (default os.LookupEnv). An unset variable is a config error.
+	// Env resolves ${VAR} in http.url, http.cancel_url, http.headers,
+	// mcp.url, mcp.headers and mcp.env values (default os.LookupEnv). An
+	// unset variable is a config error. A stdio MCP server also gets PATH,
+	// HOME and a few other variables (mcpInheritedEnv) from it.
 	Env func(name string) (string, bool)
 	// HTTPClient sends every HTTP tool's requests. Nil: the registry gets a
 	// client of its own from NewHTTPClient, which Registry.CloseIdleConnections
@@ -106,12 +108,19 @@ type Options struct {
 	// Logger receives the approval builtin's "approval requested" lines
 	// and a Live's MCP connection events (default: discard).
 	Logger *slog.Logger
+	// LogCompletionURLs lets the approval builtin log each call's complete
+	// URL, which carries its completion key (a credential): the demo's way
+	// of telling a person where to answer. Off, no key is ever logged.
+	LogCompletionURLs bool
 
 	// Test knobs of MCP connections: the SDK's reconnects of a broken
 	// stream before it ends the session (0: the SDK's default), and the
 	// first wait before reconnecting to a server (0: mcpMinBackoff).
 	mcpStreamRetries int
 	mcpBackoff       time.Duration
+	// mcpStopGrace: a stdio server's time to exit before the next signal
+	// (0: mcpStopGrace).
+	mcpStopGrace time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -168,6 +177,11 @@ func Load(path string, opts Options) (*Registry, error) {
 //	      trust_annotations: false   # true: readOnlyHint → effect read
 //	      timeout: 30s               # per call attempt, connect and list (default 30s)
 //	    retry: {max_attempts: 3}     # an mcp entry defaults to the retry defaults
+//	  - mcp:                         # an MCP server turnd runs and speaks stdio with
+//	      command: [npx, -y, "@modelcontextprotocol/server-filesystem", /srv/docs]
+//	      env: {API_KEY: "${FS_KEY}"}  # added to PATH, HOME and a few others of turnd's
+//	      cwd: /srv                  # must exist (default: turnd's working directory)
+//	      prefix: fs_
 //	builtin: [echo, sleep, now, approval]  # turnd's demo tools, off unless listed
 //
 // Decoding is strict: an unknown key is an error. Every problem found is
@@ -187,6 +201,10 @@ func Load(path string, opts Options) (*Registry, error) {
 // (the defaults shown under retry:), since "unreachable" is its common
 // failure; a tools/call carries _meta "io.turnd/idempotency-key" so that a
 // server can tell a retry, and retry: {max_attempts: 1} turns retries off.
+//
+// An mcp entry has either url (streamable HTTP, with headers) or command
+// (stdio, with env and cwd); ${VAR} is expanded in mcp.env values as in
+// headers.
 //
 // An mcp entry imports the tools of an MCP server; see Open, which such a
 // config needs: Load and Parse build a fixed registry, and refuse it.
@@ -238,6 +256,9 @@ type (
 	rawMCP struct {
 		URL              string            `yaml:"url"`
 		Headers          map[string]string `yaml:"headers"`
+		Command          []string          `yaml:"command"`
+		Env              map[string]string `yaml:"env"`
+		Cwd              *string           `yaml:"cwd"`
 		Prefix           *string           `yaml:"prefix"`
 		TrustAnnotations *bool             `yaml:"trust_annotations"`
 		Timeout          *string           `yaml:"timeout"`

@@ -279,12 +279,13 @@ func TestDeferredRetryKeepsKey(t *testing.T) {
 }
 
 // approvalRegistry registers the approval builtin (and "ask", an approval
-// with config defaults), logging to buf.
-func approvalRegistry(t *testing.T, buf *bytes.Buffer) *Registry {
+// with config defaults), logging to buf, complete URLs included when logURL.
+func approvalRegistry(t *testing.T, buf *bytes.Buffer, logURL bool) *Registry {
 	t.Helper()
 	reg, err := Parse([]byte("tools:\n  - name: ask\n    builtin: approval\n    pending: {deadline: 1h, on_timeout: fail_turn}\nbuiltin: [approval]\n"), Options{
-		Now:    func() time.Time { return testNow },
-		Logger: slog.New(slog.NewJSONHandler(buf, nil)),
+		Now:               func() time.Time { return testNow },
+		Logger:            slog.New(slog.NewJSONHandler(buf, nil)),
+		LogCompletionURLs: logURL,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -310,42 +311,55 @@ func TestApproval(t *testing.T) {
 			dispatch.Pending{Deadline: testNow.Add(time.Hour), OnTimeout: dispatch.OnTimeoutFailTurn, OnCancel: dispatch.OnCancelIgnore, Key: testKey}, "ok?"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var buf bytes.Buffer
-			s := lookup(t, approvalRegistry(t, &buf), tt.tool)
-			if err := s.Validate(json.RawMessage(tt.args)); err != nil {
-				t.Fatalf("Validate: %v", err)
-			}
-			out := runWave(t, s, tt.args, &keyIssuer{}).Outcome
-			if out.Status != dispatch.StatusPending || *out.Pending != tt.want {
-				t.Fatalf("outcome = %+v (pending %+v, error %+v)\nwant pending %+v", out, out.Pending, out.Err, tt.want)
-			}
-			var rec map[string]any
-			if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
-				t.Fatalf("log %q: %v", buf.String(), err)
-			}
-			want := map[string]any{
-				"level": "INFO", "session_id": "ses_1", "turn_id": "turn_1", "call_id": "call_1", "tool": tt.tool,
-				"prompt": tt.prompt, "deadline": tt.want.Deadline.Format(time.RFC3339Nano),
-				"complete_url": completeBase + testKey,
-			}
-			for k, v := range want {
-				if rec[k] != v {
-					t.Errorf("log %s = %v, want %v", k, rec[k], v)
-				}
-			}
-			if msg, _ := rec["msg"].(string); !strings.HasPrefix(msg, "approval requested") || !strings.Contains(msg, "completion key") {
-				t.Errorf("log msg = %q", msg)
-			}
-		})
+		for _, logURL := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/log_url=%v", tt.name, logURL), func(t *testing.T) {
+				t.Parallel()
+				testApproval(t, tt.tool, tt.args, tt.prompt, tt.want, logURL)
+			})
+		}
+	}
+}
+
+// testApproval runs one approval call and checks its outcome and its log
+// line: the complete URL (and so the key) is in it only when logURL.
+func testApproval(t *testing.T, tool, args, prompt string, want dispatch.Pending, logURL bool) {
+	t.Helper()
+	var buf bytes.Buffer
+	s := lookup(t, approvalRegistry(t, &buf, logURL), tool)
+	if err := s.Validate(json.RawMessage(args)); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	out := runWave(t, s, args, &keyIssuer{}).Outcome
+	if out.Status != dispatch.StatusPending || *out.Pending != want {
+		t.Fatalf("outcome = %+v (pending %+v, error %+v)\nwant pending %+v", out, out.Pending, out.Err, want)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("log %q: %v", buf.String(), err)
+	}
+	fields := map[string]any{
+		"level": "INFO", "session_id": "ses_1", "turn_id": "turn_1", "call_id": "call_1", "tool": tool,
+		"prompt": prompt, "deadline": want.Deadline.Format(time.RFC3339Nano),
+	}
+	if logURL {
+		fields["complete_url"] = completeBase + testKey
+	} else if strings.Contains(buf.String(), testKey) || rec["complete_url"] != nil {
+		t.Errorf("the key is logged without LogCompletionURLs: %s", buf.String())
+	}
+	for k, v := range fields {
+		if rec[k] != v {
+			t.Errorf("log %s = %v, want %v", k, rec[k], v)
+		}
+	}
+	if msg, _ := rec["msg"].(string); !strings.HasPrefix(msg, "approval requested") || !strings.Contains(msg, "completion key") {
+		t.Errorf("log msg = %q", msg)
 	}
 }
 
 func TestApprovalRefuses(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	s := lookup(t, approvalRegistry(t, &buf), "approval")
+	s := lookup(t, approvalRegistry(t, &buf, true), "approval")
 	for _, args := range []string{`{"prompt": 1}`, `{"deadline": 30}`, `{"extra": true}`} {
 		if err := s.Validate(json.RawMessage(args)); err == nil {
 			t.Errorf("Validate(%s) passed", args)

@@ -73,7 +73,8 @@
 // # MCP servers
 //
 // An mcp entry imports the tools of a Model Context Protocol server over
-// streamable HTTP (the official Go SDK, protocol 2025-11-25); a config with
+// streamable HTTP, or of one turnd runs and speaks stdio with (the official
+// Go SDK, protocol 2025-11-25); a config with
 // one is opened with Open, whose Live keeps the registry current as the
 // server's tool list changes and as the config is reloaded. Each tool's
 // name is the entry's prefix plus the server's name for it, and must match
@@ -86,12 +87,24 @@
 // otherwise write. A result maps to an outcome as follows:
 //
 //   - isError: true → error tool_error, the text content as its message.
+//   - content with images, audio or embedded blobs → the content array as
+//     JSON, each block's bytes replaced by a note of their size (turnd's
+//     results reach the model as text), even beside structuredContent.
 //   - structuredContent → JSON output.
 //   - text content only → text output, the blocks joined by newlines.
-//   - other content (images, audio, resources) → the content array as JSON.
-//   - a JSON-RPC (protocol) error, a timeout, a lost session or an
-//     unreachable server → tool_unavailable, retried by the entry's retry
-//     policy (the error's code and message in the result's message).
+//   - other content (resource links, embedded text) → the content array
+//     as JSON.
+//   - a JSON-RPC (protocol) error, a timeout, a lost session, an
+//     unreachable server or a stdio server that is down → tool_unavailable,
+//     retried by the entry's retry policy (the error's code and message in
+//     the result's message).
+//
+// A stdio server (mcp.command) is one child process per entry, shared by
+// its calls: it leads a process group of its own, gets only a few of
+// turnd's environment variables (PATH, HOME, ...) besides mcp.env, has its
+// stderr logged at debug level, is started again with a backoff when it
+// exits, and is stopped (stdin closed, SIGTERM, SIGKILL, then its group
+// killed) on Close and when a reload drops or changes its entry.
 //
 // tool may import dispatch, budget, completion, the standard library, and
 // its YAML, JSON Schema and MCP libraries; it must not import turn, api or

@@ -31,12 +31,14 @@ var ErrClosed = errors.New("tool: the live registry is closed")
 // # MCP servers
 //
 // Each mcp entry is one MCP server, reached over streamable HTTP with the
-// entry's headers. Open and Reload wait for a new server's first answer
+// entry's headers, or run as a child process (mcp.command) and spoken to
+// over its stdin and stdout. Open and Reload wait for a new server's first answer
 // (bounded by their ctx and the entry's timeout) so that its tools are there
 // from the start; a server that does not answer does not stop them: it is
 // logged, retried in the background, and its tools are absent until it
 // answers. A reload keeps the connection of an entry whose url and headers
-// did not change. See mcpServer for the life of a connection.
+// (or command, env and cwd) did not change. See mcpServer for the life of
+// a connection.
 type Live struct {
 	path       string
 	opts       Options // with defaults; HTTPClient is client

@@ -60,8 +60,9 @@ var mcpPrefixPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,63}$`)
 type mcpSource struct {
 	label   string // "tools[i]", for config errors and logs
 	line    int
-	url     string      // ${VAR} expanded: may hold a secret
-	header  http.Header // ${VAR} expanded: secrets
+	url     string        // ${VAR} expanded: may hold a secret
+	header  http.Header   // ${VAR} expanded: secrets
+	stdio   *stdioCommand // instead of url: the server turnd runs
 	prefix  string
 	trust   bool
 	timeout time.Duration
@@ -71,6 +72,9 @@ type mcpSource struct {
 // key identifies the connection the entry needs: a reload keeps the
 // connection of an entry whose key did not change.
 func (s *mcpSource) key() string {
+	if s.stdio != nil {
+		return s.stdio.key()
+	}
 	var b strings.Builder
 	b.WriteString(s.url)
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
@@ -124,14 +128,35 @@ func (l *loader) buildMCP(i int, rt rawTool) {
 
 	rm := *rt.MCP
 	src := &mcpSource{label: label, line: at("mcp"), timeout: DefaultTimeout, retry: defaultRetry}
-	if rm.URL == "" {
-		add(at("mcp"), "mcp.url is required")
-	} else if u, msg := absoluteURL("mcp.url", rm.URL, l.opts.Env); msg != "" {
-		add(at("mcp", "url"), "%s", msg)
-	} else {
-		src.url = u
+	mcpNode := l.nodeAt("tools", i, "mcp")
+	hasCommand := rm.Command != nil || l.child(mcpNode, "command") != nil
+	switch {
+	case rm.URL != "" && hasCommand:
+		add(at("mcp", "command"), "mcp.url and mcp.command cannot both be set: an entry either reaches a server over streamable HTTP (url) or runs one and speaks stdio with it (command)")
+	case hasCommand:
+		for _, f := range []string{"headers"} {
+			if l.child(mcpNode, f) != nil {
+				add(at("mcp", f), "mcp.%s goes with mcp.url; a stdio server (mcp.command) takes mcp.env", f)
+			}
+		}
+		src.stdio = l.buildStdio(rm, at, add)
+	case rm.URL == "":
+		add(at("mcp"), "mcp.url is required (or mcp.command, to run a stdio server)")
+	default:
+		if u, msg := absoluteURL("mcp.url", rm.URL, l.opts.Env); msg != "" {
+			add(at("mcp", "url"), "%s", msg)
+		} else {
+			src.url = u
+		}
+		src.header = l.headers("mcp", rm.Headers, mcpReservedHeaders, at, add)
 	}
-	src.header = l.headers("mcp", rm.Headers, mcpReservedHeaders, at, add)
+	if !hasCommand {
+		for _, f := range []string{"env", "cwd"} {
+			if l.child(mcpNode, f) != nil {
+				add(at("mcp", f), "mcp.%s goes with mcp.command (a stdio server); an HTTP server (mcp.url) takes mcp.headers", f)
+			}
+		}
+	}
 	if rm.Prefix != nil {
 		if !mcpPrefixPattern.MatchString(*rm.Prefix) {
 			add(at("mcp", "prefix"), "mcp.prefix %q must match %s (a tool name is at most 64 characters of [a-zA-Z0-9_-], prefix included)", *rm.Prefix, mcpPrefixPattern)
@@ -191,6 +216,14 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // goroutine stops, and the session closes once no call uses it. Calls that
 // still come (from turns that started before the reload) connect again for
 // themselves, and close the session when the last of them ends.
+//
+// A stdio server's session is its process (see processTransport). Its
+// goroutine starts the process again after it exits, but only once the
+// backoff has passed, which a call does not cut short (a server that
+// crashes on every call would otherwise be started by every call), and
+// which starts over once a process has run for mcpMaxBackoff; calls
+// meanwhile fail at once. A retired stdio server is not started again for
+// late calls: its command is no longer configured.
 type mcpServer struct {
 	live       *Live
 	log        *slog.Logger
@@ -201,6 +234,8 @@ type mcpServer struct {
 	httpClient *http.Client
 	retries    int           // the transport's stream reconnects
 	backoff    time.Duration // the first wait after a failed attempt
+	stdio      *stdioCommand // the process to run, for a stdio server
+	grace      time.Duration // a stdio server's time to exit (mcpStopGrace)
 
 	refresh  chan struct{} // cap 1: list again, or reconnect now
 	first    chan struct{} // closed when the first attempt has ended
@@ -224,11 +259,20 @@ type mcpServer struct {
 	retired  bool
 	closed   bool
 	inflight int
+
+	// A stdio server's process: when it started, and while it is down,
+	// when turnd starts it again (the zero time while it runs or starts;
+	// a time past while the restart is not yet scheduled).
+	started    time.Time
+	restarting time.Time
+	lastExit   string // how the last process ended, for the log and for calls
 }
 
 func newMCPServer(l *Live, src *mcpSource) *mcpServer {
 	safe := "(mcp server)"
-	if u, err := url.Parse(src.url); err == nil {
+	if src.stdio != nil {
+		safe = src.stdio.name()
+	} else if u, err := url.Parse(src.url); err == nil {
 		safe = u.Scheme + "://" + u.Host
 	}
 	s := &mcpServer{
@@ -242,6 +286,11 @@ func newMCPServer(l *Live, src *mcpSource) *mcpServer {
 		first:   make(chan struct{}),
 		attempt: make(chan struct{}),
 		src:     src,
+		stdio:   src.stdio,
+		grace:   l.opts.mcpStopGrace,
+	}
+	if s.grace <= 0 {
+		s.grace = mcpStopGrace
 	}
 	if s.backoff <= 0 {
 		s.backoff = mcpMinBackoff
@@ -281,6 +330,7 @@ func (s *mcpServer) kick() {
 func (s *mcpServer) run(ctx context.Context) {
 	defer close(s.loopDone)
 	wait := s.backoff
+	maxWait := max(mcpMaxBackoff, s.backoff)
 	failing := false
 	for n := 0; ; n++ {
 		err := s.connectAndList(ctx)
@@ -301,26 +351,88 @@ func (s *mcpServer) run(ctx context.Context) {
 			return
 		}
 		if err == nil {
-			failing, wait = false, s.backoff
+			failing = false
+			if s.stdio == nil {
+				wait = s.backoff
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-s.refresh:
 			}
-			continue
+			if s.stdio == nil {
+				continue
+			}
+			uptime, running := s.processUptime()
+			if running {
+				continue // a listing to redo, not an exit
+			}
+			wait = restartWait(wait, s.backoff, maxWait, uptime)
+			s.log.Info("MCP server process down; its tools answer tool_unavailable until it runs again", "uptime", uptime.Round(time.Millisecond), "restart_in", wait)
+		} else {
+			failing = true
 		}
-		failing = true
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		case <-s.refresh:
-			t.Stop()
+		if s.stdio != nil {
+			// A process is started again only after the wait: a call does
+			// not cut it short, or a server that keeps crashing would be
+			// started by every call.
+			if !s.pauseRestart(ctx, wait) {
+				return
+			}
+		} else {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			case <-s.refresh:
+				t.Stop()
+			}
 		}
-		wait = min(2*wait, max(mcpMaxBackoff, s.backoff))
+		wait = min(2*wait, maxWait)
 	}
+}
+
+// restartWait is the wait before a stdio server's process, which ran for
+// uptime, starts again: the backoff reached (wait, doubled after every
+// start up to max), or first once a process has run for max.
+func restartWait(wait, first, max, uptime time.Duration) time.Duration {
+	if uptime >= max {
+		return first
+	}
+	return wait
+}
+
+// processUptime reports whether a stdio server's process runs, and for how
+// long it ran (or has been running).
+func (s *mcpServer) processUptime() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.started), s.sess != nil
+}
+
+// pauseRestart waits before a stdio server is started again; calls meanwhile
+// fail at once (see acquire). It reports false when ctx ended first.
+func (s *mcpServer) pauseRestart(ctx context.Context, wait time.Duration) bool {
+	s.mu.Lock()
+	s.restarting = time.Now().Add(wait)
+	s.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	select {
+	case <-s.refresh: // asked meanwhile; the start lists the tools anyway
+	default:
+	}
+	s.mu.Lock()
+	s.restarting = time.Time{}
+	s.mu.Unlock()
+	return true
 }
 
 // connectAndList connects if there is no session and lists the tools; a
@@ -364,11 +476,21 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sess, err := s.client.Connect(cctx, &mcp.StreamableClientTransport{
+	var transport mcp.Transport = &mcp.StreamableClientTransport{
 		Endpoint: s.url, HTTPClient: s.httpClient, MaxRetries: s.retries,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	}
+	var process *processTransport
+	if s.stdio != nil {
+		process = &processTransport{cmd: s.stdio, log: s.log, grace: s.grace}
+		transport = process
+	}
+	sess, err := s.client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {
-		err = fmt.Errorf("connecting: %s", s.redact(err))
+		if s.stdio != nil {
+			err = fmt.Errorf("starting the server's process: %w", err)
+		} else {
+			err = fmt.Errorf("connecting: %s", s.redact(err))
+		}
 	}
 
 	s.mu.Lock()
@@ -377,6 +499,9 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	close(s.attempt)
 	s.attempt = make(chan struct{})
 	if err != nil {
+		if s.stdio != nil {
+			s.restarting = time.Now() // calls fail until the next start
+		}
 		return nil, err
 	}
 	if s.closed {
@@ -388,18 +513,47 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		return nil, errors.New("turnd is closing its MCP sessions")
 	}
 	s.sess = sess
+	if process != nil {
+		s.started, s.restarting = time.Now(), time.Time{}
+	}
 	s.watchers.Add(1)
 	go func() {
 		defer s.watchers.Done()
 		_ = sess.Wait()
+		status := ""
+		if process != nil {
+			// The process exited (or closed its stdout): reap it and
+			// what it started. Close returns once the first Close, by
+			// whoever called it, has.
+			_ = process.conn.Close()
+			status = process.conn.status
+		}
 		s.mu.Lock()
 		gone := s.sess == sess
 		if gone {
 			s.sess = nil
 		}
+		stopped := s.retired || s.closed
+		if process != nil && gone && !stopped {
+			// Until the goroutine schedules the restart; a process that
+			// was dropped is the goroutine's already.
+			s.restarting = time.Now()
+		}
+		if process != nil && !stopped && s.sess == nil {
+			// A call that found the session broken may have dropped it
+			// first (drop): how the process ended is still this one's.
+			s.lastExit = status
+		}
 		s.mu.Unlock()
-		if gone {
+		switch {
+		case process == nil && gone:
 			s.log.Warn("MCP session ended; reconnecting")
+		case process != nil && stopped:
+			s.log.Info("MCP server process stopped", "pid", process.conn.cmd.Process.Pid, "status", status)
+		case process != nil:
+			s.log.Warn("MCP server process exited; turnd starts it again after a backoff", "pid", process.conn.cmd.Process.Pid, "status", status)
+		}
+		if gone {
 			s.kick()
 		}
 	}()
@@ -411,6 +565,9 @@ func (s *mcpServer) drop(sess *mcp.ClientSession) {
 	s.mu.Lock()
 	if s.sess == sess {
 		s.sess = nil
+		if s.stdio != nil {
+			s.restarting = time.Now()
+		}
 	}
 	s.mu.Unlock()
 	_ = sess.Close()
@@ -540,10 +697,24 @@ func (s *mcpServer) acquire(ctx context.Context) (*mcp.ClientSession, error) {
 			return sess, nil
 		}
 		retired, closed, attempt := s.retired, s.closed, s.attempt
+		restarting, lastExit, lastErr := s.restarting, s.lastExit, s.lastErr
 		s.mu.Unlock()
 		switch {
 		case closed:
 			return nil, errors.New("turnd is closing its MCP sessions")
+		case retired && s.stdio != nil:
+			return nil, errors.New("the MCP server's entry left the tool config: turnd no longer runs its command")
+		case !restarting.IsZero():
+			// Fail now: the entry's retries wait in the dispatcher, and a
+			// call outlasting the backoff would hold a turn for a minute.
+			why := "its process exited"
+			switch {
+			case lastErr != nil:
+				why = lastErr.Error()
+			case lastExit != "":
+				why += " (" + lastExit + ")"
+			}
+			return nil, fmt.Errorf("the MCP server is down: %s; %s", why, describeRestart(restarting, time.Now()))
 		case retired:
 			if _, err := s.connect(ctx); err != nil {
 				return nil, err
@@ -626,6 +797,9 @@ func (s *mcpServer) release0(closing bool) {
 
 // redact is err's text without the server's URL, which may hold a secret.
 func (s *mcpServer) redact(err error) string {
+	if s.url == "" {
+		return err.Error() // a stdio server: no URL
+	}
 	msg := strings.ReplaceAll(err.Error(), s.url, s.safeURL)
 	if u, uerr := url.Parse(s.url); uerr == nil && u.User != nil {
 		// net/http quotes a URL with its password masked, as "***".
@@ -692,9 +866,13 @@ func (t *mcpTool) failure(ctx context.Context, err error, doing string) dispatch
 }
 
 // mcpOutcome maps a tools/call result: isError → an error the model reads
-// (tool_error); structuredContent → JSON output; text-only content → text
-// output (the blocks joined by newlines); other content (images, audio,
-// resources) → the content array as JSON.
+// (tool_error); content with binary data (images, audio, embedded blobs) →
+// the content array as JSON, binary data left out (see mcpContentJSON),
+// even with structuredContent, which may mirror it, base64 and all (as
+// server-filesystem's read_media_file does); structuredContent → JSON
+// output; text-only content → text output (the blocks joined by newlines);
+// other content (resource links, embedded text) → the content array as
+// JSON.
 func mcpOutcome(res *mcp.CallToolResult, limit int64) dispatch.Outcome {
 	text, allText := mcpText(res.Content)
 	if res.IsError {
@@ -715,7 +893,7 @@ func mcpOutcome(res *mcp.CallToolResult, limit int64) dispatch.Outcome {
 	var out []byte
 	isJSON := true
 	switch {
-	case res.StructuredContent != nil:
+	case res.StructuredContent != nil && !mcpBinary(res.Content):
 		js, err := json.Marshal(res.StructuredContent)
 		if err != nil {
 			return dispatch.Fail(CodeInvalidToolResponse, "the MCP server's structuredContent is not JSON: "+err.Error())
@@ -724,7 +902,7 @@ func mcpOutcome(res *mcp.CallToolResult, limit int64) dispatch.Outcome {
 	case allText:
 		out, isJSON = []byte(text), false
 	default:
-		js, err := json.Marshal(res.Content)
+		js, err := mcpContentJSON(res.Content)
 		if err != nil {
 			return dispatch.Fail(CodeInvalidToolResponse, "the MCP server's content cannot be written as JSON: "+err.Error())
 		}
@@ -734,6 +912,71 @@ func mcpOutcome(res *mcp.CallToolResult, limit int64) dispatch.Outcome {
 		return dispatch.Fail(CodeOutputTooLarge, fmt.Sprintf("the MCP tool's output exceeds %d bytes", limit))
 	}
 	return dispatch.OK(out, isJSON)
+}
+
+// mcpOmitted is a content block whose binary data turnd left out.
+type mcpOmitted struct {
+	Type        string           `json:"type"`
+	MIMEType    string           `json:"mimeType,omitempty"`
+	Omitted     string           `json:"omitted"`
+	Annotations *mcp.Annotations `json:"annotations,omitempty"`
+}
+
+// mcpOmittedResource is an embedded resource whose blob turnd left out.
+type mcpOmittedResource struct {
+	Type     string `json:"type"`
+	Resource struct {
+		URI      string `json:"uri"`
+		MIMEType string `json:"mimeType,omitempty"`
+		Omitted  string `json:"omitted"`
+	} `json:"resource"`
+	Annotations *mcp.Annotations `json:"annotations,omitempty"`
+}
+
+// mcpContentJSON writes content as MCP does, except binary data: an
+// image's, audio's or embedded blob's bytes become a note of their size.
+// turnd hands every result to the model as text, where base64 would spend
+// tokens (and the output budget) on something the model cannot see.
+func mcpContentJSON(content []mcp.Content) ([]byte, error) {
+	omitted := func(kind string, n int) string {
+		return fmt.Sprintf("%d bytes of %s data, left out: turnd passes tool results to the model as text", n, kind)
+	}
+	blocks := make([]any, 0, len(content))
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.ImageContent:
+			blocks = append(blocks, mcpOmitted{Type: "image", MIMEType: c.MIMEType, Omitted: omitted("image", len(c.Data)), Annotations: c.Annotations})
+		case *mcp.AudioContent:
+			blocks = append(blocks, mcpOmitted{Type: "audio", MIMEType: c.MIMEType, Omitted: omitted("audio", len(c.Data)), Annotations: c.Annotations})
+		case *mcp.EmbeddedResource:
+			if c.Resource == nil || c.Resource.Blob == nil {
+				blocks = append(blocks, c)
+				continue
+			}
+			r := mcpOmittedResource{Type: "resource", Annotations: c.Annotations}
+			r.Resource.URI, r.Resource.MIMEType = c.Resource.URI, c.Resource.MIMEType
+			r.Resource.Omitted = omitted("blob", len(c.Resource.Blob))
+			blocks = append(blocks, r)
+		default:
+			blocks = append(blocks, c)
+		}
+	}
+	return json.Marshal(blocks)
+}
+
+// mcpBinary reports whether content holds binary data.
+func mcpBinary(content []mcp.Content) bool {
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.ImageContent, *mcp.AudioContent:
+			return true
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil && c.Resource.Blob != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mcpText joins the text blocks of content; allText reports whether there

@@ -838,3 +838,43 @@ func closedAddr(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+// TestMCPContentJSON: content other than text reaches the model as MCP
+// writes it, binary data left out.
+func TestMCPContentJSON(t *testing.T) {
+	t.Parallel()
+	res := &mcp.CallToolResult{Content: []mcp.Content{
+		&mcp.TextContent{Text: "see"},
+		&mcp.ImageContent{Data: []byte("PNGDATA"), MIMEType: "image/png"},
+		&mcp.AudioContent{Data: []byte("WAV"), MIMEType: "audio/wav"},
+		&mcp.ResourceLink{URI: "file:///a.txt", Name: "a", MIMEType: "text/plain"},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "mem://t", MIMEType: "text/plain", Text: "inline text"}},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "mem://b", MIMEType: "application/zip", Blob: []byte("ZIPZIPZIP")}},
+	}}
+	out := mcpOutcome(res, 1<<20)
+	if out.Status != dispatch.StatusOK || !out.JSON {
+		t.Fatalf("%+v %+v", out, out.Err)
+	}
+	want := `[{"type":"text","text":"see"},` +
+		`{"type":"image","mimeType":"image/png","omitted":"7 bytes of image data, left out: turnd passes tool results to the model as text"},` +
+		`{"type":"audio","mimeType":"audio/wav","omitted":"3 bytes of audio data, left out: turnd passes tool results to the model as text"},` +
+		`{"type":"resource_link","mimeType":"text/plain","uri":"file:///a.txt","name":"a"},` +
+		`{"type":"resource","resource":{"uri":"mem://t","mimeType":"text/plain","text":"inline text"}},` +
+		`{"type":"resource","resource":{"uri":"mem://b","mimeType":"application/zip","omitted":"9 bytes of blob data, left out: turnd passes tool results to the model as text"}}]`
+	if string(out.Output) != want {
+		t.Errorf("output\n%s\nwant\n%s", out.Output, want)
+	}
+	for _, secret := range []string{"PNGDATA", "UE5HREFUQQ", "WklQWklQWklQ"} {
+		if strings.Contains(string(out.Output), secret) {
+			t.Errorf("binary data %q reached the output", secret)
+		}
+	}
+
+	// structuredContent that mirrors binary content loses to the content.
+	res = &mcp.CallToolResult{StructuredContent: map[string]string{"data": "UE5HREFUQQ=="},
+		Content: []mcp.Content{&mcp.ImageContent{Data: []byte("PNGDATA"), MIMEType: "image/png"}}}
+	out = mcpOutcome(res, 1<<20)
+	if out.Status != dispatch.StatusOK || !out.JSON || strings.Contains(string(out.Output), "UE5H") || !strings.Contains(string(out.Output), `"omitted":"7 bytes of image data`) {
+		t.Errorf("structured content beside an image: %+v %s", out, out.Output)
+	}
+}

@@ -72,6 +72,12 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 		return "", fmt.Errorf("recording turn before its completion key: %w", err)
 	}
 	key := s.keys.Key(r.key.SessionID, r.key.TurnID, call.ID)
+	r.mu.Lock()
+	if r.keyed == nil {
+		r.keyed = make(map[int][32]byte)
+	}
+	r.keyed[r.index[call.ID]] = key.Hash()
+	r.mu.Unlock()
 	err := s.completions.IssueCompletion(context.WithoutCancel(ctx), Completion{
 		KeyHash:   key.Hash(),
 		SessionID: r.key.SessionID,
@@ -529,6 +535,35 @@ func (s *Service) cancellation(t Turn, c Completion, now time.Time, code, msg st
 	return Resolution{KeyHash: c.KeyHash, Expect: c.Status, Status: CompletionCancelled, Result: res}
 }
 
+// cancelOpen is how a turn that ends cancels completion c, when c is still
+// open (issued, early or pending; open false otherwise). A parked call
+// (its result pending) is answered cancelled, with a line. The key of a
+// call whose result is already final (it answered, or its wave accounted
+// it without parking) is only closed: its result and lines stay as they
+// are, so no call is answered twice.
+func (s *Service) cancelOpen(t Turn, c Completion, now time.Time, code, msg string) (item Resolution, line *Line, open bool) {
+	switch c.Status {
+	case CompletionIssued, CompletionEarly, CompletionPending:
+	default:
+		return Resolution{}, nil, false
+	}
+	if res, ok := findResult(t, c); !ok || res.Status != CallPending {
+		return Resolution{KeyHash: c.KeyHash, Expect: c.Status, Status: CompletionCancelled, KeepResult: true}, nil, true
+	}
+	l := cancelLine(TurnKey{t.SessionID, t.ID}, c, now, code)
+	return s.cancellation(t, c, now, code, msg), &l, true
+}
+
+// findResult returns the turn's recorded result for the completion's call.
+func findResult(t Turn, c Completion) (Result, bool) {
+	for _, r := range t.Results {
+		if r.Index == c.CallIndex {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
 func cancelLine(k TurnKey, c Completion, now time.Time, code string) Line {
 	return Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
 		Data: mustJSON(map[string]any{"status": CallCancelled, "error": map[string]string{"code": code}})}
@@ -566,7 +601,13 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	if r != nil {
 		r.cancelRequested.Store(true)
 		r.cancel()
-		return s.Await(ctx, k)
+		t, err := s.Await(ctx, k)
+		if errors.Is(err, ErrLeaseLost) {
+			// Another replica took the turn over (this process stalled
+			// past its lease): the cancel is for the replica running it.
+			return s.cancelElsewhere(ctx, k)
+		}
+		return t, err
 	}
 	if t.Status != StatusWaiting {
 		// Running on another replica, or on none (its owner died).
@@ -588,12 +629,15 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 		SettleWebhook: settledWebhook(cb, k, StatusCancelled, now), Now: now}
 	var cancelled []Completion
 	for _, c := range cs {
-		if c.Status != CompletionPending && c.Status != CompletionEarly {
+		item, line, open := s.cancelOpen(t, c, now, "cancelled", "the turn was cancelled")
+		if !open {
 			continue
 		}
-		b.Items = append(b.Items, s.cancellation(t, c, now, "cancelled", "the turn was cancelled"))
-		b.Lines = append(b.Lines, cancelLine(k, c, now, "cancelled"))
-		cancelled = append(cancelled, c)
+		b.Items = append(b.Items, item)
+		if line != nil {
+			b.Lines = append(b.Lines, *line)
+			cancelled = append(cancelled, c)
+		}
 	}
 	settled, err := s.completions.Resolve(ctx, b)
 	if err != nil {
@@ -635,12 +679,15 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 	b := ResolveBatch{Key: k, SettleStatus: status, Now: now}
 	var cancelled []Completion
 	for _, c := range cs {
-		if c.Status != CompletionPending && c.Status != CompletionEarly {
+		item, line, open := s.cancelOpen(t, c, now, code, "the turn ended "+string(status))
+		if !open {
 			continue
 		}
-		b.Items = append(b.Items, s.cancellation(t, c, now, code, "the turn ended "+string(status)))
-		b.Lines = append(b.Lines, cancelLine(k, c, now, code))
-		cancelled = append(cancelled, c)
+		b.Items = append(b.Items, item)
+		if line != nil {
+			b.Lines = append(b.Lines, *line)
+			cancelled = append(cancelled, c)
+		}
 	}
 	if len(b.Items) == 0 {
 		return
@@ -651,4 +698,56 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 	}
 	s.cancelExternal(cancelled)
 	s.observeResolved(CompletionAborted, len(cancelled))
+}
+
+// closeKey settles the completion key of a call that took one but did not
+// park (it answered, failed, or was cancelled first), so that no delivery
+// to the key is accepted after its call ended: an issued key is cancelled
+// (a delivery then gets 410 and is recorded late). When a delivery reached
+// the key first (early: the external work finished before the tool
+// answered), that delivery was accepted, and it is the call's result:
+// closeKey returns it in place of res. Either way the call's result row is
+// left to the wave's commit.
+func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
+	s := r.svc
+	ctx := context.WithoutCancel(r.ctx)
+	now := s.now()
+	b := ResolveBatch{Key: r.key, SettleStatus: StatusCompleted, Now: now, Items: []Resolution{
+		{KeyHash: h, Expect: CompletionIssued, Status: CompletionCancelled, KeepResult: true},
+	}}
+	_, err := s.completions.Resolve(ctx, b)
+	if err == nil {
+		return res, out
+	}
+	if !errors.Is(err, ErrCompletionState) {
+		s.log.ErrorContext(r.logCtx, "closing the completion key of a call that did not park failed", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "call_id", res.CallID, "err", err)
+		return res, out
+	}
+	c, err := s.completions.GetCompletion(ctx, h)
+	if err != nil || c.Status != CompletionEarly {
+		return res, out
+	}
+	var d struct {
+		Output json.RawMessage `json:"output"`
+		Error  *CallError      `json:"error"`
+	}
+	if err := json.Unmarshal(c.Payload, &d); err != nil {
+		return res, out
+	}
+	delivered := res
+	delivered.Output, delivered.Error, delivered.Truncated, delivered.OriginalBytes, delivered.OriginalLines, delivered.OutputID, delivered.Repaired = nil, nil, false, 0, 0, "", 0
+	var dout *Output
+	if d.Error != nil {
+		delivered.Status, delivered.Error = CallFailed, d.Error
+	} else {
+		delivered.Status = CallOK
+		dout = s.project(r.key, r.proj, &delivered, dispatch.OK(d.Output, true))
+	}
+	b.Items[0] = Resolution{KeyHash: h, Expect: CompletionEarly, Status: CompletionCompleted, Payload: c.Payload, PayloadHash: c.PayloadHash, KeepResult: true}
+	if _, err := s.completions.Resolve(ctx, b); err != nil {
+		s.log.ErrorContext(r.logCtx, "taking an early delivery as the result of a call that did not park failed", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "call_id", res.CallID, "err", err)
+		return res, out
+	}
+	s.log.InfoContext(r.logCtx, "a delivery that arrived before the call's tool answered is its result", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "call_id", res.CallID, "tool_status", res.Status)
+	return delivered, dout
 }

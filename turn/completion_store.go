@@ -83,8 +83,11 @@ type Resolution struct {
 	Status      CompletionStatus // completed, timed_out or cancelled
 	Payload     json.RawMessage
 	PayloadHash [32]byte
-	// Result replaces the call's result row (by Index).
+	// Result replaces the call's result row (by Index), unless KeepResult.
 	Result Result
+	// KeepResult leaves the call's result row as it is: the key of a call
+	// whose result its wave writes (or wrote) is only closed.
+	KeepResult bool
 	// Outputs are full outputs kept for the result.
 	Outputs []Output
 }

@@ -86,6 +86,7 @@ func (s *Service) renew(ctx context.Context) {
 		// A run settling (to waiting or settled) released its lease
 		// itself; nothing was lost.
 		if r != nil && !r.settling.Load() {
+			r.leaseLost.Store(true)
 			s.log.Warn("turn lease lost", "session_id", k.SessionID, "turn_id", k.TurnID)
 			r.cancel()
 		}
@@ -128,12 +129,22 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 	for _, c := range claims {
 		k := c.TurnKey
 		s.mu.Lock()
-		_, running := s.active[k]
+		r, running := s.active[k]
 		s.mu.Unlock()
 		if running {
-			// This process stalled past its own lease (a suspended VM, a
-			// long GC pause) and its wave is still running: claiming renewed
-			// the lease; resuming would run the turn twice.
+			if c.PrevOwner == s.cfg.Owner {
+				// This process stalled past its own lease (a suspended VM,
+				// a long GC pause) and nobody took the turn meanwhile: its
+				// wave is still the turn's, the claim renewed its lease,
+				// and resuming would run the turn twice.
+				continue
+			}
+			// Another owner held the turn between this wave's lease and
+			// this claim: the wave here is stale. It must commit nothing
+			// more; the turn is resumed anew once this claim expires.
+			r.leaseLost.Store(true)
+			r.cancel()
+			s.log.Warn("turn lease lost; another owner had taken it over meanwhile", "session_id", k.SessionID, "turn_id", k.TurnID, "owner_meanwhile", c.PrevOwner)
 			continue
 		}
 		if c.Resumes > s.cfg.MaxResumes {

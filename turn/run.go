@@ -49,7 +49,11 @@ type run struct {
 	// stays active until its goroutine ends; a renewal that finds its lease
 	// gone then lost nothing (see renew).
 	settling atomic.Bool
-	done     chan struct{}
+	// leaseLost: another owner took the turn's lease while this wave ran.
+	// The wave's state is stale from then on: none of its commits may
+	// apply, even should this process claim the lease back (see commit).
+	leaseLost atomic.Bool
+	done      chan struct{}
 
 	final     Turn
 	settleErr error
@@ -73,6 +77,9 @@ type run struct {
 	// inline: the wave runs on the goroutine that launches it (every call
 	// is a read of an inline tool, see readsOnly), set before launch.
 	inline bool
+	// keyed holds the completion key hashes issued to calls, by index
+	// (under mu): Account closes the key of a call that did not park.
+	keyed map[int][32]byte
 	// early holds the reads a streamed turn started before it was
 	// submitted (stream.go); nil for a turn posted whole. leading caches
 	// leadingReads (-1 until computed).
@@ -351,6 +358,9 @@ func (r *run) settle(status Status) {
 }
 
 func (r *run) commit(ctx context.Context, c Commit) error {
+	if r.leaseLost.Load() {
+		return fmt.Errorf("committing turn %s/%s: %w (another owner took it over meanwhile)", r.key.SessionID, r.key.TurnID, ErrLeaseLost)
+	}
 	if err := CheckResultCalls(r.turn.Calls, c.Results); err != nil {
 		return fmt.Errorf("committing turn %s/%s: %w", r.key.SessionID, r.key.TurnID, err)
 	}
@@ -550,11 +560,17 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	}
 	res := r.resultOf(a)
 	res.ReplayedFrom = st.replayedFrom
-	defer r.observeAccounted(a, res.Status)
 	var out *Output
 	if a.Verdict == dispatch.Run && a.Outcome.Status != dispatch.StatusRefused {
 		out = r.svc.project(r.key, r.proj, &res, a.Outcome)
 	}
+	r.mu.Lock()
+	h, keyed := r.keyed[i]
+	r.mu.Unlock()
+	if keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
+		res, out = r.closeKey(h, res, out)
+	}
+	defer r.observeAccounted(a, res.Status)
 	r.mu.Lock()
 	switch {
 	case st.replayedFrom != "":

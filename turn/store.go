@@ -185,6 +185,9 @@ type Claim struct {
 	TurnKey
 	// Resumes counts the claims of the turn, this one included.
 	Resumes int
+	// PrevOwner is the owner whose expired lease the claim took ("" when
+	// none was recorded).
+	PrevOwner string
 }
 
 // Lookup is what LookupTurn reports.

@@ -47,14 +47,14 @@ type config struct {
 	StreamIdleTimeout time.Duration
 	StreamMaxDuration time.Duration
 	PublicURL         string
-	// CompletionSecret derives completion keys (TURND_COMPLETION_SECRET);
+	// CompletionSecret derives completion keys (TURND_COMPLETION_KEY_SECRET);
 	// empty keeps one in the database.
 	CompletionSecret string
 	// CompletionSigningSecret, when set, requires Standard Webhooks
 	// signatures on deliveries (TURND_COMPLETION_SIGNING_SECRET).
 	CompletionSigningSecret string
 	// WebhookSecret signs turnd's own outgoing webhooks: turn.settled
-	// callbacks and cancel_url requests (TURND_WEBHOOK_SECRET).
+	// callbacks and cancel_url requests (TURND_WEBHOOK_SIGNING_SECRET).
 	WebhookSecret string
 	// AllowedHosts are Host names served besides the loopback ones; set,
 	// or on loopback without tokens, only those are served
@@ -72,6 +72,51 @@ type config struct {
 	// target (GOGC, not empty): serve then leaves it alone instead of
 	// setting serveGCPercent.
 	KeepGC bool
+	// GOGC and GOMEMLIMIT are the environment's values, for the start-up log.
+	GOGC, GOMEMLIMIT string
+	// Demo lets the approval builtin log each call's complete URL (and so
+	// its completion key): the quick start's way to answer (TURND_DEMO).
+	Demo bool
+	// Deprecated lists the old variable names the environment used, each
+	// with the name that replaces it; serve warns of each.
+	Deprecated [][2]string
+}
+
+// secretVar is a secret read only from the environment: NAME, or a file
+// named by NAME_FILE; old names still work, with a warning.
+type secretVar struct {
+	name string
+	old  []string
+	what string
+}
+
+// secretVars are the secrets, named by what they do.
+var secretVars = []secretVar{
+	{"TURND_COMPLETION_KEY_SECRET", []string{"TURND_COMPLETION_SECRET"},
+		"derives completion keys; default: one generated and kept in the database"},
+	{"TURND_COMPLETION_SIGNING_SECRET", nil,
+		"deliveries to /v1/complete must carry a Standard Webhooks signature made with it (whsec_<base64>)"},
+	{"TURND_WEBHOOK_SIGNING_SECRET", []string{"TURND_WEBHOOK_SECRET"},
+		"signs turnd's own webhooks: turn.settled callbacks and cancel_url requests (whsec_<base64>)"},
+	{"TURND_METRICS_TOKEN", nil, "the bearer token /metrics requires"},
+}
+
+// envHelp is the part of `turnd serve -h` about the variables no flag has.
+func envHelp() string {
+	var b strings.Builder
+	b.WriteString("\nEnvironment only (secrets; each also as NAME_FILE, a file holding it):\n")
+	fmt.Fprintf(&b, "  %-34s %s\n", "TURND_API_TOKENS", "comma- or newline-separated bearer tokens for /v1 (at least 32 characters off loopback)")
+	for _, v := range secretVars {
+		fmt.Fprintf(&b, "  %-34s %s\n", v.name, v.what)
+		for _, o := range v.old {
+			fmt.Fprintf(&b, "  %-34s deprecated name of %s\n", o, v.name)
+		}
+	}
+	b.WriteString("\nRead from the environment besides:\n")
+	fmt.Fprintf(&b, "  %-34s %s\n", "DATABASE_URL_FILE", "a file holding the Postgres URL (see -database-url)")
+	fmt.Fprintf(&b, "  %-34s %s\n", "GOGC", "the collector's target; default 400 while serving (see README)")
+	fmt.Fprintf(&b, "  %-34s %s\n", "GOMEMLIMIT", "a soft memory limit for the Go runtime")
+	return b.String()
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
@@ -86,6 +131,8 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	var c config
 	gogc, _ := env("GOGC")
 	c.KeepGC = gogc != "" // empty is unset, as for every other variable
+	c.GOGC = gogc
+	c.GOMEMLIMIT, _ = env("GOMEMLIMIT")
 	var grace, delay, lease, maxBody, maxCalls string
 	var allowedHosts, corsOrigins, callbackAllow, callbackDeny string
 	// Parsed before the flags so that the environment's value is the flag's
@@ -94,6 +141,10 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	if err != nil {
 		return config{}, usageError{fmt.Sprintf("TURND_NO_MIGRATE: %q is not a boolean like true or false", get("TURND_NO_MIGRATE", ""))}
 	}
+	demo, err := strconv.ParseBool(get("TURND_DEMO", "false"))
+	if err != nil {
+		return config{}, usageError{fmt.Sprintf("TURND_DEMO: %q is not a boolean like true or false", get("TURND_DEMO", ""))}
+	}
 	fs.StringVar(&c.Addr, "addr", get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
 	fs.StringVar(&c.DataPath, "data", get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
@@ -101,6 +152,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.LogFormat, "log-format", get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
+	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin logs each call's complete_url, which carries its completion key (a credential); never in production (TURND_DEMO=true)")
 	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
@@ -115,6 +167,13 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&corsOrigins, "cors-origins", get("TURND_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port]) of browser frontends that call turnd directly; requests from other origins than these and turnd's own answer 403 (TURND_CORS_ORIGINS)")
 	fs.StringVar(&callbackAllow, "callback-allow-nets", get("TURND_CALLBACK_ALLOW_NETS", ""), "comma-separated CIDRs callback URLs may reach although blocked: link-local, metadata, unspecified, multicast addresses and the deny list (TURND_CALLBACK_ALLOW_NETS)")
 	fs.StringVar(&callbackDeny, "callback-deny-nets", get("TURND_CALLBACK_DENY_NETS", ""), "comma-separated CIDRs callback URLs may not reach besides the blocked ones, e.g. 127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,::1/128,fc00::/7 (TURND_CALLBACK_DENY_NETS)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		if cmd == "serve" || cmd == "migrate" {
+			fmt.Fprint(fs.Output(), envHelp())
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// The flags are printed; main exits 0, as `turnd help` does.
@@ -177,17 +236,25 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		}
 	}
 	for _, sec := range []struct {
-		dst  *string
-		name string
+		dst *string
+		v   secretVar
 	}{
-		{&c.CompletionSecret, "TURND_COMPLETION_SECRET"},
-		{&c.CompletionSigningSecret, "TURND_COMPLETION_SIGNING_SECRET"},
-		{&c.WebhookSecret, "TURND_WEBHOOK_SECRET"},
-		{&c.MetricsToken, "TURND_METRICS_TOKEN"},
+		{&c.CompletionSecret, secretVars[0]},
+		{&c.CompletionSigningSecret, secretVars[1]},
+		{&c.WebhookSecret, secretVars[2]},
+		{&c.MetricsToken, secretVars[3]},
 	} {
-		if *sec.dst = get(sec.name, ""); *sec.dst == "" {
-			if *sec.dst, err = fileVar(env, sec.name+"_FILE"); err != nil {
-				return config{}, err
+		for i, name := range append([]string{sec.v.name}, sec.v.old...) {
+			if *sec.dst = get(name, ""); *sec.dst == "" {
+				if *sec.dst, err = fileVar(env, name+"_FILE"); err != nil {
+					return config{}, err
+				}
+			}
+			if *sec.dst != "" {
+				if i > 0 {
+					c.Deprecated = append(c.Deprecated, [2]string{name, sec.v.name})
+				}
+				break
 			}
 		}
 	}

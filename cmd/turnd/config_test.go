@@ -114,7 +114,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "no-migrate env not a boolean", env: map[string]string{"TURND_NO_MIGRATE": "yes please"}, wantErr: "TURND_NO_MIGRATE", usage: true},
 		{name: "zero grace", args: []string{"--shutdown-grace", "0s"}, want: func(c *config) { c.ShutdownGrace = 0 }},
 		// GOGC set keeps the runtime's collector target; empty is unset.
-		{name: "GOGC set", env: map[string]string{"GOGC": "100"}, want: func(c *config) { c.KeepGC = true }},
+		{name: "GOGC set", env: map[string]string{"GOGC": "100"}, want: func(c *config) { c.KeepGC, c.GOGC = true, "100" }},
+		{name: "GOMEMLIMIT", env: map[string]string{"GOMEMLIMIT": "512MiB"}, want: func(c *config) { c.GOMEMLIMIT = "512MiB" }},
 		{name: "GOGC empty", env: map[string]string{"GOGC": ""}, want: func(*config) {}},
 
 		// DATABASE_URL: flag, then env, then the _FILE variant.

@@ -197,8 +197,8 @@ func TestQuickStart(t *testing.T) {
 	body := `{
   "id": "turn-1",
   "calls": [
-    {"id": "c1", "name": "now",  "arguments": {}},
-    {"id": "c2", "name": "sleep", "arguments": {"ms": 200}},
+    {"id": "c1", "name": "sleep", "arguments": {"ms": 300}},
+    {"id": "c2", "name": "sleep", "arguments": {"ms": 300}},
     {"id": "c3", "name": "echo", "arguments": {"text": "` + text + `"}}
   ]}`
 	data := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/demo/turns", body, readme...)
@@ -214,8 +214,13 @@ func TestQuickStart(t *testing.T) {
 			t.Errorf("call %s: status %s, want ok: %s", r.CallID, r.Status, data)
 		}
 	}
-	if got := string(tj.result(t, "c2").Output); got != `{"slept_ms":200}` {
+	// "c1 and c2 run at once": each starts before the other ends.
+	c1, c2 := tj.result(t, "c1"), tj.result(t, "c2")
+	if got := string(c2.Output); got != `{"slept_ms":300}` {
 		t.Errorf("c2 output %s", got)
+	}
+	if c1.StartedAt == nil || c2.StartedAt == nil || !c1.StartedAt.Before(*c2.FinishedAt) || !c2.StartedAt.Before(*c1.FinishedAt) {
+		t.Errorf("c1 and c2 did not overlap: %s", data)
 	}
 	c3 := tj.result(t, "c3")
 	full := `{"text":"` + text + `"}`
@@ -241,6 +246,15 @@ func TestQuickStart(t *testing.T) {
 	lines := p.ledger("demo")
 	if k := kinds(lines, ""); k["turn_received"] != 1 || k["call_answered"] != 3 || k["turn_settled"] != 1 {
 		t.Errorf("ledger kinds %v:\n%s", k, formatLedger(lines))
+	}
+
+	// The approval example: the POST answers (202) once the call is parked,
+	// the turn waiting and the call pending.
+	data = p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/demo/turns", `{
+  "id": "turn-2",
+  "calls": [{"id": "a1", "name": "approval", "arguments": {"prompt": "Ship it?", "deadline": "1h"}}]}`, readme...)
+	if tj := decode[turnJSON](t, data); tj.Status != "waiting" || tj.result(t, "a1").Status != "pending" {
+		t.Errorf("the approval turn answered %s, want waiting with a1 pending", data)
 	}
 }
 

@@ -51,6 +51,7 @@ Usage:
   turnd migrate [flags]   apply pending schema migrations and exit
   turnd version           print version information
   turnd bench   [flags]   measure a turnd under load (see BENCHMARKS.md)
+  turnd healthcheck       exit 0 when the local turnd is ready (for containers)
 
 Run 'turnd serve -h' for the flags. Every flag also reads an environment
 variable (shown in its help); secrets take a _FILE variant.`
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return migrate(ctx, cfg, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr, env)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
 		printVersion(stdout)
 		return nil

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -117,8 +118,8 @@ tools:
 	p := startTurnd(t, procOptions{
 		args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db"), "--log-level", "debug"},
 		env: []string{
-			"TURND_API_TOKENS=" + apiToken, "TURND_COMPLETION_SECRET=" + completionSec,
-			"TURND_COMPLETION_SIGNING_SECRET=" + signingSecret, "TURND_WEBHOOK_SECRET=" + webhookSecret,
+			"TURND_API_TOKENS=" + apiToken, "TURND_COMPLETION_KEY_SECRET=" + completionSec,
+			"TURND_COMPLETION_SIGNING_SECRET=" + signingSecret, "TURND_WEBHOOK_SIGNING_SECRET=" + webhookSecret,
 			"TURND_METRICS_TOKEN=" + metricsToken, "TOOL_AUTH=" + toolAuthHeader, "TOOL_QUERY_SECRET=" + toolQuerySecret,
 		},
 	})
@@ -355,6 +356,7 @@ func TestMetricsListener(t *testing.T) {
 		`turnd_calls_total{outcome="ok",tool="echo"} 1`, "turnd_pending_calls 0",
 		"go_goroutines", "process_resident_memory_bytes",
 		`turnd_http_requests_total{code="200",method="POST",route="/v1/sessions/{session_id}/turns"} 1`,
+		`turnd_build_info{goversion="` + runtime.Version() + `",revision="`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the scrape lacks %s", want)

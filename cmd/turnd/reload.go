@@ -29,7 +29,7 @@ func openTools(ctx context.Context, c config, log *slog.Logger) (live *tool.Live
 	signal.Notify(sig, syscall.SIGHUP)
 	octx, cancel := context.WithTimeout(ctx, mcpWait)
 	defer cancel()
-	live, err = tool.Open(octx, c.ConfigPath, tool.Options{Logger: log})
+	live, err = tool.Open(octx, c.ConfigPath, tool.Options{Logger: log, LogCompletionURLs: c.Demo})
 	if err != nil {
 		signal.Stop(sig)
 		return nil, nil, err

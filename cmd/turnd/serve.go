@@ -101,6 +101,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if !c.KeepGC {
 		debug.SetGCPercent(serveGCPercent)
 	}
+	if c.Demo {
+		log.Warn("demo mode: the approval tool logs each call's complete_url, which carries its completion key; never run a deployment with --demo")
+	}
+	for _, d := range c.Deprecated {
+		log.Warn("a deprecated environment variable is set; use the new name", "old", d[0], "new", d[1])
+	}
 	if err := checkTokens(c); err != nil {
 		return err
 	}
@@ -135,10 +141,10 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	var webhookSigner, completionSigner *completion.Signer
 	if c.WebhookSecret != "" {
 		if webhookSigner, err = completion.NewSigner(c.WebhookSecret); err != nil {
-			return fmt.Errorf("TURND_WEBHOOK_SECRET: %w", err)
+			return fmt.Errorf("TURND_WEBHOOK_SIGNING_SECRET: %w", err)
 		}
 	} else {
-		log.Info("TURND_WEBHOOK_SECRET is not set: turn.settled webhooks to sessions' callback URLs go out unsigned")
+		log.Info("TURND_WEBHOOK_SIGNING_SECRET is not set: turn.settled webhooks to sessions' callback URLs go out unsigned")
 	}
 	if c.CompletionSigningSecret != "" {
 		if completionSigner, err = completion.NewSigner(c.CompletionSigningSecret); err != nil {
@@ -147,7 +153,9 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	}
 	// One registry for the process, passed down: nothing registers globally.
 	promReg := prometheus.NewRegistry()
-	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true})
+	v, rev, goVersion := thisBuild()
+	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true,
+		Build: &metrics.Build{Version: v, Revision: rev, GoVersion: goVersion}})
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -175,7 +183,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		MaxCalls:         c.MaxCalls,
 		CompletionSecret: c.CompletionSecret,
 		// Signs the turn.settled webhooks POSTed to sessions' callback URLs;
-		// without TURND_WEBHOOK_SECRET they go out unsigned.
+		// without TURND_WEBHOOK_SIGNING_SECRET they go out unsigned.
 		WebhookSigner:  webhookSigner,
 		CallbackPolicy: turn.CallbackPolicy{Allow: c.CallbackAllowNets, Deny: c.CallbackDenyNets},
 		CompleteURL:    func(key string) string { return c.PublicURL + "/v1/complete/" + key },
@@ -239,7 +247,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		_ = svc.Shutdown(context.Background())
 		return fmt.Errorf("listening on %s: %w", c.Addr, err)
 	}
-	log.Info("turnd serving", "addr", ln.Addr().String())
+	gogc, gogcFrom := fmt.Sprint(serveGCPercent), "turnd's default (GOGC overrides it)"
+	if c.KeepGC {
+		gogc, gogcFrom = c.GOGC, "GOGC"
+	}
+	log.Info("turnd serving", "addr", ln.Addr().String(), "version", v, "revision", rev,
+		"gogc", gogc, "gogc_from", gogcFrom, "gomemlimit", c.GOMEMLIMIT)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var metricsSrv *http.Server

@@ -26,6 +26,20 @@ func printVersion(w io.Writer) {
 // versionText is the three lines of `turnd version`: the version, the
 // commit (with -dirty when the tree had changes), the Go version.
 func versionText(v, ldCommit string, info *debug.BuildInfo) string {
+	v, rev, goVersion := buildOf(v, ldCommit, info)
+	return fmt.Sprintf("turnd %s\ncommit %s\n%s\n", v, rev, goVersion)
+}
+
+// thisBuild is this binary's version, revision and Go version, as
+// `turnd version` and turnd_build_info give them.
+func thisBuild() (v, rev, goVersion string) {
+	info, _ := debug.ReadBuildInfo()
+	return buildOf(version, commit, info)
+}
+
+// buildOf works out the version, the revision (with -dirty when the tree
+// had changes) and the Go version from the linker's values and info.
+func buildOf(v, ldCommit string, info *debug.BuildInfo) (string, string, string) {
 	rev, modified := "", false
 	goVersion := "unknown"
 	if info != nil {
@@ -50,5 +64,5 @@ func versionText(v, ldCommit string, info *debug.BuildInfo) string {
 	case rev == "":
 		rev = "unknown"
 	}
-	return fmt.Sprintf("turnd %s\ncommit %s\n%s\n", v, rev, goVersion)
+	return v, rev, goVersion
 }

@@ -274,7 +274,7 @@ func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
 // version, so a turn claimed and committed meanwhile is not taken twice.
 const sqlClaimTurns = `UPDATE turns t SET lease_owner = $1, lease_until = $3, resumes = t.resumes + 1
 FROM (
-    SELECT session_id, id FROM turns
+    SELECT session_id, id, lease_owner FROM turns
     WHERE status = 'running'
       AND lease_until < $2::timestamptz - make_interval(secs => CASE WHEN resumes = 0 THEN 0
           ELSE $5::float8 * least(2 ^ (resumes - 1), 64) END)
@@ -283,7 +283,7 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) c
 WHERE t.session_id = c.session_id AND t.id = c.id
-RETURNING t.session_id, t.id, t.resumes`
+RETURNING t.session_id, t.id, t.resumes, coalesce(c.lease_owner, '')`
 
 // ClaimTurns takes over up to limit running turns whose lease expired
 // before now, backing off from turns claimed before; see turn.Store.
@@ -297,7 +297,7 @@ func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Ti
 	}
 	claims := []turn.Claim{}
 	var c turn.Claim
-	_, err = pgx.ForEachRow(rows, []any{&c.SessionID, &c.TurnID, &c.Resumes}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&c.SessionID, &c.TurnID, &c.Resumes, &c.PrevOwner}, func() error {
 		claims = append(claims, c)
 		return nil
 	})

@@ -341,40 +341,57 @@ func (s *Store) getTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) 
 	return t, nil
 }
 
-// sqlClaimTurns takes expired leases of running turns and counts the claim
-// in resumes; a turn claimed before waits ?5 microseconds × 2^(resumes-1)
-// (at most 64 times that) past its lease's expiry. Writes are serialised on
-// the one write connection, so no two claims overlap.
-const sqlClaimTurns = `UPDATE turns SET lease_owner = ?1, lease_until = ?3, resumes = resumes + 1
-WHERE (session_id, id) IN (
-    SELECT session_id, id FROM turns
-    WHERE status = 'running'
-      AND lease_until < ?2 - (CASE WHEN resumes = 0 THEN 0 ELSE ?5 * min(1 << (resumes - 1), 64) END)
-    ORDER BY lease_until
-    LIMIT ?4
+// sqlClaimCandidates finds running turns whose lease expired ?2 microseconds
+// × 2^(resumes-1) (at most 64 times that; at once for a turn never claimed)
+// before ?1; sqlClaimTurn takes one, counting the claim in resumes. They
+// run in one transaction on the one write connection, so no two claims
+// overlap, and the candidates' owners are those the claims replace.
+const (
+	sqlClaimCandidates = `SELECT session_id, id, coalesce(lease_owner, '') FROM turns
+WHERE status = 'running'
+  AND lease_until < ?1 - (CASE WHEN resumes = 0 THEN 0 ELSE ?2 * min(1 << (resumes - 1), 64) END)
+ORDER BY lease_until
+LIMIT ?3`
+	sqlClaimTurn = `UPDATE turns SET lease_owner = ?1, lease_until = ?2, resumes = resumes + 1
+WHERE session_id = ?3 AND id = ?4
+RETURNING resumes`
 )
-RETURNING session_id, id, resumes`
 
 // ClaimTurns takes over up to limit running turns whose lease expired
 // before now, backing off from turns claimed before; see turn.Store.
 func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]turn.Claim, error) {
+	claims := []turn.Claim{}
 	if limit <= 0 {
-		return []turn.Claim{}, nil
+		return claims, nil
 	}
-	rows, err := s.write.QueryContext(ctx, sqlClaimTurns, owner, micros(now), micros(until), limit, backoff.Microseconds())
+	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}
-	defer rows.Close()
-	claims := []turn.Claim{}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, sqlClaimCandidates, micros(now), backoff.Microseconds(), limit)
+	if err != nil {
+		return nil, wrap("claiming turns", err)
+	}
 	for rows.Next() {
 		var c turn.Claim
-		if err := rows.Scan(&c.SessionID, &c.TurnID, &c.Resumes); err != nil {
+		if err := rows.Scan(&c.SessionID, &c.TurnID, &c.PrevOwner); err != nil {
+			rows.Close()
 			return nil, wrap("claiming turns", err)
 		}
 		claims = append(claims, c)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, wrap("claiming turns", err)
+	}
+	for i := range claims {
+		c := &claims[i]
+		if err := tx.QueryRowContext(ctx, sqlClaimTurn, owner, micros(until), c.SessionID, c.TurnID).Scan(&c.Resumes); err != nil {
+			return nil, wrap("claiming turns", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return nil, wrap("claiming turns", err)
 	}
 	return claims, nil

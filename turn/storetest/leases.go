@@ -198,7 +198,7 @@ func testClaimTurnsBackOff(t *testing.T, s turn.Store) {
 	}
 	// The first claim does not wait.
 	got := claim(lease.Add(time.Millisecond))
-	same(t, "first claim", got, []turn.Claim{{TurnKey: k, Resumes: 1}})
+	same(t, "first claim", got, []turn.Claim{{TurnKey: k, Resumes: 1, PrevOwner: "dead"}})
 	for resumes := 1; resumes <= 8; resumes++ {
 		lease = lease.Add(time.Millisecond).Add(time.Minute) // the claim's until
 		wait := backoff << min(resumes-1, 6)
@@ -207,7 +207,7 @@ func testClaimTurnsBackOff(t *testing.T, s turn.Store) {
 		}
 		lease = lease.Add(wait + time.Millisecond)
 		got := claim(lease)
-		same(t, "claim after the back-off", got, []turn.Claim{{TurnKey: k, Resumes: resumes + 1}})
+		same(t, "claim after the back-off", got, []turn.Claim{{TurnKey: k, Resumes: resumes + 1, PrevOwner: "claimer"}})
 		lease = lease.Add(-time.Millisecond)
 	}
 	// A commit by the claimer keeps the count: it counts claims, not failures.

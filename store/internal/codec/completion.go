@@ -126,10 +126,13 @@ func CheckResolve(b turn.ResolveBatch) error {
 // ResolveWrites returns what b writes besides the completions themselves:
 // the items' results (one per Index, as Commit's Results) and outputs.
 func ResolveWrites(b turn.ResolveBatch) ([]turn.Result, []turn.Output) {
-	results := make([]turn.Result, len(b.Items))
+	results := make([]turn.Result, 0, len(b.Items))
 	var outputs []turn.Output
-	for i, it := range b.Items {
-		results[i] = it.Result
+	for _, it := range b.Items {
+		if it.KeepResult {
+			continue
+		}
+		results = append(results, it.Result)
 		outputs = append(outputs, it.Outputs...)
 	}
 	return Results(results), outputs
