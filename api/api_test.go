@@ -65,6 +65,7 @@ type stackOptions struct {
 	yaml          string // extra tool entries, with {{TOOLS}} replaced by the tool server's URL
 	config        func(*api.Config)
 	readTimeout   time.Duration // the server's ReadTimeout, when set
+	observer      turn.Observer // the service's, when set
 }
 
 // toolServer is an HTTP tool endpoint: /search answers a JSON output,
@@ -155,7 +156,7 @@ tools:
 	if err != nil {
 		t.Fatalf("tool config: %v", err)
 	}
-	svc, err := turn.New(turn.Config{Store: st, Tools: func() *tool.Registry { return reg }})
+	svc, err := turn.New(turn.Config{Store: st, Tools: func() *tool.Registry { return reg }, Observer: o.observer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,6 +166,9 @@ func (c *contractChecker) roundTrip(base http.RoundTripper, req *http.Request) (
 	// Buffer the request body: the validator reads it and the server needs
 	// it too. ContentLength is kept as the caller set it, so a chunked body
 	// stays chunked (the server's size limits take other paths for those).
+	if streamedBody(req) {
+		return c.roundTripStreamed(base, req)
+	}
 	var body []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		b, err := io.ReadAll(req.Body)
@@ -206,6 +209,55 @@ func (c *contractChecker) roundTrip(base http.RoundTripper, req *http.Request) (
 	if err != nil {
 		return nil, err
 	}
+	return c.checkExchange(req, resp, in, route != nil, routeErr, reqErr)
+}
+
+// streamedBody reports whether req's body is a streamed turn, which the
+// checker must pass on as it is written rather than buffer first.
+func streamedBody(req *http.Request) bool {
+	ct := req.Header.Get("Content-Type")
+	return req.Body != nil && (strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/x-ndjson"))
+}
+
+// roundTripStreamed sends a streamed body as the caller writes it, keeping
+// a copy, and validates the request with that copy once answered.
+func (c *contractChecker) roundTripStreamed(base http.RoundTripper, req *http.Request) (*http.Response, error) {
+	var copyBuf bytes.Buffer
+	sent := req.Clone(req.Context())
+	sent.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(req.Body, &copyBuf), req.Body}
+	resp, err := base.RoundTrip(sent)
+	if err != nil {
+		return nil, err
+	}
+	data, rerr := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	if rerr != nil {
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errReader{rerr}))
+		return resp, nil
+	}
+	vreq := req.Clone(req.Context())
+	body := copyBuf.Bytes()
+	vreq.Body = io.NopCloser(bytes.NewReader(body))
+	vreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	u := *req.URL
+	u.Scheme, u.Host = c.server.Scheme, c.server.Host
+	vreq.URL, vreq.Host = &u, c.server.Host
+	route, pathParams, routeErr := c.router.FindRoute(vreq)
+	var in *openapi3filter.RequestValidationInput
+	var reqErr error
+	if routeErr == nil {
+		in = &openapi3filter.RequestValidationInput{Request: vreq, PathParams: pathParams, Route: route, Options: c.options()}
+		reqErr = openapi3filter.ValidateRequest(req.Context(), in)
+	}
+	return c.checkExchange(req, resp, in, route != nil, routeErr, reqErr)
+}
+
+// checkExchange checks an answered request against the document.
+func (c *contractChecker) checkExchange(req *http.Request, resp *http.Response, in *openapi3filter.RequestValidationInput, _ bool, routeErr, reqErr error) (*http.Response, error) {
 	data, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
@@ -1075,4 +1127,15 @@ func TestContractCheckerCatchesMismatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Streamed request bodies are documented as strings (their grammar is the
+// provider's event stream or NDJSON, which a schema cannot state).
+func init() {
+	text := func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		return string(b), err
+	}
+	openapi3filter.RegisterBodyDecoder("text/event-stream", text)
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", text)
 }

@@ -2,7 +2,10 @@
 // authentication, the browser guard (Host, Origin and CORS, content types;
 // guard.go), request limits, the JSON wire types and
 // application/problem+json errors. Its subpackage provider translates turns
-// from and to the model providers' wire formats (?format=F, formats.go).
+// from and to the model providers' wire formats (?format=F, formats.go),
+// whole or streamed: a turn's body may be the model's stream itself,
+// parsed as it arrives (stream.go), whose read calls start early through
+// turn.Stream.
 //
 // Domain types from turn are mapped to wire types here, and domain errors
 // to status codes in exactly one function (problemFor). api may import turn,

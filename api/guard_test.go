@@ -70,8 +70,8 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 
 		{"JSON", "POST", "/v1/sessions/ok1/turns", turn, nil, 200, ""},
 		{"JSON in UTF-8", "POST", "/v1/sessions/ok2/turns", turn, []string{"Content-Type", "application/json; charset=UTF-8"}, 200, ""},
-		{"a streamed type on turns", "POST", "/v1/sessions/ok4/turns", "data: x\n\n", []string{"Content-Type", "text/event-stream"}, 400, "malformed_json"},
-		{"NDJSON on turns", "POST", "/v1/sessions/ok5/turns", "{}\n{}\n", []string{"Content-Type", "application/x-ndjson"}, 400, "malformed_json"},
+		{"a streamed type on turns", "POST", "/v1/sessions/ok4/turns", "data: x\n\n", []string{"Content-Type", "text/event-stream"}, 400, "invalid_query"}, // a stream without its format
+		{"NDJSON on turns", "POST", "/v1/sessions/ok5/turns", "{}\n{}\n", []string{"Content-Type", "application/x-ndjson"}, 422, "invalid_request"},        // a call without an id
 		{"the server's own origin", "POST", "/v1/sessions/ok6/turns", turn, []string{"Origin", self}, 200, ""},
 		{"the server's own origin, text/plain", "POST", "/v1/sessions/x10/turns", turn, []string{"Origin", self, "Content-Type", "text/plain"}, 415, "unsupported_media_type"},
 		{"localhost", "GET", "/v1/tools", "", []string{"Host", "localhost:" + port}, 200, ""},

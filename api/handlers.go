@@ -51,6 +51,10 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) postTurn(w http.ResponseWriter, r *http.Request) {
+	if mt, ok := streamedType(r); ok {
+		s.postStreamTurn(w, r, mt)
+		return
+	}
 	if wantsProvider(r) {
 		s.postProviderTurn(w, r)
 		return
@@ -85,10 +89,17 @@ func (s *server) submitTurn(w http.ResponseWriter, r *http.Request, tr turn.Turn
 	_, async := prefs["respond-async"]
 	tr.Async = async
 	sub, err := s.svc.Submit(r.Context(), sessionID, tr)
+	s.answerSubmitted(w, r, sessionID, prefs, sub, err, write)
+}
+
+// answerSubmitted answers a turn submitted with the request's preferences
+// (see submitTurn): sub and err are what the submission returned.
+func (s *server) answerSubmitted(w http.ResponseWriter, r *http.Request, sessionID string, prefs map[string]string, sub turn.Submitted, err error, write func(http.ResponseWriter, *http.Request, turn.Turn)) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	_, async := prefs["respond-async"]
 	if sub.Replayed {
 		w.Header().Set("Turnd-Replayed", "true")
 	}

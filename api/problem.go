@@ -29,9 +29,12 @@ func problemFor(err error) (status int, code, detail string) {
 	var badBody *provider.BodyError
 	var badFormat *provider.UnknownFormatError
 	var unsupported *provider.UnsupportedCallError
+	var incomplete *provider.IncompleteError
 	switch {
 	case errors.As(err, &he):
 		return he.status, he.code, he.detail
+	case errors.As(err, &incomplete):
+		return http.StatusUnprocessableEntity, "stream_incomplete", incomplete.Error() + "; nothing of the turn was recorded: post it again, whole or streamed"
 	case errors.As(err, &badBody):
 		return http.StatusBadRequest, "format_mismatch", badBody.Error()
 	case errors.As(err, &badFormat):

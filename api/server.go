@@ -70,6 +70,14 @@ type Config struct {
 	// UI, when set, serves the web UI under /ui/ (ui.Handler); /ui
 	// redirects there. It sets its own security headers.
 	UI http.Handler
+	// StreamIdleTimeout is how long a streamed turn's body may go without a
+	// byte before the stream counts as broken (422 stream_incomplete).
+	// Default 60s.
+	StreamIdleTimeout time.Duration
+	// StreamMaxDuration caps how long a streamed turn's body may take in
+	// all. Default 10 minutes. Both replace the server's ReadTimeout for
+	// streamed bodies.
+	StreamMaxDuration time.Duration
 	// Draining, when set and reporting true, makes /readyz answer 503
 	// while every other route still serves: the first step of a graceful
 	// shutdown, so that load balancers stop sending before the server stops.
@@ -95,6 +103,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.StreamIdleTimeout <= 0 {
+		c.StreamIdleTimeout = time.Minute
+	}
+	if c.StreamMaxDuration <= 0 {
+		c.StreamMaxDuration = 10 * time.Minute
 	}
 	return c
 }

@@ -31,6 +31,9 @@ const (
 	WebhooksTotal       = "turnd_webhook_deliveries_total"
 	HTTPRequestsTotal   = "turnd_http_requests_total"
 	HTTPRequestDuration = "turnd_http_request_duration_seconds"
+	StreamedTurnsTotal  = "turnd_streamed_turns_total"
+	EarlyCallsTotal     = "turnd_early_calls_total"
+	EarlyLead           = "turnd_early_lead_seconds"
 	BuildInfo           = "turnd_build_info"
 )
 
@@ -38,7 +41,7 @@ var turndNames = []string{
 	DispatchDuration, AttemptDuration, CallsTotal, CallsInFlight, WaveSize,
 	TurnDuration, TurnsTotal, PendingCalls, CompletionsTotal, TruncationsTotal,
 	DroppedBytesTotal, StoreDuration, WebhooksTotal, HTTPRequestsTotal, HTTPRequestDuration,
-	BuildInfo,
+	StreamedTurnsTotal, EarlyCallsTotal, EarlyLead, BuildInfo,
 }
 
 // Names returns the names of the metric families turnd exports, sorted:
@@ -111,6 +114,9 @@ type Metrics struct {
 	webhooks    *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	requestTime *prometheus.HistogramVec
+	streamed    *prometheus.CounterVec
+	early       *prometheus.CounterVec
+	earlyLead   prometheus.Histogram
 
 	// Caches of the children the hot path touches (series.go).
 	callS     *series[[2]string, callSeries]
@@ -119,7 +125,10 @@ type Metrics struct {
 	requestS  *series[requestKey, requestSeries]
 }
 
-var _ turn.Observer = (*Metrics)(nil)
+var (
+	_ turn.Observer       = (*Metrics)(nil)
+	_ turn.StreamObserver = (*Metrics)(nil)
+)
 
 // New registers turnd's metrics on reg (built in cmd: nothing registers
 // globally) and returns them.
@@ -192,6 +201,19 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Help:    "Time to serve HTTP requests, by method, route pattern and status code.",
 			Buckets: httpBuckets,
 		}, []string{"method", "route", "code"}),
+		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: StreamedTurnsTotal,
+			Help: "Streamed turns by format and how their stream ended (completed, incomplete, replayed).",
+		}, []string{"format", "outcome"}),
+		early: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: EarlyCallsTotal,
+			Help: "Reads started while the model was generating, by whether their turn used the result or discarded it.",
+		}, []string{"outcome"}),
+		earlyLead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    EarlyLead,
+			Help:    "How long before its stream ended each used early result was ready (0 when it was not ready yet).",
+			Buckets: latencyBuckets,
+		}),
 	}
 	m.callS = newSeries(func(k [2]string) callSeries {
 		return callSeries{dispatch: m.dispatch.WithLabelValues(k[0], k[1]), calls: m.calls.WithLabelValues(k[0], k[1])}
@@ -210,6 +232,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	cs := []prometheus.Collector{
 		m.dispatch, m.attempt, m.calls, m.inFlight, m.waveSize, m.turnTime, m.turns,
 		m.completions, m.truncations, m.dropped, m.store, m.webhooks, m.requests, m.requestTime,
+		m.streamed, m.early, m.earlyLead,
 	}
 	if o.PendingCount != nil {
 		cs = append(cs, newPendingCollector(o))
@@ -242,6 +265,8 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	for _, o := range []turn.WebhookOutcome{turn.WebhookDelivered, turn.WebhookRetry, turn.WebhookDead} {
 		m.webhooks.WithLabelValues(string(o))
 	}
+	m.early.WithLabelValues("used")
+	m.early.WithLabelValues("discarded")
 	return m, nil
 }
 
@@ -293,6 +318,21 @@ func (m *Metrics) Truncated(unit string, dropped int64) {
 // WebhookAttempt implements turn.Observer.
 func (m *Metrics) WebhookAttempt(outcome turn.WebhookOutcome) {
 	m.webhooks.WithLabelValues(string(outcome)).Inc()
+}
+
+// StreamedTurn implements turn.StreamObserver.
+func (m *Metrics) StreamedTurn(format string, outcome turn.StreamOutcome) {
+	m.streamed.WithLabelValues(format, string(outcome)).Inc()
+}
+
+// EarlyCall implements turn.StreamObserver.
+func (m *Metrics) EarlyCall(used bool, lead time.Duration) {
+	if !used {
+		m.early.WithLabelValues("discarded").Inc()
+		return
+	}
+	m.early.WithLabelValues("used").Inc()
+	m.earlyLead.Observe(lead.Seconds())
 }
 
 // ObserveRequest records one HTTP request (api.Config.ObserveRequest).

@@ -46,7 +46,7 @@ import (
 // submitReads runs t on the all-read path when it qualifies; ok false means
 // Submit takes the ordinary path (nothing was written, no tool ran — or, in
 // a race, reads ran whose outcome the ordinary path replaces).
-func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bool, err error) {
+func (s *Service) submitReads(ctx context.Context, t Turn, early *earlyPool) (sub Submitted, ok bool, err error) {
 	reg := s.cfg.Tools()
 	reads, inline := readsOnly(reg, t.Calls)
 	if !reads {
@@ -78,6 +78,7 @@ func (s *Service) submitReads(ctx context.Context, t Turn) (sub Submitted, ok bo
 	r.head = t
 	r.received = receivedLine(t, t.CreatedAt)
 	r.inline = inline
+	r.early = early
 	s.launch(r) // an inline wave has ended when launch returns
 
 	select {

@@ -82,6 +82,11 @@ type run struct {
 	keyed map[int][32]byte
 	// parked: a call of this wave parked (driving goroutine only).
 	parked bool
+	// early holds the reads a streamed turn started before it was
+	// submitted (stream.go); nil for a turn posted whole. leading caches
+	// leadingReads (-1 until computed).
+	early   *earlyPool
+	leading int
 }
 
 type callState struct {
@@ -129,6 +134,7 @@ func (s *Service) newRun(sess Session, t Turn, reg *tool.Registry, recorded []Re
 		calls:   make([]callState, len(t.Calls)),
 		done:    make(chan struct{}),
 		logCtx:  context.Background(),
+		leading: -1,
 	}
 	ids := make([]string, 0, len(t.Calls))
 	for i, c := range t.Calls {
@@ -171,10 +177,16 @@ func (s *Service) launch(r *run) {
 	if r.inline {
 		run = runHere
 	}
+	if r.early != nil {
+		r.early.own()
+	}
 	run(func() {
 		defer s.waves.Done()
 		defer cancel()
 		r.execute()
+		if r.early != nil {
+			r.early.release()
+		}
 		r.recMu.Lock()
 		r.finished = true
 		r.recMu.Unlock()
@@ -389,6 +401,14 @@ func (r *run) takeLocked() Commit {
 
 // Admit implements dispatch.Host.
 func (r *run) Admit(_ context.Context, call dispatch.Call) dispatch.Admission {
+	adm := r.admit(call)
+	if r.early != nil {
+		adm = r.adoptEarly(call, adm)
+	}
+	return adm
+}
+
+func (r *run) admit(call dispatch.Call) dispatch.Admission {
 	i, ok := r.index[call.ID]
 	if !ok {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("unknown_call", "call id not in this turn")}

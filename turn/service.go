@@ -379,6 +379,12 @@ type Submitted struct {
 // the outcome with Await. A turn id already recorded with the same calls is
 // returned as recorded (Replayed); with other calls it is ErrTurnConflict.
 func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest) (Submitted, error) {
+	return s.submit(ctx, sessionID, req, nil)
+}
+
+// submit is Submit with the early runs of a streamed turn (nil for a turn
+// posted whole), which the turn's wave adopts or discards.
+func (s *Service) submit(ctx context.Context, sessionID string, req TurnRequest, early *earlyPool) (Submitted, error) {
 	if !validPathID(sessionID) {
 		return Submitted{}, invalid("session_id", "must be 1-256 characters of [A-Za-z0-9._~:@+=-]")
 	}
@@ -404,7 +410,7 @@ func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest)
 		CreatedAt:     now,
 	}
 	if !req.Async && s.cfg.ReadTurnWindow > 0 {
-		if sub, ok, err := s.submitReads(ctx, t); ok || err != nil {
+		if sub, ok, err := s.submitReads(ctx, t, early); ok || err != nil {
 			return sub, err
 		}
 	}
@@ -435,6 +441,7 @@ func (s *Service) Submit(ctx context.Context, sessionID string, req TurnRequest)
 		return Submitted{}, err
 	}
 	r.logCtx = context.WithoutCancel(ctx)
+	r.early = early
 	s.launch(r)
 	return Submitted{Turn: visible(t)}, nil
 }

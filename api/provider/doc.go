@@ -21,6 +21,13 @@
 // Rendering is a pure function of a turn's record: every call of the turn
 // gets exactly one result, in call order, whatever state it is in.
 //
-// The package does no I/O. It may import the standard library and turn (for
-// its Call and Result types) only.
+// Streams: Format.ReadStream reads the same formats as the APIs stream them
+// (server-sent events), incrementally from an io.Reader, handing each call
+// to a StreamHandler the moment its arguments are complete and telling a
+// clean end (the finish event, then the end of the body) from a stream
+// that broke (IncompleteError).
+//
+// The package does no I/O but reading the stream it is handed. It may
+// import the standard library and turn (for its Call and Result types)
+// only.
 package provider

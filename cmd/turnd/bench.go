@@ -18,6 +18,8 @@ type benchConfig struct {
 	bench.Config
 	PrintToolConfig bool
 	MarkdownHeader  bool
+	// Streamed runs the streamed workload (bench.ExecuteStreamed) instead.
+	Streamed bool
 }
 
 // parseBench reads `turnd bench`'s flags (and DATABASE_URL, TURND_BENCH_TOKEN).
@@ -85,6 +87,7 @@ Flags:
 	fs.BoolVar(&c.MarkdownHeader, "markdown-header", false, "print the header of that table, and exit")
 	fs.StringVar(&c.Label, "label", "", "a name for the workload, in the report")
 	fs.StringVar(&progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, else lines), bar, lines or none")
+	fs.BoolVar(&c.Streamed, "streamed", false, "run the streamed workload instead: the stream-end → answer latency of the reference fixture streamed in each format against the same turns posted whole at stream end (--turns per format), then workload 1 streamed as NDJSON against it posted whole (--concurrency, --calls, --rounds slices of --duration each); see BENCHMARKS.md")
 	fs.BoolVar(&c.PrintToolConfig, "print-tool-config", false, "print the tool config a turnd needs for --tools http with --tool-addr, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -187,6 +190,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	}
 	if c.PrintToolConfig {
 		_, err := stdout.Write(bench.ToolConfig("http://" + c.ToolAddr))
+		return err
+	}
+	if c.Streamed {
+		sc := bench.StreamedConfig{Config: c.Config, Turns: c.Workload.Turns, Rounds: c.Rounds,
+			Concurrency: c.Workload.Concurrency, Calls: c.Workload.Calls, Slice: c.Workload.Duration}
+		_, err = bench.ExecuteStreamed(ctx, sc, stdout, stderr)
 		return err
 	}
 	_, err = bench.Execute(ctx, c.Config, stdout, stderr)

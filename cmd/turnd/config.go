@@ -41,7 +41,12 @@ type config struct {
 	LeaseTTL     time.Duration
 	MaxBodyBytes int64
 	MaxCalls     int
-	PublicURL    string
+	// StreamIdleTimeout and StreamMaxDuration bound a streamed turn's body:
+	// the longest it may go without a byte, and in all
+	// (TURND_STREAM_IDLE_TIMEOUT, TURND_STREAM_MAX_DURATION).
+	StreamIdleTimeout time.Duration
+	StreamMaxDuration time.Duration
+	PublicURL         string
 	// CompletionSecret derives completion keys (TURND_COMPLETION_KEY_SECRET);
 	// empty keeps one in the database.
 	CompletionSecret string
@@ -160,6 +165,9 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
 	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
+	var streamIdle, streamMax string
+	fs.StringVar(&streamIdle, "stream-idle-timeout", get("TURND_STREAM_IDLE_TIMEOUT", "60s"), "a streamed turn whose body brings no byte for this long is broken off, 422 stream_incomplete (TURND_STREAM_IDLE_TIMEOUT)")
+	fs.StringVar(&streamMax, "stream-max-duration", get("TURND_STREAM_MAX_DURATION", "10m"), "the longest a streamed turn's body may take in all (TURND_STREAM_MAX_DURATION)")
 	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
 	fs.StringVar(&c.PublicURL, "public-url", get("TURND_PUBLIC_URL", ""), "the URL external systems reach turnd at, for completion URLs (TURND_PUBLIC_URL; default http://ADDR)")
 	fs.StringVar(&allowedHosts, "allowed-hosts", get("TURND_ALLOWED_HOSTS", ""), "comma-separated Host names served besides localhost, 127.0.0.0/8, [::1] and the public URL's host; when set, or on loopback without tokens, requests naming another Host answer 403 (TURND_ALLOWED_HOSTS)")
@@ -213,6 +221,12 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	}
 	if c.MaxCalls, err = strconv.Atoi(maxCalls); err != nil || c.MaxCalls < 1 {
 		return config{}, usageError{fmt.Sprintf("max-calls: %q is not a positive integer", maxCalls)}
+	}
+	if c.StreamIdleTimeout, err = time.ParseDuration(streamIdle); err != nil || c.StreamIdleTimeout <= 0 {
+		return config{}, usageError{fmt.Sprintf("stream-idle-timeout: %q is not a positive duration like 60s", streamIdle)}
+	}
+	if c.StreamMaxDuration, err = time.ParseDuration(streamMax); err != nil || c.StreamMaxDuration <= 0 {
+		return config{}, usageError{fmt.Sprintf("stream-max-duration: %q is not a positive duration like 10m", streamMax)}
 	}
 	switch c.LogFormat {
 	case "auto", "text", "json":

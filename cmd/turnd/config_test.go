@@ -49,6 +49,9 @@ func TestParseConfig(t *testing.T) {
 		MaxBodyBytes:  4 << 20,
 		MaxCalls:      128,
 		UI:            true,
+
+		StreamIdleTimeout: time.Minute,
+		StreamMaxDuration: 10 * time.Minute,
 	}
 	tests := []struct {
 		name string
@@ -71,13 +74,14 @@ func TestParseConfig(t *testing.T) {
 				"TURND_CONFIG": "/etc/turnd.yaml", "TURND_LOG_FORMAT": "json", "TURND_LOG_LEVEL": "debug",
 				"TURND_NO_MIGRATE": "true", "TURND_SHUTDOWN_GRACE": "5s", "TURND_LEASE_TTL": "2s", "TURND_UI": "false",
 				"TURND_MAX_BODY_BYTES": "2048", "TURND_MAX_CALLS": "3", "TURND_API_TOKENS": "a",
+				"TURND_STREAM_IDLE_TIMEOUT": "5s", "TURND_STREAM_MAX_DURATION": "2m",
 			},
 			want: func(c *config) {
 				*c = config{
 					Addr: "127.0.0.1:9", DatabaseURL: "postgres://env/db", DataPath: "/var/lib/turnd.db",
 					ConfigPath: "/etc/turnd.yaml", LogFormat: "json", LogLevel: "debug", Tokens: []string{"a"},
 					NoMigrate: true, ShutdownGrace: 5 * time.Second, LeaseTTL: 2 * time.Second,
-					MaxBodyBytes: 2048, MaxCalls: 3,
+					MaxBodyBytes: 2048, MaxCalls: 3, StreamIdleTimeout: 5 * time.Second, StreamMaxDuration: 2 * time.Minute,
 				}
 			},
 		},
@@ -87,12 +91,14 @@ func TestParseConfig(t *testing.T) {
 				"--addr", "127.0.0.1:7", "--database-url=postgres://flag/db", "-data", "x.db", "--config", "t.yaml",
 				"--log-format", "text", "--log-level", "warn", "--no-migrate", "--shutdown-grace", "1m",
 				"--lease-ttl", "1s", "--max-body-bytes", "1024", "--max-calls", "1", "--ui=false",
+				"--stream-idle-timeout", "30s", "--stream-max-duration", "1h",
 			},
 			want: func(c *config) {
 				*c = config{
 					Addr: "127.0.0.1:7", DatabaseURL: "postgres://flag/db", DataPath: "x.db", ConfigPath: "t.yaml",
 					LogFormat: "text", LogLevel: "warn", NoMigrate: true, ShutdownGrace: time.Minute,
 					LeaseTTL: time.Second, MaxBodyBytes: 1024, MaxCalls: 1,
+					StreamIdleTimeout: 30 * time.Second, StreamMaxDuration: time.Hour,
 				}
 			},
 		},

@@ -212,9 +212,13 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		Logger:           log,
 		MaxBodyBytes:     c.MaxBodyBytes,
 		CompletionSigner: completionSigner,
-		ObserveRequest:   m.ObserveRequest,
-		MetricsToken:     c.MetricsToken,
-		Draining:         draining.Load,
+		// A streamed turn's body has deadlines of its own, which replace
+		// the server's ReadTimeout and extend its WriteTimeout.
+		StreamIdleTimeout: c.StreamIdleTimeout,
+		StreamMaxDuration: c.StreamMaxDuration,
+		ObserveRequest:    m.ObserveRequest,
+		MetricsToken:      c.MetricsToken,
+		Draining:          draining.Load,
 		// On loopback without tokens any web page could otherwise reach
 		// turnd through a rebound DNS name; --allowed-hosts restricts too.
 		RestrictHosts: (len(c.Tokens) == 0 && isLoopback(c.Addr)) || len(c.AllowedHosts) > 0,

@@ -137,7 +137,11 @@ func newRunner(t Target, w Workload) (*runner, error) {
 			h.Set("Authorization", "Bearer "+t.Token)
 		}
 		var err error
-		r.h1, err = loadtest.NewClient(base, loadtest.ClientOptions{Header: h, Timeout: r.client.Timeout, MaxBody: maxAnswer})
+		ct := ""
+		if w.Streamed {
+			ct = "application/x-ndjson"
+		}
+		r.h1, err = loadtest.NewClient(base, loadtest.ClientOptions{Header: h, Timeout: r.client.Timeout, MaxBody: maxAnswer, ContentType: ct})
 		if err != nil {
 			return nil, err
 		}
@@ -326,6 +330,9 @@ func (r *runner) warm(ctx context.Context, s int) error {
 		name, args = "echo", `{"warm":true}`
 	}
 	body := `{"id":"warm","calls":[{"id":"warm.0","name":"` + name + `","arguments":` + args + `}]}`
+	if r.w.Streamed {
+		body = `{"id":"warm"}` + "\n" + `{"id":"warm.0","name":"` + name + `","arguments":` + args + "}\n"
+	}
 	_, kind, msg := r.post(ctx, r.sessionPath(s), []byte(body), 1)
 	if kind != "" {
 		return fmt.Errorf("session %d: %s: %s", s, kind, msg)
@@ -364,7 +371,11 @@ func (r *runner) body(i int) []byte {
 	rng := mrand.New(mrand.NewPCG(r.seed1+uint64(i), r.seed2))
 	w := r.w
 	b := make([]byte, 0, 64+96*w.Calls)
-	return loadtest.AppendTurn(b, i, w.Calls, func(b []byte, _ int) []byte {
+	appendTurn := loadtest.AppendTurn
+	if w.Streamed {
+		appendTurn = appendNDJSONTurn
+	}
+	return appendTurn(b, i, w.Calls, func(b []byte, _ int) []byte {
 		if w.Tools == ToolBuiltin {
 			r.reads.Add(1)
 			return r.builtinCall(b, rng)
@@ -387,6 +398,25 @@ func (r *runner) body(i int) []byte {
 		b = strconv.AppendInt(b, w.OutputBytes, 10)
 		return append(b, "}}"...)
 	})
+}
+
+// appendNDJSONTurn appends turn i as loadtest.AppendTurn does, as a native
+// streamed turn: the header line, then each call on a line of its own.
+func appendNDJSONTurn(b []byte, i, calls int, call func(b []byte, k int) []byte) []byte {
+	id := strconv.AppendInt([]byte("t"), int64(i), 10)
+	b = append(b, `{"id":"`...)
+	b = append(b, id...)
+	b = append(b, "\"}\n"...)
+	for k := range calls {
+		b = append(b, `{"id":"`...)
+		b = append(b, id...)
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(k), 10)
+		b = append(b, `","name":"`...)
+		b = call(b, k)
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // builtinCall appends the rest of a call to echo (instant; with a pad
@@ -488,6 +518,9 @@ func (r *runner) send(ctx context.Context, path string, body []byte) (int, []byt
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if r.w.Streamed {
+		req.Header.Set("Content-Type", "application/x-ndjson")
+	}
 	req.Header.Set("Prefer", prefer)
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)

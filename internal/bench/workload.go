@@ -71,6 +71,10 @@ type Workload struct {
 	Wait time.Duration
 	// Seed seeds the draws of call kinds and latencies (0: random).
 	Seed uint64
+	// Streamed posts each turn as a native streamed turn (NDJSON: its
+	// header line, then a line per call) instead of one JSON body: the
+	// same turns through turnd's stream path.
+	Streamed bool
 }
 
 // closedLoop reports whether w runs closed loop.

@@ -47,8 +47,10 @@ type clientConn struct {
 // ClientOptions configure NewClient.
 type ClientOptions struct {
 	// Header is sent with every request (Content-Type: application/json is
-	// always sent).
+	// always sent, unless ContentType names another).
 	Header http.Header
+	// ContentType is the requests' Content-Type. Default application/json.
+	ContentType string
 	// Timeout bounds one request from writing it to reading the whole
 	// answer, within the context's deadline. Default: 1 minute.
 	Timeout time.Duration
@@ -72,7 +74,14 @@ func NewClient(baseURL string, o ClientOptions) (*Client, error) {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
 	var h bytes.Buffer
-	fmt.Fprintf(&h, "Host: %s\r\nContent-Type: application/json\r\n", u.Host)
+	ct := o.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	if !validHeader(ct) {
+		return nil, fmt.Errorf("client: content type %q: not a valid header line", ct)
+	}
+	fmt.Fprintf(&h, "Host: %s\r\nContent-Type: %s\r\n", u.Host, ct)
 	for k, vs := range o.Header {
 		for _, v := range vs {
 			if !validHeader(k) || !validHeader(v) {

@@ -1,0 +1,484 @@
+package turn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/tool"
+)
+
+// Streamed turns: a frontend tees the model's stream to turnd, and the
+// read calls of the turn's leading run start as soon as their arguments are
+// complete, while the model is still generating.
+//
+// Nothing durable happens before the stream ends cleanly. During the
+// stream a Stream starts eligible reads directly on their tools (early
+// runs, kept by call index) and records nothing; at a clean end Submit
+// runs the turn exactly as a whole post of the same calls would run, and
+// the wave's admission adopts an early run in place of the call's first
+// attempt only when it clears the same call (same index, name and
+// arguments) to Run on the same tool spec as a read of the turn's leading
+// run. An early run that admission does not adopt is cancelled and its
+// outcome dropped. So the ledger of a streamed turn is, line for line,
+// the ledger of the same turn posted whole: only the time a first
+// attempt took differs. A stream that breaks (Abort) cancels its early
+// runs and leaves nothing behind: the turn id stays free.
+
+// StreamObserver may also be implemented by Config.Observer to watch
+// streamed turns.
+type StreamObserver interface {
+	// StreamedTurn: a streamed turn ended; format is the stream's format
+	// (openai.chat, openai.responses, anthropic.messages, ndjson), outcome
+	// one of the StreamOutcome constants.
+	StreamedTurn(format string, outcome StreamOutcome)
+	// EarlyCall: an early run's outcome was used by its turn, or discarded.
+	// lead is how long before the stream's end the used outcome was ready
+	// (zero when it was not ready then, or for a discarded one).
+	EarlyCall(used bool, lead time.Duration)
+}
+
+// StreamOutcome is how a streamed turn ended.
+type StreamOutcome string
+
+const (
+	// StreamCompleted: the stream ended cleanly and its turn was submitted.
+	StreamCompleted StreamOutcome = "completed"
+	// StreamIncomplete: the stream broke (or was refused) before its turn
+	// was submitted; nothing was recorded.
+	StreamIncomplete StreamOutcome = "incomplete"
+	// StreamReplayed: the stream's turn id was recorded already; it was
+	// answered from the record.
+	StreamReplayed StreamOutcome = "replayed"
+)
+
+// Stream is one streamed turn being received. Add and Abort, and Submit,
+// are called from one goroutine (the request's), in that order.
+type Stream struct {
+	svc       *Service
+	sessionID string
+	turnID    string
+	format    string
+	reg       *tool.Registry
+	pool      *earlyPool
+
+	// lookup is read once, at the first call that may start early.
+	lookupOnce sync.Once
+	lookupDone chan struct{}
+	lookup     Lookup
+	lookupErr  error
+
+	projOnce sync.Once
+	proj     *budget.Projector
+
+	calls   []Call
+	ids     map[string]struct{}
+	leading bool // every call so far is a read of a registered tool
+	early   int  // early runs started
+	done    bool
+}
+
+// OpenStream starts receiving a streamed turn of session sessionID. turnID
+// is the turn's id when the stream has named it (a provider's message id,
+// a turn_id parameter, the NDJSON header's id); when empty, one is
+// generated now, so that early runs see the turn id the turn will have.
+// format labels the stream in metrics.
+func (s *Service) OpenStream(sessionID, turnID, format string) *Stream {
+	if turnID == "" {
+		turnID = newID("t_")
+	}
+	st := &Stream{
+		svc:        s,
+		sessionID:  sessionID,
+		turnID:     turnID,
+		format:     format,
+		reg:        s.cfg.Tools(),
+		lookupDone: make(chan struct{}),
+		ids:        make(map[string]struct{}),
+		leading:    true,
+	}
+	st.pool = &earlyPool{svc: s, runs: make(map[int]*earlyRun)}
+	return st
+}
+
+// StreamBroken counts a stream of format that broke before it named its
+// turn or any call (nothing was started for it).
+func (s *Service) StreamBroken(format string) {
+	if ob, ok := s.cfg.Observer.(StreamObserver); ok {
+		ob.StreamedTurn(format, StreamIncomplete)
+	}
+}
+
+// TurnID is the id the streamed turn will have.
+func (st *Stream) TurnID() string { return st.turnID }
+
+// Calls returns the calls added so far, in order.
+func (st *Stream) Calls() []Call { return st.calls }
+
+// Add takes the next call of the turn, its arguments complete, and starts
+// its tool at once when the call is a read of the turn's leading run that
+// the turn would run (see the comment at the top of this file). It fails,
+// with nothing started, once the turn has more calls than the service
+// takes (an *InvalidError with TooLarge).
+func (st *Stream) Add(c Call) error {
+	i := len(st.calls)
+	if i >= st.svc.cfg.MaxCalls {
+		return &InvalidError{Field: "calls", Reason: fmt.Sprintf("more than the limit of %d calls", st.svc.cfg.MaxCalls), TooLarge: true}
+	}
+	st.calls = append(st.calls, c)
+	_, dup := st.ids[c.ID]
+	st.ids[c.ID] = struct{}{}
+	if !st.leading {
+		return nil
+	}
+	spec, ok := st.reg.Lookup(c.Name)
+	if !ok || spec.Effect != dispatch.EffectRead {
+		st.leading = false
+		return nil
+	}
+	if dispatch.Inline(spec.Impl, spec.Effect, spec.Retry) {
+		// An inline tool answers from its arguments alone in less time
+		// than an early start costs (dispatch.InlineTool): it runs at
+		// admission, on the wave's goroutine, as in a whole post.
+		return nil
+	}
+	if dup || spec.Deferred || c.Name == dispatch.MetaTool || st.early >= st.svc.cfg.MaxConcurrency || !st.checkCall(c) {
+		return nil
+	}
+	if _, bad := unparsedArguments(c.Arguments); bad || spec.Validate(c.Arguments) != nil {
+		return nil
+	}
+	st.start(i, c, spec)
+	return nil
+}
+
+// checkCall reports whether c, in this stream's session and turn, passes
+// Submit's checks.
+func (st *Stream) checkCall(c Call) bool {
+	req := TurnRequest{ID: st.turnID, Calls: []Call{c}}
+	return validPathID(st.sessionID) && st.svc.checkRequest(&req) == nil
+}
+
+// start runs c's tool early unless the session does not grant it or the
+// turn or the call is answered already. Those are decided as the all-read
+// path decides them (reads.go): from the session cache and the ids this
+// process saw written, reading the store (LookupTurn, once a stream) only
+// for a session not cached. A call answered where this process did not
+// see it may so start early; admission then replays it, and its early
+// result is discarded.
+func (st *Stream) start(i int, c Call, spec *tool.Spec) {
+	s := st.svc
+	probe := Turn{SessionID: st.sessionID, ID: st.turnID, Calls: []Call{c}}
+	if s.recent.known(probe) {
+		return
+	}
+	sess, cached := s.sessions.get(st.sessionID)
+	if cached && !sess.Granted(c.Name) {
+		return
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.waves.Add(1)
+	s.mu.Unlock()
+	st.early++
+	ctx, cancel := context.WithCancel(s.base)
+	e := &earlyRun{index: i, call: c, spec: spec, cancel: cancel, done: make(chan struct{})}
+	st.pool.add(e)
+	if !cached {
+		st.lookupOnce.Do(func() {
+			go func() {
+				defer close(st.lookupDone)
+				lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				st.lookup, st.lookupErr = s.store.LookupTurn(lctx, st.sessionID, st.turnID, []string{c.ID})
+			}()
+		})
+	}
+	go func() {
+		defer s.waves.Done()
+		started := false
+		defer func() {
+			if !started {
+				close(e.done)
+			}
+		}()
+		if !cached {
+			select {
+			case <-st.lookupDone:
+			case <-ctx.Done():
+				return
+			}
+			lk := st.lookup
+			sess = Session{ID: st.sessionID, Budget: s.cfg.Budget}
+			switch {
+			case st.lookupErr != nil, lk.TurnFound, lk.Answered[c.ID].Status.Final():
+				return
+			case lk.SessionFound:
+				sess = lk.Session
+				if !sess.Granted(c.Name) {
+					return
+				}
+			}
+		}
+		tctx := tool.WithProjector(ctx, st.projector(sess), s.cfg.OutputKeepCap)
+		tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
+		started, e.started = true, true
+		exited := true
+		defer func() {
+			if exited { // the tool ended this goroutine (runtime.Goexit)
+				e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
+				e.readyAt = time.Now()
+				close(e.done)
+			}
+		}()
+		e.out = dispatch.InvokeEarly(tctx, spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		exited = false
+		e.readyAt = time.Now()
+		close(e.done)
+		if e.discarded.Load() {
+			st.pool.countDiscarded(e)
+		}
+	}()
+}
+
+// projector is the budget projector of the stream's session, built once.
+func (st *Stream) projector(sess Session) *budget.Projector {
+	st.projOnce.Do(func() { st.proj = projectorFor(st.svc, sess) })
+	return st.proj
+}
+
+// Abort ends a stream that broke: its early runs are cancelled and
+// nothing is recorded.
+func (st *Stream) Abort() {
+	if st.done {
+		return
+	}
+	st.done = true
+	st.pool.release()
+	st.observe(StreamIncomplete)
+}
+
+// Submit submits the streamed turn once its stream ended cleanly: req is
+// the turn (its ID is the stream's TurnID when empty, its Calls those
+// added), run exactly as Service.Submit runs a whole turn, adopting the
+// early runs its admission clears. It answers as Submit does.
+func (st *Stream) Submit(ctx context.Context, req TurnRequest) (Submitted, error) {
+	if st.done {
+		return Submitted{}, errors.New("turn: stream already ended")
+	}
+	st.done = true
+	if req.ID == "" {
+		req.ID = st.turnID
+	}
+	if req.Calls == nil {
+		req.Calls = st.calls
+	}
+	st.pool.end(time.Now())
+	sub, err := st.svc.submit(ctx, st.sessionID, req, st.pool)
+	if !st.pool.isOwned() {
+		st.pool.release()
+	}
+	switch {
+	case err != nil:
+		st.observe(StreamIncomplete)
+	case sub.Replayed:
+		st.observe(StreamReplayed)
+	default:
+		st.observe(StreamCompleted)
+	}
+	return sub, err
+}
+
+func (st *Stream) observe(o StreamOutcome) {
+	if ob, ok := st.svc.cfg.Observer.(StreamObserver); ok {
+		ob.StreamedTurn(st.format, o)
+	}
+}
+
+// earlyRun is one read started early.
+type earlyRun struct {
+	index  int
+	call   Call
+	spec   *tool.Spec
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the run ended, or was never started
+	// Set before done is closed.
+	started bool
+	out     dispatch.Outcome
+	readyAt time.Time
+	// discarded: no wave will use it; counted: its discarding was observed
+	// (once, by whichever of discard and its run's end sees both it
+	// started and it was discarded).
+	discarded atomic.Bool
+	counted   atomic.Bool
+}
+
+// earlyPool holds a stream's early runs by call index until the turn's
+// wave adopts or discards them.
+type earlyPool struct {
+	svc   *Service
+	mu    sync.Mutex
+	runs  map[int]*earlyRun // not yet adopted or discarded
+	endAt time.Time
+	owned bool // a wave took the pool: it releases it when it ends
+}
+
+func (p *earlyPool) add(e *earlyRun) {
+	p.mu.Lock()
+	p.runs[e.index] = e
+	p.mu.Unlock()
+}
+
+func (p *earlyPool) end(at time.Time) {
+	p.mu.Lock()
+	p.endAt = at
+	p.mu.Unlock()
+}
+
+func (p *earlyPool) own() {
+	p.mu.Lock()
+	p.owned = true
+	p.mu.Unlock()
+}
+
+func (p *earlyPool) isOwned() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned
+}
+
+// take removes and returns the early run of call index i, if any.
+func (p *earlyPool) take(i int) *earlyRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.runs[i]
+	delete(p.runs, i)
+	return e
+}
+
+// release discards every early run not adopted.
+func (p *earlyPool) release() {
+	p.mu.Lock()
+	runs := p.runs
+	p.runs = map[int]*earlyRun{}
+	p.mu.Unlock()
+	for _, e := range runs {
+		p.discard(e)
+	}
+}
+
+// discard cancels an early run no wave will use; one that started its
+// tool counts as discarded.
+func (p *earlyPool) discard(e *earlyRun) {
+	e.discarded.Store(true)
+	e.cancel()
+	select {
+	case <-e.done:
+		if e.started {
+			p.countDiscarded(e)
+		}
+	default: // its run counts it when it ends
+	}
+}
+
+func (p *earlyPool) countDiscarded(e *earlyRun) {
+	if !e.counted.CompareAndSwap(false, true) {
+		return
+	}
+	if ob, ok := p.svc.cfg.Observer.(StreamObserver); ok {
+		ob.EarlyCall(false, 0)
+	}
+}
+
+// used reports an adopted run whose outcome the wave used.
+func (p *earlyPool) used(e *earlyRun) {
+	ob, ok := p.svc.cfg.Observer.(StreamObserver)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	end := p.endAt
+	p.mu.Unlock()
+	lead := time.Duration(0)
+	if !end.IsZero() && e.readyAt.Before(end) {
+		lead = end.Sub(e.readyAt)
+	}
+	ob.EarlyCall(true, lead)
+}
+
+// adoptEarly gives an admission that clears call to Run the early run of
+// the same call, when there is one it may use (see the comment at the top
+// of this file); any other early run of the call is discarded.
+func (r *run) adoptEarly(call dispatch.Call, adm dispatch.Admission) dispatch.Admission {
+	i, ok := r.index[call.ID]
+	if !ok {
+		return adm
+	}
+	e := r.early.take(i)
+	if e == nil {
+		return adm
+	}
+	if adm.Verdict == dispatch.Run && dispatch.ParseEffect(string(adm.Effect)) == dispatch.EffectRead &&
+		r.calls[i].spec == e.spec && call.Name == e.call.Name && bytes.Equal(call.Arguments, e.call.Arguments) &&
+		i < r.leadingReads() && r.turn.Calls[i].ID == e.call.ID {
+		adm.Tool = &earlyTool{run: e, impl: adm.Tool, pool: r.early}
+		return adm
+	}
+	r.early.discard(e)
+	return adm
+}
+
+// leadingReads is the number of calls at the start of the turn whose tools
+// are registered reads.
+func (r *run) leadingReads() int {
+	if r.leading >= 0 {
+		return r.leading
+	}
+	n := 0
+	for _, c := range r.turn.Calls {
+		spec, ok := r.reg.Lookup(c.Name)
+		if !ok || spec.Effect != dispatch.EffectRead {
+			break
+		}
+		n++
+	}
+	r.leading = n
+	return n
+}
+
+// earlyTool answers the first attempt of an adopted call with its early
+// run's outcome (waiting for it, or cancelling it with the wave); later
+// attempts, and a call whose early run never started, run impl.
+type earlyTool struct {
+	run  *earlyRun
+	impl dispatch.Tool
+	pool *earlyPool
+}
+
+func (t *earlyTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+	if at.Number() > 1 {
+		return t.impl.Invoke(ctx, call, at)
+	}
+	e := t.run
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		e.cancel()
+		<-e.done
+	}
+	if !e.started {
+		return t.impl.Invoke(ctx, call, at)
+	}
+	e.cancel() // it has ended: release its context
+	t.pool.used(e)
+	return e.out
+}
