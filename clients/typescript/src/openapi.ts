@@ -290,6 +290,44 @@ export interface paths {
          *     format); a message without tool calls is 422 `no_tool_calls`, one
          *     with OpenAI custom tool calls 422 `unsupported_tool_call`; an unknown format is 400 `unknown_format` listing
          *     the formats.
+         *
+         *     ## Streamed turns
+         *
+         *     The body may be streamed (HTTP/1.1 chunked or HTTP/2) while the
+         *     model is still generating: a frontend tees the model's stream to
+         *     turnd, and every `read` call of the turn's leading run (all calls
+         *     before it reads) starts the moment its arguments are complete.
+         *
+         *     | Content-Type | `format` | body | a call is complete at |
+         *     | --- | --- | --- | --- |
+         *     | `text/event-stream` | `openai.chat` | the Chat Completions stream as the API sent it (`data: {chunk}`, `data: [DONE]`) | a `delta.tool_calls[]` fragment of a later index, or `finish_reason` |
+         *     | `text/event-stream` | `openai.responses` | the Responses stream (`response.created` … `response.completed`) | its `response.output_item.done` |
+         *     | `text/event-stream` | `anthropic.messages` | the Messages stream (`message_start` … `message_stop`) | its `content_block_stop` |
+         *     | `application/x-ndjson` | none | a header line `{"id", "mode"?, "failure_policy"?}`, then one call `{"id","name","arguments"}` per line | its line |
+         *
+         *     Text, thinking, pings and every event turnd does not need are
+         *     skipped. The turn id comes from the stream (`chatcmpl-…`, `resp_…`,
+         *     `msg_…`, the header's `id`) unless `turn_id` is given.
+         *
+         *     Nothing is recorded and no `write` tool starts before the stream
+         *     ends cleanly: the provider's finish event (`finish_reason` other
+         *     than `length` or `content_filter`; `response.completed`;
+         *     `message_stop` after a `stop_reason` other than `max_tokens` or
+         *     `refusal`) followed by the end of the body, or the end of an NDJSON
+         *     body. The turn then runs, and is recorded and answered, exactly as
+         *     the same calls posted whole (`Prefer`, `pending=placeholder` and
+         *     replays included); reads started early hand it the results they
+         *     already have. Tools not granted, unknown tools, arguments failing
+         *     the schema and calls that would replay never start early.
+         *
+         *     A stream that breaks — the client goes away, an event is malformed,
+         *     the body ends without the finish event, the model stopped short, a
+         *     call's arguments never completed, nothing arrived within the idle
+         *     timeout (60 s by default) or the stream outlasted its cap (10
+         *     minutes by default) — records nothing: early reads are cancelled,
+         *     the turn id stays free, and the answer is 422 `stream_incomplete`
+         *     naming what was missing. The body limit (413) and the call limit
+         *     (422 `too_many_calls`) apply to the stream as a whole.
          */
         post: operations["postTurn"];
         delete?: never;
@@ -1765,7 +1803,9 @@ export interface components {
          *     the server allows (128 by default); `no_tool_calls` when a provider
          *     message (`format`) carries no tool call; `unsupported_tool_call` when
          *     it carries OpenAI custom (free-form) tool calls, which turnd does not
-         *     run and the frontend must answer itself (`detail` lists their ids).
+         *     run and the frontend must answer itself (`detail` lists their ids);
+         *     `stream_incomplete` when a streamed body broke before its clean end
+         *     (nothing was recorded; `detail` says what was missing).
          *     `detail` names the field.
          */
         InvalidTurn: {
@@ -1777,7 +1817,7 @@ export interface components {
                     /** @constant */
                     status?: 422;
                     /** @enum {unknown} */
-                    code?: "invalid_request" | "too_many_calls" | "no_tool_calls" | "unsupported_tool_call";
+                    code?: "invalid_request" | "too_many_calls" | "no_tool_calls" | "unsupported_tool_call" | "stream_incomplete";
                 };
             };
         };
@@ -2694,6 +2734,22 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["TurnRequest"] | components["schemas"]["ProviderTurn"];
+                /**
+                 * @example data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"search","arguments":""}}]},"finish_reason":null}]}
+                 *
+                 *     data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":\"lease\"}"}}]},"finish_reason":null}]}
+                 *
+                 *     data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+                 *
+                 *     data: [DONE]
+                 */
+                "text/event-stream": string;
+                /**
+                 * @example {"id":"turn-1","mode":"ordered"}
+                 *     {"id":"call_a","name":"read_file","arguments":{"path":"README.md"}}
+                 *     {"id":"call_b","name":"search","arguments":{"q":"lease renewal"}}
+                 */
+                "application/x-ndjson": string;
             };
         };
         responses: {
