@@ -35,21 +35,27 @@ func repairText(b []byte) ([]byte, int) {
 			i++
 			continue
 		}
-		if c < utf8.RuneSelf {
-			out = append(out, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			out = append(out, replacement...)
+		var bad bool
+		out, i, bad = appendRune(out, b, i)
+		if bad {
 			n++
-		} else {
-			out = append(out, b[i:i+size]...)
 		}
-		i += size
 	}
 	return out, n
+}
+
+// appendRune appends the character at b[i] to out, U+FFFD in place of a
+// byte that starts no valid UTF-8 sequence, and returns where the next one
+// starts and whether it replaced one.
+func appendRune(out, b []byte, i int) ([]byte, int, bool) {
+	if b[i] < utf8.RuneSelf {
+		return append(out, b[i]), i + 1, false
+	}
+	r, size := utf8.DecodeRune(b[i:])
+	if r == utf8.RuneError && size == 1 {
+		return append(out, replacement...), i + 1, true
+	}
+	return append(out, b[i:i+size]...), i + size, false
 }
 
 // repairJSON returns the JSON text b with invalid UTF-8 in its strings, \u0000
@@ -115,18 +121,12 @@ func repairJSON(b []byte) ([]byte, int) {
 			out = append(out, replacementJSON...)
 			n++
 			i++
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
 		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				out = append(out, replacement...)
+			var bad bool
+			out, i, bad = appendRune(out, b, i)
+			if bad {
 				n++
-			} else {
-				out = append(out, b[i:i+size]...)
 			}
-			i += size
 		}
 	}
 	return out, n
