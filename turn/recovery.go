@@ -67,8 +67,13 @@ func (s *Service) every(d time.Duration, f func(context.Context)) {
 func (s *Service) renew(ctx context.Context) {
 	s.mu.Lock()
 	keys := make([]TurnKey, 0, len(s.active))
-	for k := range s.active {
-		keys = append(keys, k)
+	for k, r := range s.active {
+		// A fenced wave (another owner held its turn meanwhile) is stale
+		// even should this process hold the lease again: renewing it would
+		// keep the turn from being resumed.
+		if !r.leaseLost.Load() {
+			keys = append(keys, k)
+		}
 	}
 	s.mu.Unlock()
 	if len(keys) == 0 {
@@ -132,7 +137,7 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 		r, running := s.active[k]
 		s.mu.Unlock()
 		if running {
-			if c.PrevOwner == s.cfg.Owner {
+			if c.PrevOwner == s.cfg.Owner && !r.leaseLost.Load() {
 				// This process stalled past its own lease (a suspended VM,
 				// a long GC pause) and nobody took the turn meanwhile: its
 				// wave is still the turn's, the claim renewed its lease,

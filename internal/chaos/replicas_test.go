@@ -269,6 +269,13 @@ func TestReplicasRace(t *testing.T) {
 				}
 				key := keyOf[[3]string{session, id, res.CallID}]
 				if key == "" {
+					// A cancel may end a call while it waits for its turn
+					// at the tool (calls run one at a time): it never took
+					// a key, and that is the one way not to reach the tool.
+					if res.Status == "cancelled" {
+						outcomes[res.Status]++
+						continue
+					}
 					bad.add("a call never reached the deferred tool", "%s/%s/%s: %s", session, id, res.CallID, raw)
 					continue
 				}
