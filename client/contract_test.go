@@ -67,7 +67,7 @@ var operationMethods = map[string]string{
 	"getOpenAPI":          "OpenAPI",
 	"createSession":       "CreateSession",
 	"getSession":          "Session",
-	"postTurn":            "PostTurn", // and PostChatCompletion, PostResponse, PostMessage, PostProviderJSON
+	"postTurn":            "PostTurn", // and PostProviderJSON (and package sdk's PostChatCompletion, PostResponse, PostMessage)
 	"getTurn":             "Turn",     // and Await, ProviderResults
 	"getTurnEvents":       "Events",
 	"cancelTurn":          "CancelTurn",

@@ -8,9 +8,6 @@ import (
 	"log"
 	"os"
 
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/openai/openai-go/v3"
-
 	"github.com/turnd/turnd/client"
 )
 
@@ -34,42 +31,6 @@ func ExampleClient_PostTurn() {
 	for _, r := range turn.Results {
 		fmt.Println(r.CallID, r.Status, string(r.Output))
 	}
-}
-
-func ExampleClient_PostChatCompletion() {
-	ctx := context.Background()
-	oai := openai.NewClient()
-	c, _ := client.New("")
-	params := openai.ChatCompletionNewParams{Model: "gpt-4.1", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What time is it?")}}
-	for {
-		completion, err := oai.Chat.Completions.New(ctx, params)
-		if err != nil {
-			log.Fatal(err)
-		}
-		msg := completion.Choices[0].Message
-		if len(msg.ToolCalls) == 0 {
-			fmt.Println(msg.Content)
-			return
-		}
-		reply, err := c.PostChatCompletion(ctx, "conv-42", completion, nil)
-		if err != nil {
-			log.Fatal(err)
-		}
-		params.Messages = append(params.Messages, msg.ToParam())
-		params.Messages = append(params.Messages, reply.Messages...)
-	}
-}
-
-func ExampleClient_PostMessage() {
-	ctx := context.Background()
-	c, _ := client.New("")
-	var msg anthropic.Message // as anthropic.Client.Messages.New returned it
-	reply, err := c.PostMessage(ctx, "conv-42", &msg, &client.ProviderOptions{Placeholders: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	next := []anthropic.MessageParam{msg.ToParam(), reply.Messages}
-	fmt.Println(len(next), reply.Placeholders, reply.FollowUp)
 }
 
 func ExampleClient_Await() {

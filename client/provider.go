@@ -7,10 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
 )
 
 // Provider formats (?format=).
@@ -52,37 +48,6 @@ type ProviderReply[M any] struct {
 	Turn         *Turn
 }
 
-// PostChatCompletion posts an OpenAI Chat Completion (as the official SDK
-// returns it) as a turn and answers the tool messages to append, one per
-// tool call, in call order.
-func (c *Client) PostChatCompletion(ctx context.Context, sessionID string, completion *openai.ChatCompletion, opts *ProviderOptions) (*ProviderReply[[]openai.ChatCompletionMessageParamUnion], error) {
-	body, err := sdkJSON(completion.RawJSON(), completion)
-	if err != nil {
-		return nil, err
-	}
-	return postProvider[[]openai.ChatCompletionMessageParamUnion](ctx, c, sessionID, FormatOpenAIChat, body, opts)
-}
-
-// PostResponse posts an OpenAI Responses API response as a turn and answers
-// the function_call_output items to append as the next request's input.
-func (c *Client) PostResponse(ctx context.Context, sessionID string, resp *responses.Response, opts *ProviderOptions) (*ProviderReply[[]responses.ResponseInputItemUnionParam], error) {
-	body, err := sdkJSON(resp.RawJSON(), resp)
-	if err != nil {
-		return nil, err
-	}
-	return postProvider[[]responses.ResponseInputItemUnionParam](ctx, c, sessionID, FormatOpenAIResponses, body, opts)
-}
-
-// PostMessage posts an Anthropic message as a turn and answers the user
-// message of tool_result blocks to append.
-func (c *Client) PostMessage(ctx context.Context, sessionID string, msg *anthropic.Message, opts *ProviderOptions) (*ProviderReply[anthropic.MessageParam], error) {
-	body, err := sdkJSON(msg.RawJSON(), msg)
-	if err != nil {
-		return nil, err
-	}
-	return postProvider[anthropic.MessageParam](ctx, c, sessionID, FormatAnthropic, body, opts)
-}
-
 // PostProviderJSON posts a provider message given as JSON (format is one of
 // the Format constants) and answers the rendering as JSON.
 func (c *Client) PostProviderJSON(ctx context.Context, sessionID, format string, body []byte, opts *ProviderOptions) (*ProviderReply[json.RawMessage], error) {
@@ -98,13 +63,6 @@ func (c *Client) ProviderResults(ctx context.Context, sessionID, turnID, format 
 		q.Set("since", "placeholder")
 	}
 	return providerCall[json.RawMessage](ctx, c, request{method: http.MethodGet, path: turnPath(sessionID, turnID) + "?" + q.Encode()})
-}
-
-func sdkJSON(raw string, v any) ([]byte, error) {
-	if raw != "" {
-		return []byte(raw), nil
-	}
-	return jsonBody(v)
 }
 
 func postProvider[M any](ctx context.Context, c *Client, sessionID, format string, body []byte, opts *ProviderOptions) (*ProviderReply[M], error) {

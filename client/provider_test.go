@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/turnd/turnd/client"
+	"github.com/turnd/turnd/client/sdk"
 )
 
 // The provider messages as the SDKs decode them from the APIs' answers.
@@ -33,7 +34,7 @@ func testProvider(t *testing.T, srv *server, c *client.Client) {
 	if err := json.Unmarshal([]byte(chatJSON), &cc); err != nil {
 		t.Fatal(err)
 	}
-	chat, err := c.PostChatCompletion(ctx, "prov", &cc, nil)
+	chat, err := sdk.PostChatCompletion(ctx, c, "prov", &cc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func testProvider(t *testing.T, srv *server, c *client.Client) {
 	if _, err := json.Marshal(next); err != nil {
 		t.Errorf("the next request does not encode: %v", err)
 	}
-	again, err := c.PostChatCompletion(ctx, "prov", &cc, nil)
+	again, err := sdk.PostChatCompletion(ctx, c, "prov", &cc, nil)
 	if err != nil || !again.Replayed {
 		t.Errorf("the same completion again: replayed %v, %v", again != nil && again.Replayed, err)
 	}
@@ -61,7 +62,7 @@ func testProvider(t *testing.T, srv *server, c *client.Client) {
 	if err := json.Unmarshal([]byte(responseJSON), &resp); err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.PostResponse(ctx, "prov", &resp, nil)
+	r, err := sdk.PostResponse(ctx, c, "prov", &resp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func testProvider(t *testing.T, srv *server, c *client.Client) {
 	if err := json.Unmarshal([]byte(messageJSON), &msg); err != nil {
 		t.Fatal(err)
 	}
-	a, err := c.PostMessage(ctx, "prov", &msg, &client.ProviderOptions{Placeholders: true})
+	a, err := sdk.PostMessage(ctx, c, "prov", &msg, &client.ProviderOptions{Placeholders: true})
 	if err != nil {
 		t.Fatal(err)
 	}
