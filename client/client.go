@@ -108,6 +108,10 @@ type request struct {
 	// once: not retried after a connection error, whose request may
 	// have been applied (creating a session is not idempotent).
 	once bool
+	// stream, when set, is the body, read as it arrives and sent with
+	// contentType; such a request is sent once (its bytes are gone).
+	stream      io.Reader
+	contentType string
 }
 
 // do sends r, retrying as the policy allows, and returns a 2xx or 3xx
@@ -138,8 +142,8 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 				wait = backoff
 			}
 		}
-		if attempt >= c.retry.MaxAttempts || waited+wait > c.retry.MaxWait {
-			return nil, err
+		if r.stream != nil || attempt >= c.retry.MaxAttempts || waited+wait > c.retry.MaxWait {
+			return nil, err // a stream's bytes are gone: never sent twice
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -158,6 +162,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
+	if r.stream != nil {
+		body = r.stream
+	}
 	req, err := http.NewRequestWithContext(ctx, r.method, c.base+r.path, body)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s %s: %w", r.method, r.path, err)
@@ -167,6 +174,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	}
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.stream != nil {
+		req.Header.Set("Content-Type", r.contentType)
 	}
 	if req.Header.Get("Accept") == "" {
 		req.Header.Set("Accept", "application/json, application/problem+json")

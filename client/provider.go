@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 )
 
 // Provider formats (?format=).
@@ -65,7 +67,93 @@ func (c *Client) ProviderResults(ctx context.Context, sessionID, turnID, format 
 	return providerCall[json.RawMessage](ctx, c, request{method: http.MethodGet, path: turnPath(sessionID, turnID) + "?" + q.Encode()})
 }
 
+// PostProviderStream posts a turn as the model streams it: r is the
+// provider API's event stream as it sent it (format one of the Format
+// constants), forwarded to turnd as it is read, so that turnd starts the
+// turn's leading read calls while the model still generates. The answer is
+// the one PostProviderJSON gives for the whole message. A stream is sent
+// once, never retried: its bytes are gone.
+func (c *Client) PostProviderStream(ctx context.Context, sessionID, format string, r io.Reader, opts *ProviderOptions) (*ProviderReply[json.RawMessage], error) {
+	req := providerRequest(sessionID, format, nil, opts)
+	req.stream, req.contentType, req.once = r, "text/event-stream", true
+	return providerCall[json.RawMessage](ctx, c, req)
+}
+
+// TeeProviderStream returns a reader of r, the provider API's event
+// stream, for the caller to read as the SDK would, while every byte it
+// reads also goes to turnd as a streamed turn. wait, called once the
+// caller has read r to its end (or given up on it: then turnd answers 422
+// stream_incomplete), gives turnd's answer.
+func (c *Client) TeeProviderStream(ctx context.Context, sessionID, format string, r io.Reader, opts *ProviderOptions) (io.Reader, func() (*ProviderReply[json.RawMessage], error)) {
+	pr, pw := io.Pipe()
+	type result struct {
+		reply *ProviderReply[json.RawMessage]
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, err := c.PostProviderStream(ctx, sessionID, format, pr, opts)
+		_ = pr.CloseWithError(err) // turnd answered: writes fail fast
+		done <- result{reply, err}
+	}()
+	tee := &teeReader{r: r, w: pw}
+	return tee, func() (*ProviderReply[json.RawMessage], error) {
+		tee.finish()
+		res := <-done
+		return res.reply, res.err
+	}
+}
+
+// teeReader reads r and writes what it read to w; once r ends (or the
+// caller stops reading), finish closes w with what ended r.
+type teeReader struct {
+	r    io.Reader
+	w    *io.PipeWriter
+	once sync.Once
+	err  error // what ended r
+	dead bool  // w failed: turnd stopped reading
+}
+
+func (t *teeReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 && !t.dead {
+		if _, werr := t.w.Write(p[:n]); werr != nil {
+			t.dead = true
+		}
+	}
+	if err != nil {
+		if err != io.EOF {
+			t.err = err
+		}
+		t.finish()
+	}
+	return n, err
+}
+
+func (t *teeReader) finish() {
+	t.once.Do(func() { _ = t.w.CloseWithError(t.err) })
+}
+
+// PostTurnStream posts a native turn as NDJSON while it is produced: r
+// gives the header line ({"id", "mode"?, "failure_policy"?}) and then one
+// call ({"id","name","arguments"}) per line; the end of r ends the turn.
+// It is sent once, never retried.
+func (c *Client) PostTurnStream(ctx context.Context, sessionID string, r io.Reader, opts *PostOptions) (*Turn, error) {
+	var t Turn
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/sessions/" + esc(sessionID) + "/turns",
+		stream: r, contentType: "application/x-ndjson", once: true, header: opts.header()}, &t)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 func postProvider[M any](ctx context.Context, c *Client, sessionID, format string, body []byte, opts *ProviderOptions) (*ProviderReply[M], error) {
+	return providerCall[M](ctx, c, providerRequest(sessionID, format, body, opts))
+}
+
+// providerRequest is the POST of a turn in a provider format.
+func providerRequest(sessionID, format string, body []byte, opts *ProviderOptions) request {
 	if opts == nil {
 		opts = &ProviderOptions{}
 	}
@@ -82,10 +170,10 @@ func postProvider[M any](ctx context.Context, c *Client, sessionID, format strin
 	if opts.FailurePolicy != "" {
 		q.Set("failure_policy", opts.FailurePolicy)
 	}
-	return providerCall[M](ctx, c, request{
+	return request{
 		method: http.MethodPost, path: "/v1/sessions/" + esc(sessionID) + "/turns?" + q.Encode(),
 		body: body, header: opts.PostOptions.header(),
-	})
+	}
 }
 
 // providerCall sends r: 200 is a rendering, 202 the Turn.
