@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
@@ -319,32 +320,42 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 // gives the completion's call of turn t, its kept outputs, and its
 // call_answered line.
 func (s *Service) deliveredResult(t Turn, sess Session, c Completion, payload json.RawMessage, now time.Time) (Result, []Output, Line, error) {
-	var d struct {
-		Output json.RawMessage `json:"output"`
-		Error  *CallError      `json:"error"`
-	}
-	if err := json.Unmarshal(payload, &d); err != nil {
-		return Result{}, nil, Line{}, fmt.Errorf("decoding completion payload: %w", err)
-	}
 	k := TurnKey{t.SessionID, t.ID}
-	res := resultAt(t, c)
-	res.FinishedAt = now
+	base := resultAt(t, c)
+	base.FinishedAt = now
+	res, out, err := s.applyPayload(k, projectorFor(s, sess), base, payload)
+	if err != nil {
+		return Result{}, nil, Line{}, err
+	}
 	var outs []Output
-	if d.Error != nil {
-		res.Status = CallFailed
-		res.Error = d.Error
-		res.Output = nil
-	} else {
-		res.Status = CallOK
-		res.Error = nil
-		if out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(d.Output, true)); out != nil {
-			outs = append(outs, *out)
-		}
+	if out != nil {
+		outs = append(outs, *out)
 	}
 	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
 		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
 			"truncated": res.Truncated, "error": res.Error})}
 	return res, outs, line, nil
+}
+
+// applyPayload returns base answered by a delivered payload ({output} or
+// {error}): the output projected by proj (with the full output to keep
+// when it was cut), or the error.
+func (s *Service) applyPayload(k TurnKey, proj *budget.Projector, base Result, payload json.RawMessage) (Result, *Output, error) {
+	var d struct {
+		Output json.RawMessage `json:"output"`
+		Error  *CallError      `json:"error"`
+	}
+	if err := json.Unmarshal(payload, &d); err != nil {
+		return Result{}, nil, fmt.Errorf("decoding completion payload: %w", err)
+	}
+	res := base
+	res.Output, res.Error, res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID, res.Repaired = nil, nil, false, 0, 0, "", 0
+	if d.Error != nil {
+		res.Status, res.Error = CallFailed, d.Error
+		return res, nil, nil
+	}
+	res.Status = CallOK
+	return res, s.project(k, proj, &res, dispatch.OK(d.Output, true)), nil
 }
 
 // resultAt returns the turn's recorded result for the completion's call, or
@@ -547,6 +558,26 @@ func (s *Service) cancellation(t Turn, c Completion, now time.Time, code, msg st
 	return Resolution{KeyHash: c.KeyHash, Expect: c.Status, Status: CompletionCancelled, Result: res}
 }
 
+// closeOpen adds to b how a turn that ends closes each of its open
+// completions cs (see cancelOpen) and returns those whose parked call it
+// cancels, for cancelExternal.
+func (s *Service) closeOpen(b *ResolveBatch, t Turn, sess Session, cs []Completion, now time.Time, code, msg string) (cancelled []Completion) {
+	for _, c := range cs {
+		item, line, open, aborted := s.cancelOpen(t, sess, c, now, code, msg)
+		if !open {
+			continue
+		}
+		b.Items = append(b.Items, item)
+		if line != nil {
+			b.Lines = append(b.Lines, *line)
+		}
+		if aborted {
+			cancelled = append(cancelled, c)
+		}
+	}
+	return cancelled
+}
+
 // cancelOpen is how a turn that ends cancels completion c, when c is still
 // open (issued, early or pending; open false otherwise). A parked call
 // (its result pending) is answered cancelled, with a line. The key of a
@@ -648,20 +679,7 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	now := s.now()
 	b := ResolveBatch{Key: k, SettleStatus: StatusCancelled, SettleLines: []Line{settledLine(k, StatusCancelled, now)},
 		SettleWebhook: settledWebhook(cb, k, StatusCancelled, now), Now: now}
-	var cancelled []Completion
-	for _, c := range cs {
-		item, line, open, aborted := s.cancelOpen(t, sess, c, now, "cancelled", "the turn was cancelled")
-		if !open {
-			continue
-		}
-		b.Items = append(b.Items, item)
-		if line != nil {
-			b.Lines = append(b.Lines, *line)
-		}
-		if aborted {
-			cancelled = append(cancelled, c)
-		}
-	}
+	cancelled := s.closeOpen(&b, t, sess, cs, now, "cancelled", "the turn was cancelled")
 	settled, err := s.completions.Resolve(ctx, b)
 	if err != nil {
 		if errors.Is(err, ErrCompletionState) {
@@ -705,20 +723,7 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 		code = "turn_failed"
 	}
 	b := ResolveBatch{Key: k, SettleStatus: status, Now: now}
-	var cancelled []Completion
-	for _, c := range cs {
-		item, line, open, aborted := s.cancelOpen(t, sess, c, now, code, "the turn ended "+string(status))
-		if !open {
-			continue
-		}
-		b.Items = append(b.Items, item)
-		if line != nil {
-			b.Lines = append(b.Lines, *line)
-		}
-		if aborted {
-			cancelled = append(cancelled, c)
-		}
-	}
+	cancelled := s.closeOpen(&b, t, sess, cs, now, code, "the turn ended "+string(status))
 	if len(b.Items) == 0 {
 		return
 	}
@@ -757,21 +762,9 @@ func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
 	if err != nil || c.Status != CompletionEarly {
 		return res, out
 	}
-	var d struct {
-		Output json.RawMessage `json:"output"`
-		Error  *CallError      `json:"error"`
-	}
-	if err := json.Unmarshal(c.Payload, &d); err != nil {
+	delivered, dout, err := s.applyPayload(r.key, r.proj, res, c.Payload)
+	if err != nil {
 		return res, out
-	}
-	delivered := res
-	delivered.Output, delivered.Error, delivered.Truncated, delivered.OriginalBytes, delivered.OriginalLines, delivered.OutputID, delivered.Repaired = nil, nil, false, 0, 0, "", 0
-	var dout *Output
-	if d.Error != nil {
-		delivered.Status, delivered.Error = CallFailed, d.Error
-	} else {
-		delivered.Status = CallOK
-		dout = s.project(r.key, r.proj, &delivered, dispatch.OK(d.Output, true))
 	}
 	b.Items[0] = Resolution{KeyHash: h, Expect: CompletionEarly, Status: CompletionCompleted, Payload: c.Payload, PayloadHash: c.PayloadHash, KeepResult: true}
 	if _, err := s.completions.Resolve(ctx, b); err != nil {
