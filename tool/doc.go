@@ -100,11 +100,8 @@
 //     the result's message).
 //
 // A stdio server (mcp.command) is one child process per entry, shared by
-// its calls: it leads a process group of its own, gets only a few of
-// turnd's environment variables (PATH, HOME, ...) besides mcp.env, has its
-// stderr logged at debug level, is started again with a backoff when it
-// exits, and is stopped (stdin closed, SIGTERM, SIGKILL, then its group
-// killed) on Close and when a reload drops or changes its entry.
+// its calls, restarted with a backoff and stopped with its process group;
+// ARCHITECTURE.md says how.
 //
 // tool may import dispatch, budget, completion, the standard library, and
 // its YAML, JSON Schema and MCP libraries; it must not import turn, api or

@@ -18,22 +18,10 @@ import (
 	"github.com/turnd/turnd/internal/streamfix"
 )
 
-// The streamed workload (`turnd bench --streamed`): what streaming a turn
-// saves, and what it costs.
-//
-// Latency. Each turn of the reference fixture is emitted as a real-shaped
-// provider stream (streamfix) with model-like pacing — call 1, a read
-// taking 1 s, complete at 0 s; calls 2-4, reads taking 50 ms, at 0.25, 0.5
-// and 0.75 s; the finish event and the end of the body at 0.8 s — and, at
-// the same moment the stream ends, the same calls are posted whole to
-// another session. Both are measured from the stream's end (the whole
-// post's start) to the answer. In openai.chat a call is complete only when
-// the next call's first fragment arrives, which a model emits one token
-// after the call's last: the bench writes it 20 ms later.
-//
-// Cost. Workload 1 (closed loop, Concurrency clients, Calls reads of the
-// instant builtin echo per turn) is run posted whole and streamed as NDJSON, in alternating
-// slices of the same run, and their rates compared.
+// The streamed workload (`turnd bench --streamed`): stream-end → answer of
+// the reference fixture streamed against posted whole, and workload 1's
+// rate streamed as NDJSON against posted whole, in one run. The fixture and
+// its pacing are described in ARCHITECTURE.md.
 
 // StreamedConfig is a `turnd bench --streamed` run.
 type StreamedConfig struct {

@@ -1,17 +1,8 @@
-// Package streamfix writes the streams a model provider's API sends, as a
-// frontend would tee them to turnd: the Chat Completions, Responses and
-// Messages event streams, shaped as the APIs send them (text before the
-// calls, arguments split across deltas, usage and pings), and turnd's
-// native NDJSON. Tests check these against the providers' official SDKs;
-// the benchmark emits them with model-like pacing.
-//
-// Each builder returns the stream as a list of parts, each one or more
-// whole events, in order: Parts[k] is what the model has produced once
-// its k-th piece is out. CallEnds[i] is the index of the first part after
-// which call i is complete for turnd (so a writer can pace the stream
-// call by call); End is the index of the part holding the finish event.
-//
-// It imports the standard library only.
+// Package streamfix writes provider streams (Chat Completions, Responses,
+// Messages) and native NDJSON as a frontend tees them to turnd, in parts:
+// Parts[k] is what the model has produced after its k-th piece, CallEnds[i]
+// the part after which call i is complete, End the part with the finish
+// event. Tests check them against the official SDKs. Standard library only.
 package streamfix
 
 import (
