@@ -211,19 +211,16 @@ WHERE key_hash = $1 AND session_id = $2 AND turn_id = $3 FOR UPDATE`
 
 // recordLateSQL holds the recording statement without and with its
 // outputs (bit 0).
-var recordLateSQL = variants(recordLateHead+writeLines, commitEnd, writeOutputs)
+var recordLateSQL = writeVariants(recordLateHead+writeLines, commitEnd, writeOutputs)
 
-// lateArgs encodes l written under k as recordLateSQL's arguments and
-// returns the variant.
-func lateArgs(k turn.TurnKey, l turn.Late) (int, map[string]any, error) {
-	args := map[string]any{"session": k.SessionID, "turn": k.TurnID, "key": l.KeyHash[:], "hash": l.PayloadHash[:]}
-	if _, err := linesArgs(args, k, []turn.Line{l.Line}); err != nil {
-		return 0, nil, err
+// lateArgs encodes l written under k as recordLateSQL's parameters.
+func lateArgs(k turn.TurnKey, l turn.Late) (lateParams, error) {
+	p := lateParams{key: k, keyHash: l.KeyHash[:], hash: l.PayloadHash[:]}
+	if err := p.lines.set(k, []turn.Line{l.Line}); err != nil {
+		return lateParams{}, err
 	}
-	if outputsArgs(args, k, l.Outputs) != 0 {
-		return 1, args, nil
-	}
-	return 0, args, nil
+	p.outputs.set(k, l.Outputs)
+	return p, nil
 }
 
 // RecordLate records a late delivery at most once per payload hash and at
@@ -233,7 +230,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 	if err := codec.CheckLate(k, l); err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	variant, args, err := lateArgs(k, l)
+	args, err := lateArgs(k, l)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
@@ -251,9 +248,8 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 			_, err := tx.Exec(ctx, sqlDropLate, l.KeyHash[:])
 			return err
 		}
-		stmt := recordLateSQL[variant]
 		var found bool
-		if err := tx.QueryRow(ctx, stmt.sql, stmt.args(args)...).Scan(&found); err != nil {
+		if err := tx.QueryRow(ctx, recordLateSQL[args.variant()].sql, args.args()...).Scan(&found); err != nil {
 			return err
 		}
 		if !found {
@@ -321,8 +317,8 @@ SELECT count(*) FROM done`
 var resolveTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 var (
-	resolveSQL = variants(resolveHead, resolveEnd, writeLines, writeResults, writeOutputs)
-	settleSQL  = variants(settleHead, commitEnd, writeLines, writeWebhook)
+	resolveSQL = writeVariants(resolveHead, resolveEnd, writeLines, writeResults, writeOutputs)
+	settleSQL  = writeVariants(settleHead, commitEnd, writeLines, writeWebhook)
 )
 
 // The settling statement's parts (bits of its variant index).
@@ -341,15 +337,15 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 	if err := codec.CheckResolve(b); err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
-	wparts, wargs, err := resolveArgs(b)
+	wargs, err := resolveArgs(b)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
-	sparts, sargs, err := settleArgs(b)
+	sargs, err := settleArgs(b)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
-	keys := wargs["c_key"].([][]byte)
+	keys := wargs.completions.key
 
 	var settled bool
 	err = pgx.BeginTxFunc(ctx, s.pool, resolveTx, func(tx pgx.Tx) error {
@@ -357,15 +353,13 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 			return err
 		}
 		var n int64
-		stmt := resolveSQL[wparts]
-		if err := tx.QueryRow(ctx, stmt.sql, stmt.args(wargs)...).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, resolveSQL[wargs.variant()].sql, wargs.args()...).Scan(&n); err != nil {
 			return err
 		}
 		if n != int64(len(keys)) {
 			return fmt.Errorf("resolved %d completions of %d locked", n, len(keys))
 		}
-		stmt = settleSQL[sparts]
-		return tx.QueryRow(ctx, stmt.sql, stmt.args(sargs)...).Scan(&settled)
+		return tx.QueryRow(ctx, settleSQL[sargs.variant()].sql, sargs.args()...).Scan(&settled)
 	})
 	if err != nil {
 		return false, wrap(op, err)
@@ -426,58 +420,42 @@ func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.Complet
 	return statuses, err
 }
 
-// resolveArgs encodes step 2's statement arguments and says which parts it
-// needs.
-func resolveArgs(b turn.ResolveBatch) (int, map[string]any, error) {
-	n := len(b.Items)
-	keys, hashes := make([][]byte, n), make([][]byte, n)
-	statuses, payloads := make([]string, n), make([]*string, n)
-	for i, it := range b.Items {
-		p, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
+// resolveArgs encodes step 2's statement parameters.
+func resolveArgs(b turn.ResolveBatch) (resolveParams, error) {
+	p := resolveParams{key: b.Key, now: b.Now}
+	for i := range b.Items {
+		it := &b.Items[i]
+		payload, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
 		if err != nil {
-			return 0, nil, err
+			return resolveParams{}, err
 		}
-		keys[i], hashes[i] = it.KeyHash[:], codec.Hash(it.PayloadHash)
-		statuses[i], payloads[i] = string(it.Status), nullText(p)
-	}
-	args := map[string]any{
-		"session": b.Key.SessionID, "turn": b.Key.TurnID, "now": b.Now,
-		"c_key": keys, "c_status": statuses, "c_payload": payloads, "c_hash": hashes,
+		p.completions.add(it, nullText(payload))
 	}
 	results, outputs := codec.ResolveWrites(b)
-	parts, err := writeArgs(args, b.Key, b.Lines, results, outputs)
-	if err != nil {
-		return 0, nil, err
+	if err := p.writes.set(b.Key, b.Lines, results, outputs); err != nil {
+		return resolveParams{}, err
 	}
-	return parts, args, nil
+	return p, nil
 }
 
-// settleArgs encodes step 3's statement arguments. As in Commit, settled_at
-// is set only for a settled status.
-func settleArgs(b turn.ResolveBatch) (int, map[string]any, error) {
-	settled := pgtype.Timestamptz{}
+// settleArgs encodes step 3's statement parameters. As in Commit,
+// settled_at is set only for a settled status.
+func settleArgs(b turn.ResolveBatch) (settleParams, error) {
+	p := settleParams{key: b.Key, status: string(b.SettleStatus)}
 	if b.SettleStatus.Settled() {
-		settled = nullTime(b.Now)
+		p.settled = nullTime(b.Now)
 	}
-	args := map[string]any{
-		"session": b.Key.SessionID, "turn": b.Key.TurnID,
-		"status": string(b.SettleStatus), "settled": settled,
-	}
-	pl, err := linesArgs(args, b.Key, b.SettleLines)
-	if err != nil {
-		return 0, nil, fmt.Errorf("settle %w", err)
-	}
-	parts := 0
-	if pl != 0 {
-		parts |= settleLines
+	if err := p.lines.set(b.Key, b.SettleLines); err != nil {
+		return settleParams{}, fmt.Errorf("settle %w", err)
 	}
 	if b.SettleWebhook != nil {
-		if err := webhookArgs(args, b.Key, b.SettleWebhook); err != nil {
-			return 0, nil, fmt.Errorf("settle %w", err)
+		w, err := webhookArgs(b.Key, b.SettleWebhook)
+		if err != nil {
+			return settleParams{}, fmt.Errorf("settle %w", err)
 		}
-		parts |= settleWebhook
+		p.webhook = w
 	}
-	return parts, args, nil
+	return p, nil
 }
 
 // scanCompletion scans one row of completionColumns.

@@ -24,9 +24,9 @@ import (
 // the refused ones write nothing.
 func TestRecordBatchRefusals(t *testing.T) {
 	t.Parallel()
-	// Statements prepared by name and sent with binary parameters (pgx's
-	// default mode), and through pgx's Query (describe_exec), whose
-	// prepared statements are not checked.
+	// Statements prepared and cached by pgx (its default mode, whose
+	// prepared statements show which variant ran), and described before
+	// each run (describe_exec), whose are not checked.
 	for _, mode := range []string{"", "describe_exec"} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			t.Parallel()
@@ -39,7 +39,7 @@ func TestRecordBatchRefusals(t *testing.T) {
 	}
 }
 
-func testRecordBatchRefusals(t *testing.T, s *postgres.Store, named bool) {
+func testRecordBatchRefusals(t *testing.T, s *postgres.Store, prepared bool) {
 	ctx := t.Context()
 	for _, id := range []string{"taken", "answered", "fresh1", "fresh2"} {
 		if err := s.CreateSession(ctx, turn.Session{ID: id, CreatedAt: time.Now()}); err != nil {
@@ -57,7 +57,7 @@ func testRecordBatchRefusals(t *testing.T, s *postgres.Store, named bool) {
 	if err != nil || outcomes[0] != nil || outcomes[1] != nil {
 		t.Fatalf("fresh batch: %v, %v", outcomes, err)
 	}
-	if fast, safe := recordVariantsPrepared(t, s); named && (!fast || safe) {
+	if fast, safe := recordVariantsPrepared(t, s); prepared && (!fast || safe) {
 		t.Fatalf("after a fresh batch: statement without ON CONFLICT prepared %v, with it %v; want true, false", fast, safe)
 	}
 	ledgerBefore := ledgerOf(t, s, "taken")
@@ -84,7 +84,7 @@ func testRecordBatchRefusals(t *testing.T, s *postgres.Store, named bool) {
 			t.Errorf("turn %s/%s: outcome %v, want %v", batch[i].Turn.SessionID, batch[i].Turn.ID, outcomes[i], w)
 		}
 	}
-	if _, safe := recordVariantsPrepared(t, s); named && !safe {
+	if _, safe := recordVariantsPrepared(t, s); prepared && !safe {
 		t.Error("the batch with a taken turn id did not run the statement with ON CONFLICT")
 	}
 
@@ -167,24 +167,24 @@ func TestRecordStatementsPrepare(t *testing.T) {
 }
 
 // recordVariantsPrepared reports whether the group connections prepared
-// the recording statement without ON CONFLICT (turnd_record_0) and with it
-// (turnd_record_4), for turns without outputs or webhooks.
+// the recording statement without ON CONFLICT (variant 0) and with it
+// (variant 4), for turns without outputs or webhooks.
 func recordVariantsPrepared(t *testing.T, s *postgres.Store) (fast, safe bool) {
 	t.Helper()
 	ctx := t.Context()
 	for _, c := range s.GroupPool().AcquireAllIdle(ctx) {
-		rows, err := c.Query(ctx, `SELECT name FROM pg_prepared_statements`)
+		rows, err := c.Query(ctx, `SELECT statement FROM pg_prepared_statements`)
 		if err != nil {
 			c.Release()
 			t.Fatal(err)
 		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		stmts, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		c.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
-		fast = fast || slices.Contains(names, "turnd_record_0")
-		safe = safe || slices.Contains(names, "turnd_record_4")
+		fast = fast || slices.Contains(stmts, postgres.RecordStatements()[0])
+		safe = safe || slices.Contains(stmts, postgres.RecordStatements()[4])
 	}
 	return fast, safe
 }

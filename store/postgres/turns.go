@@ -130,10 +130,9 @@ const (
 SELECT EXISTS (SELECT FROM gate)`
 )
 
-// commitSQL holds the statement for each combination of parts, rewritten to
-// positional parameters once here: pgx can bind pgx.NamedArgs itself, but it
-// would lex the statement on every commit.
-var commitSQL = variants(commitLease, commitEnd, writeLines, writeResults, writeOutputs, commitParks, writeWebhook)
+// commitSQL holds the Commit statement's variants, indexed by their parts
+// (testdata/statements.sql lists them).
+var commitSQL = writeVariants(commitLease, commitEnd, writeLines, writeResults, writeOutputs, commitParks, writeWebhook)
 
 // Commit applies c in one statement; see turn.Commit. Results with the same
 // Index collapse to the last of them; a zero LeaseUntil keeps the lease's
@@ -143,13 +142,12 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	if err := codec.CheckCommit(c); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	parts, args, err := commitArgs(c)
-	if err != nil {
+	var p commitParams
+	if err := p.set(c); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	var held bool
-	stmt := commitSQL[parts]
-	if err := s.pool.QueryRow(ctx, stmt.sql, stmt.args(args)...).Scan(&held); err != nil {
+	if err := s.pool.QueryRow(ctx, commitSQL[p.variant()].sql, p.args()...).Scan(&held); err != nil {
 		return wrap(op, err)
 	}
 	if !held {
@@ -158,46 +156,96 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	return nil
 }
 
-// commitArgs encodes c as the Commit statement's arguments — scalars, then
-// one array per column of the lines, results, outputs and parks — and says
-// which parts the statement needs.
-func commitArgs(c turn.Commit) (int, map[string]any, error) {
-	release := c.Status != "" && codec.ReleasesLease(c.Status)
-	until := nullTime(c.LeaseUntil) // NULL (zero) keeps the current expiry
-	settled := nullTime(c.SettledAt)
+// commitParams are the Commit statement's parameters: commitLease's, then
+// the writes', the parks' and the webhook's.
+type commitParams struct {
+	key     turn.TurnKey
+	release bool
+	until   pgtype.Timestamptz // NULL keeps the current expiry
+	status  string             // "" keeps the current status
+	settled pgtype.Timestamptz
+	owner   string
+	writes  writes
+	parks   parkCols
+	webhook *webhookParams // nil: none
+}
+
+// parkCols are the calls a commit parks, one column per parameter of
+// commitParks (@p_key … @p_cancel_url), in its order.
+type parkCols struct {
+	key        [][]byte
+	deadline   []pgtype.Timestamptz
+	hbTimeout  []int64 // microseconds
+	hbDeadline []pgtype.Timestamptz
+	onTimeout  []string
+	onCancel   []string
+	cancelURL  []string
+}
+
+func (c *parkCols) add(p *turn.Park) {
+	c.key = append(c.key, p.KeyHash[:])
+	c.deadline = append(c.deadline, nullTime(p.Deadline))
+	c.hbTimeout = append(c.hbTimeout, codec.Micros(p.HeartbeatTimeout))
+	c.hbDeadline = append(c.hbDeadline, nullTime(p.HeartbeatDeadline))
+	c.onTimeout = append(c.onTimeout, p.OnTimeout)
+	c.onCancel = append(c.onCancel, p.OnCancel)
+	c.cancelURL = append(c.cancelURL, p.CancelURL)
+}
+
+func (c *parkCols) appendArgs(a []any) []any {
+	return append(a, c.key, c.deadline, c.hbTimeout, c.hbDeadline, c.onTimeout, c.onCancel, c.cancelURL)
+}
+
+// set encodes c.
+func (p *commitParams) set(c turn.Commit) error {
+	*p = commitParams{
+		key: c.Key, owner: c.LeaseOwner, status: string(c.Status),
+		release: c.Status != "" && codec.ReleasesLease(c.Status),
+		until:   nullTime(c.LeaseUntil),
+		settled: nullTime(c.SettledAt),
+	}
 	if c.Status != "" && !c.Status.Settled() {
-		settled = pgtype.Timestamptz{} // an unsettled status clears settled_at
+		p.settled = pgtype.Timestamptz{} // an unsettled status clears settled_at
 	}
-	args := map[string]any{
-		"session": c.Key.SessionID, "turn": c.Key.TurnID, "owner": c.LeaseOwner,
-		"until": until, "release": release, "status": string(c.Status), "settled": settled,
+	if err := p.writes.set(c.Key, c.Lines, c.Results, c.Outputs); err != nil {
+		return err
 	}
-	parts, err := writeArgs(args, c.Key, c.Lines, c.Results, c.Outputs)
-	if err != nil {
-		return 0, nil, err
-	}
-	if n := len(c.Parks); n > 0 {
-		parts |= partParks
-		keys := make([][]byte, n)
-		deadlines, hbDeadlines := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-		hbTimeouts := make([]int64, n)
-		onTimeout, onCancel, cancelURL := make([]string, n), make([]string, n), make([]string, n)
-		for i, p := range c.Parks {
-			keys[i] = p.KeyHash[:]
-			deadlines[i], hbDeadlines[i] = nullTime(p.Deadline), nullTime(p.HeartbeatDeadline)
-			hbTimeouts[i] = codec.Micros(p.HeartbeatTimeout)
-			onTimeout[i], onCancel[i], cancelURL[i] = p.OnTimeout, p.OnCancel, p.CancelURL
-		}
-		args["p_key"], args["p_deadline"], args["p_hb_timeout"], args["p_hb_deadline"] = keys, deadlines, hbTimeouts, hbDeadlines
-		args["p_on_timeout"], args["p_on_cancel"], args["p_cancel_url"] = onTimeout, onCancel, cancelURL
+	for i := range c.Parks {
+		p.parks.add(&c.Parks[i])
 	}
 	if c.Webhook != nil {
-		if err := webhookArgs(args, c.Key, c.Webhook); err != nil {
-			return 0, nil, err
+		w, err := webhookArgs(c.Key, c.Webhook)
+		if err != nil {
+			return err
 		}
-		parts |= partWebhook
+		p.webhook = w
 	}
-	return parts, args, nil
+	return nil
+}
+
+// variant returns the index in commitSQL of the statement p is for.
+func (p *commitParams) variant() int {
+	v := p.writes.parts()
+	if len(p.parks.key) > 0 {
+		v |= partParks
+	}
+	if p.webhook != nil {
+		v |= partWebhook
+	}
+	return v
+}
+
+// args returns p in the order of commitSQL[p.variant()]'s parameters.
+func (p *commitParams) args() []any {
+	a := append(writeKeyArgs(p.key, 64), p.release, p.until, p.status, p.settled, p.owner)
+	a = p.writes.appendArgs(a)
+	if len(p.parks.key) > 0 {
+		a = p.parks.appendArgs(a)
+	}
+	if p.webhook != nil {
+		a = p.webhook.appendArgs(a)
+	}
+	return a
 }
 
 const (

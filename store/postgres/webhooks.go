@@ -23,13 +23,12 @@ const writeWebhook = `, hook AS (
 )`
 
 // webhookArgs encodes w, written under k, as the arguments of writeWebhook.
-func webhookArgs(args map[string]any, k turn.TurnKey, w *turn.Webhook) error {
+func webhookArgs(k turn.TurnKey, w *turn.Webhook) (*webhookParams, error) {
 	if err := codec.CheckWebhook(k, w); err != nil {
-		return err
+		return nil, err
 	}
-	args["w_id"], args["w_url"], args["w_event"], args["w_body"] = w.ID, w.URL, w.Event, string(w.Body)
-	args["w_next"], args["w_created"] = codec.WebhookDue(w), w.CreatedAt
-	return nil
+	return &webhookParams{id: w.ID, url: w.URL, event: w.Event, body: string(w.Body),
+		next: codec.WebhookDue(w), created: w.CreatedAt}, nil
 }
 
 // webhookColumns are the columns webhookRow scans, in order.

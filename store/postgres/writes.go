@@ -1,28 +1,23 @@
 package postgres
 
 import (
+	"time"
+
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
-// The write statements (Commit, Resolve, the settling of a turn, RecordLate)
-// are assembled from a head, the fragments below and a tail. The head
-// defines a CTE named gate: every fragment writes its rows only when gate
-// returned a row, so one condition decides for the whole statement (in
-// Commit the lease check, in Resolve the completions update). A statement
-// includes only the fragments it has rows for, since every INSERT opens its
-// table and indexes even when it has nothing to write; each combination is
-// assembled and rewritten to positional parameters once, at start-up, and
-// prepared once per connection (pgx caches statements by their text).
-//
-// Data-modifying CTEs all run to completion whether or not the final SELECT
-// reads them.
+// The write statements — Commit (turns.go), Resolve's write and settle
+// statements and RecordLate's (completions.go) — are a head defining a CTE
+// named gate, the fragments below (and writeWebhook, commitParks) and a
+// tail; every fragment writes only when gate returned a row. Each
+// statement's variants are compiled once (writeVariants) and listed in
+// testdata/statements.sql; ARCHITECTURE.md says why they are built so.
 const (
-	// Seqs: bump last_seq by the line count; the lines take the seqs up to
-	// the new value in order. The session row's lock serialises the
-	// session's writers and a rollback returns the seqs: no gaps.
+	// writeLines moves the session's last_seq past the lines and writes
+	// them as one ledger batch taking the seqs up to the new value.
 	writeLines = `, seq AS (
     UPDATE sessions SET last_seq = last_seq + @n::bigint
     WHERE id = @session AND EXISTS (SELECT FROM gate)
@@ -33,6 +28,7 @@ const (
     FROM seq
 )`
 
+	// writeResults upserts the turn's results.
 	writeResults = `, res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
@@ -57,10 +53,11 @@ const (
         replayed_from = excluded.replayed_from
 )`
 
+	// writeOutputs inserts kept outputs.
 	writeOutputs = `, outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, @session, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest(@o_id::text[], @o_turn::text[], @o_call::text[], @o_type::text[], @o_data::bytea[],
+    FROM unnest(@o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[], @o_data::bytea[],
         @o_created::timestamptz[], @o_expires::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
@@ -77,108 +74,307 @@ const (
 	partWebhook // Commit only; the settling statement numbers its parts itself
 )
 
-// variants returns head + tail with every combination of parts between
-// them: variant i includes parts[j] when bit j of i is set.
-func variants(head, tail string, parts ...string) []positional {
-	stmts := make([]positional, 1<<len(parts))
-	for i := range stmts {
-		sql := head
-		for j, p := range parts {
-			if i&(1<<j) != 0 {
-				sql += p
-			}
-		}
-		stmts[i] = toPositional(sql + tail)
-	}
-	return stmts
+// writeVariants compiles a write statement's variants (see variants) with
+// @session and @turn as $1 and $2, so that every write statement's
+// arguments start with its turn's key (see writeKeyArgs).
+func writeVariants(head, tail string, parts ...string) []statement {
+	return variants(head, tail, parts, "session", "turn")
 }
 
-// linesArgs encodes lines written under k as the arguments of writeLines;
-// it returns partLines, or 0 when there are none.
-func linesArgs(args map[string]any, k turn.TurnKey, lines []turn.Line) (int, error) {
-	n := len(lines)
-	if n == 0 {
-		return 0, nil
+// writeKeyArgs starts a write statement's arguments: @session, @turn.
+func writeKeyArgs(k turn.TurnKey, n int) []any {
+	return append(make([]any, 0, n), k.SessionID, k.TurnID)
+}
+
+// linesParams are writeLines' parameters: @n, the number of lines, and
+// @l_lines, the lines as a ledger batch (codec.LinesJSON).
+type linesParams struct {
+	n     int64
+	lines string
+}
+
+// set encodes lines written under k; none leaves p empty.
+func (p *linesParams) set(k turn.TurnKey, lines []turn.Line) error {
+	if len(lines) == 0 {
+		*p = linesParams{}
+		return nil
 	}
 	batch, err := codec.LinesJSON(k, lines)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	args["n"], args["l_lines"] = int64(n), string(batch)
-	return partLines, nil
+	*p = linesParams{n: int64(len(lines)), lines: string(batch)}
+	return nil
 }
 
-// resultsArgs encodes results as the arguments of writeResults; it returns
-// partResults, or 0 when there are none. Results with the same Index
-// collapse to the last of them (one statement cannot upsert a row twice).
-func resultsArgs(args map[string]any, results []turn.Result) (int, error) {
+func (p *linesParams) appendArgs(a []any) []any { return append(a, p.n, p.lines) }
+
+// resultCols are the columns of the results a statement writes, one per
+// parameter of writeResults (@r_idx … @r_replayed), in its order.
+type resultCols struct {
+	idx       []int32
+	call      []string
+	name      []string
+	effect    []string
+	status    []string
+	output    []*string // NULL: no output
+	errCode   []*string // NULL: no error
+	errMsg    []*string
+	truncated []bool
+	bytes     []int64
+	lines     []int64
+	outputID  []string
+	attempts  []int32
+	started   []pgtype.Timestamptz
+	finished  []pgtype.Timestamptz
+	replayed  []string
+}
+
+// makeResultCols returns columns with room for n rows.
+func makeResultCols(n int) resultCols {
+	return resultCols{
+		idx: make([]int32, 0, n), call: make([]string, 0, n), name: make([]string, 0, n),
+		effect: make([]string, 0, n), status: make([]string, 0, n), output: make([]*string, 0, n),
+		errCode: make([]*string, 0, n), errMsg: make([]*string, 0, n), truncated: make([]bool, 0, n),
+		bytes: make([]int64, 0, n), lines: make([]int64, 0, n), outputID: make([]string, 0, n),
+		attempts: make([]int32, 0, n), started: make([]pgtype.Timestamptz, 0, n),
+		finished: make([]pgtype.Timestamptz, 0, n), replayed: make([]string, 0, n),
+	}
+}
+
+// add appends r, whose output is encoded as output (codec.OutputJSON).
+func (c *resultCols) add(r *turn.Result, output *string) {
+	var code, msg *string
+	if r.Error != nil {
+		code, msg = &r.Error.Code, &r.Error.Message
+	}
+	c.idx = append(c.idx, int32(r.Index))
+	c.call = append(c.call, r.CallID)
+	c.name = append(c.name, r.Name)
+	c.effect = append(c.effect, string(r.Effect))
+	c.status = append(c.status, string(r.Status))
+	c.output = append(c.output, output)
+	c.errCode = append(c.errCode, code)
+	c.errMsg = append(c.errMsg, msg)
+	c.truncated = append(c.truncated, r.Truncated)
+	c.bytes = append(c.bytes, r.OriginalBytes)
+	c.lines = append(c.lines, r.OriginalLines)
+	c.outputID = append(c.outputID, r.OutputID)
+	c.attempts = append(c.attempts, int32(r.Attempts))
+	c.started = append(c.started, nullTime(r.StartedAt))
+	c.finished = append(c.finished, nullTime(r.FinishedAt))
+	c.replayed = append(c.replayed, r.ReplayedFrom)
+}
+
+func (c *resultCols) appendArgs(a []any) []any {
+	return append(a, c.idx, c.call, c.name, c.effect, c.status, c.output, c.errCode, c.errMsg, c.truncated,
+		c.bytes, c.lines, c.outputID, c.attempts, c.started, c.finished, c.replayed)
+}
+
+// setResults encodes results into c (emptied first). Results with the same
+// Index collapse to the last of them (one statement cannot upsert a row
+// twice).
+func (c *resultCols) set(results []turn.Result) error {
 	rs := codec.Results(results)
-	m := len(rs)
-	if m == 0 {
-		return 0, nil
-	}
-	idx, attempts := make([]int32, m), make([]int32, m)
-	calls, names, effects, statuses := make([]string, m), make([]string, m), make([]string, m), make([]string, m)
-	outputs, codes, msgs := make([]*string, m), make([]*string, m), make([]*string, m)
-	truncated := make([]bool, m)
-	nbytes, nlines := make([]int64, m), make([]int64, m)
-	outputIDs, replayed := make([]string, m), make([]string, m)
-	started, finished := make([]pgtype.Timestamptz, m), make([]pgtype.Timestamptz, m)
-	for i, r := range rs {
-		out, err := codec.OutputJSON(r.Index, r.Output)
+	*c = makeResultCols(len(rs))
+	for i := range rs {
+		out, err := codec.OutputJSON(rs[i].Index, rs[i].Output)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		idx[i], attempts[i] = int32(r.Index), int32(r.Attempts)
-		calls[i], names[i], effects[i], statuses[i] = r.CallID, r.Name, string(r.Effect), string(r.Status)
-		outputs[i] = nullText(out)
-		if r.Error != nil {
-			codes[i], msgs[i] = &r.Error.Code, &r.Error.Message
-		}
-		truncated[i], nbytes[i], nlines[i] = r.Truncated, r.OriginalBytes, r.OriginalLines
-		outputIDs[i], replayed[i] = r.OutputID, r.ReplayedFrom
-		started[i], finished[i] = nullTime(r.StartedAt), nullTime(r.FinishedAt)
+		c.add(&rs[i], nullText(out))
 	}
-	args["r_idx"], args["r_call"], args["r_name"], args["r_effect"], args["r_status"] = idx, calls, names, effects, statuses
-	args["r_output"], args["r_err_code"], args["r_err_msg"], args["r_truncated"] = outputs, codes, msgs, truncated
-	args["r_bytes"], args["r_lines"], args["r_output_id"], args["r_attempts"] = nbytes, nlines, outputIDs, attempts
-	args["r_started"], args["r_finished"], args["r_replayed"] = started, finished, replayed
-	return partResults, nil
+	return nil
 }
 
-// outputsArgs encodes outputs written under k as the arguments of
-// writeOutputs; it returns partOutputs, or 0 when there are none.
-func outputsArgs(args map[string]any, k turn.TurnKey, outputs []turn.Output) int {
-	n := len(outputs)
-	if n == 0 {
-		return 0
-	}
-	ids, turns, calls, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	data := make([][]byte, n)
-	created, expires := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
-	for i, o := range outputs {
-		ids[i], turns[i], calls[i], types[i] = o.ID, codec.OutputTurn(o, k), o.CallID, o.ContentType
-		data[i] = o.Data
-		if data[i] == nil {
-			data[i] = []byte{} // data is NOT NULL; nil means empty
-		}
-		created[i], expires[i] = pgtype.Timestamptz{Time: o.CreatedAt, Valid: true}, nullTime(o.ExpiresAt)
-	}
-	args["o_id"], args["o_turn"], args["o_call"], args["o_type"] = ids, turns, calls, types
-	args["o_data"], args["o_created"], args["o_expires"] = data, created, expires
-	return partOutputs
+// outputCols are the columns of the outputs a statement keeps, one per
+// parameter of writeOutputs (@o_id … @o_expires), in its order.
+type outputCols struct {
+	id          []string
+	turnID      []string
+	call        []string
+	contentType []string
+	data        [][]byte
+	created     []time.Time
+	expires     []pgtype.Timestamptz // NULL: never
 }
 
-// writeArgs encodes the lines, results and outputs of a write under k and
-// returns the parts the statement needs.
-func writeArgs(args map[string]any, k turn.TurnKey, lines []turn.Line, results []turn.Result, outputs []turn.Output) (int, error) {
-	pl, err := linesArgs(args, k, lines)
-	if err != nil {
-		return 0, err
+// add appends o, kept by the turn k.
+func (c *outputCols) add(k turn.TurnKey, o *turn.Output) {
+	data := o.Data
+	if data == nil {
+		data = []byte{} // data is NOT NULL; nil means empty
 	}
-	pr, err := resultsArgs(args, results)
-	if err != nil {
-		return 0, err
+	c.id = append(c.id, o.ID)
+	c.turnID = append(c.turnID, codec.OutputTurn(*o, k))
+	c.call = append(c.call, o.CallID)
+	c.contentType = append(c.contentType, o.ContentType)
+	c.data = append(c.data, data)
+	c.created = append(c.created, o.CreatedAt)
+	c.expires = append(c.expires, nullTime(o.ExpiresAt))
+}
+
+func (c *outputCols) len() int { return len(c.id) }
+
+func (c *outputCols) appendArgs(a []any) []any {
+	return append(a, c.id, c.turnID, c.call, c.contentType, c.data, c.created, c.expires)
+}
+
+// setOutputs encodes outputs kept by the turn k into c (emptied first).
+func (c *outputCols) set(k turn.TurnKey, outputs []turn.Output) {
+	*c = outputCols{}
+	for i := range outputs {
+		c.add(k, &outputs[i])
 	}
-	return pl | pr | outputsArgs(args, k, outputs), nil
+}
+
+// webhookParams are writeWebhook's parameters (@w_id … @w_created, in its
+// order): one webhook, written with a settlement.
+type webhookParams struct {
+	id, url, event, body string
+	next, created        time.Time
+}
+
+func (p *webhookParams) appendArgs(a []any) []any {
+	return append(a, p.id, p.url, p.event, p.body, p.next, p.created)
+}
+
+// writes are the rows of one turn that a write statement writes with its
+// fragments writeLines, writeResults and writeOutputs; a fragment without
+// rows is left out of the statement (see parts).
+type writes struct {
+	lines   linesParams
+	results resultCols
+	outputs outputCols
+}
+
+// set encodes the lines, results and outputs of a write under k.
+func (w *writes) set(k turn.TurnKey, lines []turn.Line, results []turn.Result, outputs []turn.Output) error {
+	if err := w.lines.set(k, lines); err != nil {
+		return err
+	}
+	if err := w.results.set(results); err != nil {
+		return err
+	}
+	w.outputs.set(k, outputs)
+	return nil
+}
+
+// parts returns the fragment bits (partLines, partResults, partOutputs) of
+// the fragments that have rows.
+func (w *writes) parts() int {
+	parts := 0
+	if w.lines.n > 0 {
+		parts |= partLines
+	}
+	if len(w.results.idx) > 0 {
+		parts |= partResults
+	}
+	if w.outputs.len() > 0 {
+		parts |= partOutputs
+	}
+	return parts
+}
+
+// appendArgs appends the parameters of the fragments parts returns.
+func (w *writes) appendArgs(a []any) []any {
+	parts := w.parts()
+	if parts&partLines != 0 {
+		a = w.lines.appendArgs(a)
+	}
+	if parts&partResults != 0 {
+		a = w.results.appendArgs(a)
+	}
+	if parts&partOutputs != 0 {
+		a = w.outputs.appendArgs(a)
+	}
+	return a
+}
+
+// resolveParams are the parameters of Resolve's write statement
+// (resolveSQL): the head's, then its writes'.
+type resolveParams struct {
+	key         turn.TurnKey
+	now         time.Time
+	completions completionCols
+	writes      writes
+}
+
+// completionCols are the completions a resolution resolves, one column per
+// array of resolveHead (@c_key … @c_hash), in its order.
+type completionCols struct {
+	key     [][]byte
+	status  []string
+	payload []*string // NULL: no payload
+	hash    [][]byte
+}
+
+func (c *completionCols) add(it *turn.Resolution, payload *string) {
+	c.key = append(c.key, it.KeyHash[:])
+	c.status = append(c.status, string(it.Status))
+	c.payload = append(c.payload, payload)
+	c.hash = append(c.hash, codec.Hash(it.PayloadHash))
+}
+
+func (p *resolveParams) variant() int { return p.writes.parts() }
+
+func (p *resolveParams) args() []any {
+	a := append(writeKeyArgs(p.key, 64), p.now, p.completions.key, p.completions.status, p.completions.payload, p.completions.hash)
+	return p.writes.appendArgs(a)
+}
+
+// settleParams are the parameters of Resolve's settling statement
+// (settleSQL).
+type settleParams struct {
+	key     turn.TurnKey
+	status  string
+	settled pgtype.Timestamptz // NULL for a status that is not settled
+	lines   linesParams
+	webhook *webhookParams // nil: none
+}
+
+func (p *settleParams) variant() int {
+	v := 0
+	if p.lines.n > 0 {
+		v |= settleLines
+	}
+	if p.webhook != nil {
+		v |= settleWebhook
+	}
+	return v
+}
+
+func (p *settleParams) args() []any {
+	a := append(writeKeyArgs(p.key, 16), p.status, p.settled)
+	if p.lines.n > 0 {
+		a = p.lines.appendArgs(a)
+	}
+	if p.webhook != nil {
+		a = p.webhook.appendArgs(a)
+	}
+	return a
+}
+
+// lateParams are the parameters of RecordLate's recording statement
+// (recordLateSQL): the head's, the line's and the outputs'.
+type lateParams struct {
+	key           turn.TurnKey
+	hash, keyHash []byte
+	lines         linesParams
+	outputs       outputCols
+}
+
+func (p *lateParams) variant() int {
+	if p.outputs.len() > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (p *lateParams) args() []any {
+	a := p.lines.appendArgs(append(writeKeyArgs(p.key, 16), p.hash, p.keyHash))
+	if p.outputs.len() > 0 {
+		a = p.outputs.appendArgs(a)
+	}
+	return a
 }
