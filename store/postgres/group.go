@@ -6,43 +6,11 @@ import (
 )
 
 // group runs the calls of one kind that arrive while statements of that
-// kind run as one statement, next: concurrent turns share the statement's
-// round trip, its per-statement work in the server and, for writes, its
-// commit and WAL flush. Up to par statements of a group run at a time
-// (Options.GroupStatements): a lone call runs at once, but while one
-// statement runs another starts only once wait calls wait (default a
-// quarter of a full batch, max), and otherwise the waiting calls go with
-// the running statement's next batch. The same holds for a statement that
-// ends while another runs: its runner takes the next batch only when wait
-// calls wait, and otherwise leaves them to the other statement's runner
-// (or to the caller that makes them wait). Each statement has a fixed cost
-// in the server besides its rows, so batches should be large; yet a
-// statement waiting for its WAL flush should not hold up a queue that
-// another could write meanwhile.
-// (With 32 clients on 2 cores, starting a second recording statement at
-// once made batches of 7 and cost a fifth more database CPU per turn than
-// waiting for 16 calls, for fewer turns/s. Once the recording statement's
-// fixed cost fell by about a third, waiting for 8 gave 0.308 of the INSERT
-// rate against 0.293 for 16 over nine alternated runs, and waiting for 4
-// less than 8. Once an ending statement's runner also waited instead of
-// taking whatever waited, waiting for 12 made recordings grow from 8.2 to
-// 10.6 turns a statement and workload 1 run 5% more turns/s than before
-// (8 of 10 alternated runs higher); 16 gave 12.4 turns a statement and 4%
-// more than 12 (6 of 8), 24 no more than 16 (2 of 8, more idle cores):
-// see newRecorder.)
-//
-// A caller that may lead (see do) runs a batch (which holds its own call
-// unless key kept it out) and, when more calls are queued, hands them to a
-// goroutine that runs batches until none can be taken (or, beside another
-// statement, until fewer than wait wait: see take), so that the leader
-// is not kept waiting for calls that came after its own. exec must answer
-// every call of its batch.
-//
-// The price of leaving calls to the other statement: they wait for it to
-// end, however long it takes. A statement that fails as a whole and is
-// retried call by call (recordBatch) holds them for all of its retries;
-// and below wait waiting calls a second statement never starts, so that
-// a light load runs one statement at a time.
+// kind run as one statement, next, up to par statements at a time: a lone
+// call runs at once, a second statement starts only once wait calls wait,
+// and otherwise the waiting calls go with a running statement's next
+// batch. exec must answer every call of its batch; ARCHITECTURE.md
+// ("store/postgres: statements") gives the reasons and the measurements.
 type group[C any, K comparable] struct {
 	max, par int
 	// wait is how many calls must wait before a statement starts beside
@@ -62,8 +30,10 @@ type group[C any, K comparable] struct {
 }
 
 // do queues c and leads when no statement runs, or when fewer than par do
-// and wait calls wait. Statements run under ctx without its
-// cancellation: once queued, a call is answered.
+// and wait calls wait: a leader runs a batch, then hands the calls queued
+// meanwhile to a goroutine that runs batches until none can be taken.
+// Statements run under ctx without its cancellation: once queued, a call is
+// answered.
 func (g *group[C, K]) do(ctx context.Context, c C) {
 	g.mu.Lock()
 	g.queue = append(g.queue, c)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -242,9 +243,9 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 		p.add(&c.rec)
 	}
 	args := p.args()
-	outcomes, err := s.execRecordSQL(ctx, batch, recordSQL[p.variant()], args)
+	outcomes, err := s.execRecordSQL(ctx, batch, p.variant(), args)
 	if turnTaken(err) {
-		outcomes, err = s.execRecordSQL(ctx, batch, recordSQL[p.variant()|recordSafe], args)
+		outcomes, err = s.execRecordSQL(ctx, batch, p.variant()|recordSafe, args)
 	}
 	return outcomes, err
 }
@@ -273,20 +274,23 @@ func distinctSessions(batch []*recordCall) error {
 // committed it meanwhile.
 func turnTaken(err error) bool { return uniqueViolation(err) == "turns_pkey" }
 
-// execRecordSQL runs stmt, a variant of recordSQL, with args for batch
-// (see execRecord).
-func (s *Store) execRecordSQL(ctx context.Context, batch []*recordCall, stmt statement, args []any) ([]error, error) {
-	rows, err := s.groupPool.Query(ctx, stmt.sql, args...)
-	if err != nil {
-		return nil, err
+// recordNames name recordSQL's variants as statements prepared for
+// execBinary: turnd_record_<variant>.
+var recordNames = func() []string {
+	names := make([]string, len(recordSQL))
+	for i := range names {
+		names[i] = "turnd_record_" + strconv.Itoa(i)
 	}
+	return names
+}()
+
+// execRecordSQL runs recordSQL[variant] with args for batch (see
+// execRecord), through execBinary when the pool prepares statements.
+func (s *Store) execRecordSQL(ctx context.Context, batch []*recordCall, variant int, args []any) ([]error, error) {
+	stmt := recordSQL[variant]
 	outcomes := make([]error, len(batch))
 	seen := 0
-	var (
-		ord                              int64
-		inserted, sessionFound, answered bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionFound, &answered}, func() error {
+	outcome := func(ord int64, inserted, sessionFound, answered bool) error {
 		i := int(ord) - 1
 		if i < 0 || i >= len(batch) {
 			return fmt.Errorf("recording turns: row for turn %d of %d", ord, len(batch))
@@ -302,7 +306,35 @@ func (s *Store) execRecordSQL(ctx context.Context, batch []*recordCall, stmt sta
 			outcomes[i] = fmt.Errorf("%s: %w", batch[i].rec.op(), turn.ErrTurnExists)
 		}
 		return nil
-	})
+	}
+	var err error
+	if s.binary {
+		err = s.execBinary(ctx, recordNames[variant], stmt, args, 4, func(v [][]byte) error {
+			ord, err := binaryInt8(v[0])
+			if err != nil {
+				return err
+			}
+			var flags [3]bool
+			for j := range flags {
+				if flags[j], err = binaryBool(v[j+1]); err != nil {
+					return err
+				}
+			}
+			return outcome(ord, flags[0], flags[1], flags[2])
+		})
+	} else {
+		var rows pgx.Rows
+		if rows, err = s.groupPool.Query(ctx, stmt.sql, args...); err != nil {
+			return nil, err
+		}
+		var (
+			ord                              int64
+			inserted, sessionFound, answered bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&ord, &inserted, &sessionFound, &answered}, func() error {
+			return outcome(ord, inserted, sessionFound, answered)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

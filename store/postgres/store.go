@@ -105,6 +105,9 @@ type Store struct {
 	// The statements that concurrent turns share (group.go).
 	lookups *group[*lookupCall, struct{}]
 	records *group[*recordCall, string]
+	// binary: the pool prepares statements (pgx's default exec mode), so
+	// the hot path may run its own prepared statements (execBinary).
+	binary bool
 }
 
 var _ turn.MigratedStore = (*Store)(nil)
@@ -157,7 +160,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store: group statements' pool", err)
 	}
-	st := &Store{pool: pool, groupPool: groupPool}
+	st := &Store{pool: pool, groupPool: groupPool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }

@@ -14,17 +14,11 @@ import (
 	"github.com/turnd/turnd/turn"
 )
 
-// sqlReceiveTurn records a turn in one statement (one round trip, one
-// transaction). The turn insert comes first: when the turn id is taken it
-// inserts nothing, and every later step is conditioned on it, so a duplicate
-// writes nothing. The session upsert then either creates the session with
-// last_seq 1 (the turn_received line is its first) or bumps the existing
-// last_seq; ON CONFLICT DO UPDATE locks and returns the committed row even
-// when a concurrent receive created it after this statement's snapshot. Its
-// RETURNING row is the session as stored and carries the line's seq.
-//
-// $1 session id, $2 turn id, $3–$11 the turn's other columns, $12–$16 the
-// session's, $17 the line as a ledger batch of one (codec.LinesJSON).
+// sqlReceiveTurn records a turn, creates its session or moves its last_seq
+// and writes the turn_received line, in one statement that writes nothing
+// when the turn id is taken (then it returns no row). $1 session id, $2 turn
+// id, $3–$11 the turn's other columns, $12–$16 the session's, $17 the line
+// as a ledger batch of one (codec.LinesJSON).
 const sqlReceiveTurn = `WITH t AS (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
     VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
@@ -87,14 +81,9 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 
 // The Commit statement is its lease check (the gate, see writes.go)
 // followed by the write fragments it has rows for, commitParks when it parks
-// calls and writeWebhook when it settles a turn with a webhook: 32
-// variants, indexed by their parts.
-//
-// Everything hangs off the lease check: when the owner no longer holds the
-// turn, gate is empty and no other CTE writes a row; the statement then
-// returns false. The lease update locks the turn's row first, as Resolve
-// does, so commits and resolutions of one turn take their locks in the same
-// order (turn, then completions and session) and never deadlock.
+// calls and writeWebhook when it settles a turn with a webhook. When the
+// owner no longer holds the turn no CTE writes a row and the statement
+// returns false.
 const (
 	commitLease = `WITH gate AS (
     UPDATE turns SET
@@ -252,13 +241,9 @@ const (
 	sqlGetTurn = `SELECT status, mode, failure_policy, calls, hash, created_at, settled_at
 FROM turns WHERE session_id = $1 AND id = $2`
 
-	// Results are keyed by call id first (migration 7): a turn's are read
-	// by a probe of the whole key per distinct call id of the turn, taken
-	// from its row. The probe is a LATERAL subquery fenced by OFFSET 0 so
-	// that no plan — in particular the generic plan of this prepared
-	// statement, priced on an average session — can turn it into a scan
-	// of the session's key range filtered by call id, which grows with
-	// the session (an IN or = ANY form was planned that way).
+	// sqlGetResults reads a turn's results by one probe of the results key
+	// per distinct call id of the turn, fenced by OFFSET 0 (see
+	// ARCHITECTURE.md).
 	sqlGetResults = `SELECT r.* FROM (
     SELECT DISTINCT c.call ->> 'id' AS id FROM turns t, json_array_elements(t.calls) AS c (call)
     WHERE t.session_id = $1 AND t.id = $2
@@ -314,12 +299,10 @@ func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
 	return t, nil
 }
 
-// sqlClaimTurns takes expired leases of running turns and counts the claim
-// in resumes. A turn claimed $6 (turn.FreeResumes) times or more waits $5
-// seconds × 2^(resumes-$6) (at most 64 times that) past its lease's expiry. SKIP LOCKED makes concurrent
-// claimers pass over each other's rows (and rows a commit is writing)
-// instead of waiting; FOR UPDATE re-checks the expiry on the latest row
-// version, so a turn claimed and committed meanwhile is not taken twice.
+// sqlClaimTurns takes expired leases of running turns, passing over rows
+// other claimers or commits hold (SKIP LOCKED), and counts the claim in
+// resumes. A turn claimed $6 (turn.FreeResumes) times or more waits $5
+// seconds × 2^(resumes-$6) (at most 64 times that) past its lease's expiry.
 const sqlClaimTurns = `UPDATE turns t SET lease_owner = $1, lease_until = $3, resumes = t.resumes + 1
 FROM (
     SELECT session_id, id, lease_owner FROM turns

@@ -171,7 +171,7 @@ func (c *resultCols) appendArgs(a []any) []any {
 		c.bytes, c.lines, c.outputID, c.attempts, c.started, c.finished, c.replayed)
 }
 
-// setResults encodes results into c (emptied first). Results with the same
+// set encodes results into c (emptied first). Results with the same
 // Index collapse to the last of them (one statement cannot upsert a row
 // twice).
 func (c *resultCols) set(results []turn.Result) error {
@@ -220,7 +220,7 @@ func (c *outputCols) appendArgs(a []any) []any {
 	return append(a, c.id, c.turnID, c.call, c.contentType, c.data, c.created, c.expires)
 }
 
-// setOutputs encodes outputs kept by the turn k into c (emptied first).
+// set encodes outputs kept by the turn k into c (emptied first).
 func (c *outputCols) set(k turn.TurnKey, outputs []turn.Output) {
 	*c = outputCols{}
 	for i := range outputs {
