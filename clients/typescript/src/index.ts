@@ -26,6 +26,13 @@ export type TurnSummary = Schemas["TurnSummary"];
 export type TurnPage = Schemas["TurnPage"];
 export type ParkedCall = Schemas["ParkedCall"];
 export type PendingPage = Schemas["PendingPage"];
+/** The body of the turn.settled webhook turnd POSTs to a session's callback_url. */
+export type TurnSettledEvent = Schemas["TurnSettledEvent"];
+/** What turnd POSTs to an HTTP tool, and what the tool answers. */
+export type ToolRequest = Schemas["ToolRequest"];
+export type ToolResponse = Schemas["ToolResponse"];
+/** What turnd POSTs to a deferred HTTP tool's cancel_url. */
+export type CancelRequest = Schemas["CancelRequest"];
 
 /** The provider formats a turn may be posted in. */
 export type ProviderFormat = "openai.chat" | "openai.responses" | "anthropic.messages";
