@@ -216,6 +216,18 @@ test("retries keep one turn id and stop at 4xx", async () => {
   await assert.rejects(new Client({ url: "http://127.0.0.1:1", fetch: four }).postTurn("s", { calls: [] }), (e) => e.code === "turn_conflict");
   assert.equal(m, 1);
   assert.match(newTurnId(), /^turn_/);
+  // A stream is sent once: neither a 503 nor a connection error is retried.
+  for (const fail of [() => new Response(JSON.stringify({ status: 503, code: "store_unavailable", title: "x", type: "x" }), { status: 503, headers: { "Retry-After": "0" } }), () => { throw new TypeError("fetch failed"); }]) {
+    let k = 0;
+    const once = async (url, init) => {
+      k++;
+      assert.equal(init.headers["Content-Type"], "application/x-ndjson");
+      assert.equal(init.duplex, "half");
+      return fail();
+    };
+    await assert.rejects(new Client({ url: "http://127.0.0.1:1", fetch: once, retry: { backoffMs: 1 } }).postTurnStream("s", [{ id: "t" }]));
+    assert.equal(k, 1);
+  }
 });
 
 test("signed completions", async () => {
