@@ -171,10 +171,12 @@ type approvalTool struct {
 }
 
 // Invoke logs "approval requested" and answers pending. With
-// Options.LogCompletionURLs (turnd serve --demo) the line carries the call's
-// complete_url, and so its completion key, a bearer credential: the one
-// place turnd shows a key, on purpose, because it is how the demo's person
-// learns where to answer.
+// Options.LogCompletionURLs (turnd serve --demo) the log line carries the
+// call's complete_url, and so its completion key, a bearer credential, and
+// so does the parked call's output ({"complete_url": …}, in the turn's
+// pending result until the answer replaces it): the one place turnd shows
+// a key, on purpose, because it is how the demo's person learns where to
+// answer. Without it neither does.
 func (a *approvalTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
 	var args struct {
 		Prompt   string `json:"prompt"`
@@ -203,12 +205,18 @@ func (a *approvalTool) Invoke(ctx context.Context, call dispatch.Call, at *dispa
 		slog.Time("deadline", r.Deadline),
 	}
 	msg := "approval requested; its completion key is not logged (turnd serve --demo logs the complete_url)"
+	parked := dispatch.Defer(pendingOf(r))
 	if a.logURL {
+		u := cc.completeURL(key)
 		msg = "approval requested; complete_url carries the completion key: POST the answer to it"
-		attrs = append(attrs, slog.String("complete_url", cc.completeURL(key)))
+		attrs = append(attrs, slog.String("complete_url", u))
+		parked.Output, _ = json.Marshal(struct {
+			CompleteURL string `json:"complete_url"`
+		}{u})
+		parked.JSON = true
 	}
 	a.logger.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
-	return dispatch.Defer(pendingOf(r))
+	return parked
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a rune.

@@ -343,8 +343,17 @@ func testApproval(t *testing.T, tool, args, prompt string, want dispatch.Pending
 	}
 	if logURL {
 		fields["complete_url"] = completeBase + testKey
-	} else if strings.Contains(buf.String(), testKey) || rec["complete_url"] != nil {
-		t.Errorf("the key is logged without LogCompletionURLs: %s", buf.String())
+		// The parked call shows where to answer: its pending result's output.
+		if want := `{"complete_url":"` + completeBase + testKey + `"}`; !out.JSON || string(out.Output) != want {
+			t.Errorf("parked output = %s (json %v), want %s", out.Output, out.JSON, want)
+		}
+	} else {
+		if strings.Contains(buf.String(), testKey) || rec["complete_url"] != nil {
+			t.Errorf("the key is logged without LogCompletionURLs: %s", buf.String())
+		}
+		if out.Output != nil {
+			t.Errorf("the parked call has an output without LogCompletionURLs: %s", out.Output)
+		}
 	}
 	for k, v := range fields {
 		if rec[k] != v {

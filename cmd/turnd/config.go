@@ -154,7 +154,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 	fs.StringVar(&c.LogFormat, "log-format", get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
 	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
-	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin logs each call's complete_url, which carries its completion key (a credential); never in production (TURND_DEMO=true)")
+	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin shows each call's complete_url, which carries its completion key (a credential), in the log and as the parked call's output; never in production (TURND_DEMO=true)")
 	ui, err := strconv.ParseBool(get("TURND_UI", "true"))
 	if err != nil {
 		return config{}, usageError{fmt.Sprintf("TURND_UI: %q is not a boolean like true or false", get("TURND_UI", ""))}

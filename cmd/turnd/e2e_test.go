@@ -184,15 +184,15 @@ func TestMigrateThenNoMigrate(t *testing.T) {
 // TestQuickStart runs the README's quick start against the binary.
 func TestQuickStart(t *testing.T) {
 	t.Parallel()
-	p := startTurnd(t, procOptions{args: []string{"--config", exampleConfig, "--data", filepath.Join(t.TempDir(), "turnd.db")}})
+	p := startTurnd(t, procOptions{args: []string{"--config", exampleConfig, "--demo", "--data", filepath.Join(t.TempDir(), "turnd.db")}})
 
 	// Plain curl -d sends application/x-www-form-urlencoded, as an HTML form
 	// does: turnd refuses it, so that no web page can post to it; the
 	// README's commands say application/json.
 	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
-	p.must(http.StatusUnsupportedMediaType, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, form...)
+	p.must(http.StatusUnsupportedMediaType, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":200}}`, form...)
 	readme := []string{"Content-Type", "application/json"}
-	p.must(http.StatusCreated, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`, readme...)
+	p.must(http.StatusCreated, http.MethodPost, "/v1/sessions", `{"id":"demo","budget":{"limit":200}}`, readme...)
 	text := strings.Repeat("x", 300)
 	body := `{
   "id": "turn-1",
@@ -227,8 +227,8 @@ func TestQuickStart(t *testing.T) {
 	if !c3.Truncated || c3.OutputID == nil || c3.OriginalBytes != int64(len(full)) {
 		t.Fatalf("c3 not truncated with an output id and original_bytes %d: %+v", len(full), c3)
 	}
-	if len(c3.Output) > 64+2+64 || !strings.Contains(string(c3.Output), "bytes truncated") {
-		t.Errorf("c3 output is not projected to the 64-byte budget with a marker: %s", c3.Output)
+	if len(c3.Output) > 200+2+64 || !strings.Contains(string(c3.Output), "bytes truncated") {
+		t.Errorf("c3 output is not projected to the 200-byte budget with a marker: %s", c3.Output)
 	}
 	got := p.must(http.StatusOK, http.MethodGet, "/v1/outputs/"+*c3.OutputID, nil)
 	if string(got) != full {
@@ -255,6 +255,26 @@ func TestQuickStart(t *testing.T) {
   "calls": [{"id": "a1", "name": "approval", "arguments": {"prompt": "Ship it?", "deadline": "1h"}}]}`, readme...)
 	if tj := decode[turnJSON](t, data); tj.Status != "waiting" || tj.result(t, "a1").Status != "pending" {
 		t.Errorf("the approval turn answered %s, want waiting with a1 pending", data)
+	}
+	// COMPLETE_URL from the turn (--demo): the parked call's output, whole
+	// within the session's budget; a delivery to it completes the turn.
+	parked := decode[struct {
+		Results []struct {
+			Output struct {
+				CompleteURL string `json:"complete_url"`
+			} `json:"output"`
+			Truncated bool `json:"truncated"`
+		} `json:"results"`
+	}](t, p.must(http.StatusOK, http.MethodGet, "/v1/sessions/demo/turns/turn-2", nil))
+	u := parked.Results[0].Output.CompleteURL
+	if !strings.HasPrefix(u, p.base+"/v1/complete/ck_") || parked.Results[0].Truncated {
+		t.Fatalf("the parked call's complete_url is %q (truncated %v), want %s/v1/complete/ck_…", u, parked.Results[0].Truncated, p.base)
+	}
+	// The README's curl -d sends no JSON content type to the complete URL.
+	p.must(http.StatusOK, http.MethodPost, strings.TrimPrefix(u, p.base), `{"output": {"approved": true}}`, form...)
+	done := decode[turnJSON](t, p.must(http.StatusOK, http.MethodGet, "/v1/sessions/demo/turns/turn-2", nil, "Prefer", "wait=60"))
+	if done.Status != "completed" || string(done.result(t, "a1").Output) != `{"approved":true}` {
+		t.Errorf("after the delivery the turn is %s with output %s", done.Status, done.result(t, "a1").Output)
 	}
 }
 

@@ -66,8 +66,9 @@ func TestStartupLogStatesGOGC(t *testing.T) {
 	}
 }
 
-// The approval builtin logs a call's complete_url (its completion key) only
-// in --demo mode; without it no key reaches the log.
+// The approval builtin logs a call's complete_url (its completion key), and
+// gives it as the parked call's output, only in --demo mode; without it no
+// key reaches the log or the turn.
 func TestDemoModeAloneLogsKeys(t *testing.T) {
 	t.Parallel()
 	for _, demo := range []bool{false, true} {
@@ -76,8 +77,18 @@ func TestDemoModeAloneLogsKeys(t *testing.T) {
 			args = append(args, "--demo")
 		}
 		p := startTurnd(t, procOptions{args: args})
-		p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
+		posted := p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
 			`{"id":"t","calls":[{"id":"a1","name":"approval","arguments":{"prompt":"ok?"}}]}`, "Content-Type", "application/json")
+		// The parked call's output is its complete_url in demo mode only.
+		read := p.must(http.StatusOK, http.MethodGet, "/v1/sessions/s/turns/t", nil)
+		for _, body := range [][]byte{posted, read} {
+			if got := strings.Contains(string(body), `"output":{"complete_url":"`+p.base+`/v1/complete/ck_`); got != demo {
+				t.Errorf("demo=%v: the complete URL in the turn: %v\n%s", demo, got, body)
+			}
+			if !demo && strings.Contains(string(body), "ck_") {
+				t.Errorf("a key in the turn without --demo:\n%s", body)
+			}
+		}
 		logs := p.stderr.String()
 		if !strings.Contains(logs, "approval requested") {
 			t.Fatalf("demo=%v: no approval line:\n%s", demo, logs)

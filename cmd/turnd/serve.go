@@ -114,7 +114,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		debug.SetMemoryLimit(serveMemoryLimit)
 	}
 	if c.Demo {
-		log.Warn("demo mode: the approval tool logs each call's complete_url, which carries its completion key; never run a deployment with --demo")
+		log.Warn("demo mode: the approval tool shows each call's complete_url, which carries its completion key, in the log and as the parked call's output; never run a deployment with --demo")
 	}
 	for _, d := range c.Deprecated {
 		log.Warn("a deprecated environment variable is set; use the new name", "old", d[0], "new", d[1])

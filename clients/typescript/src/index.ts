@@ -20,6 +20,19 @@ export type Delivery = Schemas["Delivery"];
 export type DeliveryAck = Schemas["DeliveryAck"];
 export type CompletionInfo = Schemas["CompletionInfo"];
 export type Problem = Schemas["Problem"];
+export type SessionSummary = Schemas["SessionSummary"];
+export type SessionPage = Schemas["SessionPage"];
+export type TurnSummary = Schemas["TurnSummary"];
+export type TurnPage = Schemas["TurnPage"];
+export type ParkedCall = Schemas["ParkedCall"];
+export type PendingPage = Schemas["PendingPage"];
+/** The body of the turn.settled webhook turnd POSTs to a session's callback_url. */
+export type TurnSettledEvent = Schemas["TurnSettledEvent"];
+/** What turnd POSTs to an HTTP tool, and what the tool answers. */
+export type ToolRequest = Schemas["ToolRequest"];
+export type ToolResponse = Schemas["ToolResponse"];
+/** What turnd POSTs to a deferred HTTP tool's cancel_url. */
+export type CancelRequest = Schemas["CancelRequest"];
 
 /** The provider formats a turn may be posted in. */
 export type ProviderFormat = "openai.chat" | "openai.responses" | "anthropic.messages";
@@ -103,6 +116,42 @@ export interface ProviderReply<M = unknown> {
   turn?: Turn;
 }
 
+/**
+ * A listing page's selection: `after` is the previous page's `next_after`
+ * (none for the first page), `limit` at most 500 (none: the server's
+ * default), `status` keeps only turns in that status (turns only).
+ */
+export interface ListOptions {
+  after?: string;
+  limit?: number;
+  status?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * A body sent as it is produced: a ReadableStream of bytes, or an
+ * (async) iterable of byte or text chunks.
+ */
+export type StreamSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
+
+/**
+ * A native streamed turn's lines: the header ({id, mode?, failure_policy?})
+ * and then one call ({id, name, arguments}) per item, each written as one
+ * NDJSON line; strings and bytes are sent as they are.
+ */
+export type TurnStreamSource = StreamSource | AsyncIterable<unknown> | Iterable<unknown>;
+
+/** What teeProviderStream answers: the stream to read, and turnd's answer. */
+export interface TeedStream<S> {
+  /** Read this as the SDK's stream (for an SDK stream, one of its tee()). */
+  stream: S;
+  /**
+   * turnd's answer once the stream ended (422 stream_incomplete when it
+   * ended short of the provider's finish event).
+   */
+  reply: Promise<ProviderReply>;
+}
+
 /** A posted turn, with whether it was replayed from the record. */
 export type PostedTurn = Turn & { replayed: boolean };
 
@@ -110,6 +159,9 @@ interface Req {
   method: string;
   path: string;
   body?: string;
+  /** A streamed body, sent with contentType once: never retried. */
+  stream?: ReadableStream<Uint8Array>;
+  contentType?: string;
   headers?: Record<string, string>;
   noAuth?: boolean;
   sign?: boolean;
@@ -193,12 +245,12 @@ export class Client {
         const resp = await this.send(r);
         if (resp.status < 400) return resp;
         const e = await errorFrom(resp);
-        if (resp.status !== 503) throw e;
+        if (resp.status !== 503 || r.stream) throw e;
         err = e;
         wait = e.retryAfterMs || backoff;
       } catch (e) {
         if (e instanceof TurndError && e.status !== 503) throw e;
-        if (r.signal?.aborted) throw e;
+        if (r.signal?.aborted || r.stream) throw e; // a stream's bytes are gone
         err = e;
         wait = e instanceof TurndError ? e.retryAfterMs || backoff : backoff;
       }
@@ -212,8 +264,14 @@ export class Client {
   private async send(r: Req): Promise<Response> {
     const headers: Record<string, string> = { Accept: "application/json, application/problem+json", ...r.headers };
     if (r.body !== undefined) headers["Content-Type"] = "application/json";
+    if (r.stream) headers["Content-Type"] = r.contentType!;
     if (this.token && !r.noAuth) headers["Authorization"] = `Bearer ${this.token}`;
     if (r.sign && this.signer) Object.assign(headers, await signHeaders(await this.signer, r.body ?? ""));
+    if (r.stream) {
+      // duplex: a request body sent while it is produced (fetch's streams).
+      const init = { method: r.method, headers, body: r.stream, signal: r.signal, duplex: "half" };
+      return this.fetch(this.url + r.path, init as RequestInit);
+    }
     return this.fetch(this.url + r.path, { method: r.method, headers, body: r.body, signal: r.signal });
   }
 
@@ -253,13 +311,91 @@ export class Client {
    * to append to the conversation.
    */
   async postProvider<M = unknown>(session: string, format: ProviderFormat, message: unknown, opts: ProviderOptions = {}): Promise<ProviderReply<M>> {
-    const q = new URLSearchParams({ format });
-    if (opts.turnId) q.set("turn_id", opts.turnId);
-    if (opts.placeholders) q.set("pending", "placeholder");
-    if (opts.mode) q.set("mode", opts.mode);
-    if (opts.failurePolicy) q.set("failure_policy", opts.failurePolicy);
     const body = typeof message === "string" ? message : JSON.stringify(message);
-    return this.providerReply<M>({ method: "POST", path: `/v1/sessions/${enc(session)}/turns?${q}`, body, headers: prefer(opts), signal: opts.signal });
+    return this.providerReply<M>({ method: "POST", path: providerPath(session, format, opts), body, headers: prefer(opts), signal: opts.signal });
+  }
+
+  /**
+   * Posts a native turn as NDJSON while it is produced: the header line,
+   * then one call per line; the end of the source ends the turn. Reads at
+   * the head of the turn start as their lines arrive. Sent once, never
+   * retried; a source that fails aborts the post, recording nothing.
+   */
+  async postTurnStream(session: string, source: TurnStreamSource, opts: PostOptions = {}): Promise<PostedTurn> {
+    const { value, resp } = await this.json<Turn>({
+      method: "POST",
+      path: `/v1/sessions/${enc(session)}/turns`,
+      stream: bodyOf(source, ndjsonLine),
+      contentType: "application/x-ndjson",
+      headers: prefer(opts),
+      signal: opts.signal,
+    });
+    return { ...value, replayed: resp.headers.get("Turnd-Replayed") === "true" };
+  }
+
+  /**
+   * Posts a turn as the model streams it: source is the provider API's
+   * event stream (text/event-stream bytes) as it arrives, so that turnd
+   * starts the turn's leading reads while the model still generates. The
+   * answer is postProvider's for the whole message; a stream that ends
+   * short of the provider's finish event answers 422 stream_incomplete.
+   * Sent once, never retried.
+   */
+  postProviderStream<M = unknown>(session: string, format: ProviderFormat, source: StreamSource, opts: ProviderOptions = {}): Promise<ProviderReply<M>> {
+    return this.providerReply<M>({
+      method: "POST",
+      path: providerPath(session, format, opts),
+      stream: bodyOf(source, rawChunk),
+      contentType: "text/event-stream",
+      headers: prefer(opts),
+      signal: opts.signal,
+    });
+  }
+
+  /**
+   * Tees a provider SDK's stream (openai's `create({stream: true})`,
+   * `@anthropic-ai/sdk`'s `messages.create({stream: true})`, or any async
+   * iterable of the API's events) to turnd as a streamed turn: read
+   * `stream` as you would the SDK's (for an SDK stream it is one side of
+   * its tee(), with its controller), while every event is written to
+   * turnd as the API's event stream. Events may also be raw chunks of
+   * the API's bytes, sent as they are.
+   *
+   * An SDK stream is read to its end for turnd whatever the caller reads.
+   * A plain async iterable is sent as the caller reads it: a caller that
+   * stops early ends the post (stream_incomplete unless the finish event
+   * came), and one whose source fails aborts it.
+   */
+  teeProviderStream<S extends AsyncIterable<unknown>>(session: string, format: ProviderFormat, stream: S, opts: ProviderOptions = {}): TeedStream<S> {
+    const encode = (ev: unknown) => sseEvent(format, ev);
+    const end = format === "openai.chat" ? "data: [DONE]\n\n" : "";
+    const tee = (stream as { tee?: () => [S, S] }).tee;
+    if (typeof tee === "function") {
+      const [mine, theirs] = tee.call(stream);
+      const reply = this.postProviderStream(session, format, eventsOf(theirs, encode, end), opts);
+      return { stream: mine, reply };
+    }
+    const pipe = new Pipe();
+    const reply = this.postProviderStream(session, format, pipe.readable, opts);
+    reply.catch(() => {}).finally(() => pipe.dead());
+    async function* forward(): AsyncGenerator<unknown> {
+      let clean = false;
+      try {
+        for await (const ev of stream) {
+          pipe.write(encode(ev));
+          yield ev;
+        }
+        clean = true;
+      } catch (e) {
+        pipe.fail(e);
+        throw e;
+      } finally {
+        // The end of the events (or the caller stopping) ends turnd's body.
+        if (clean && end) pipe.write(end);
+        pipe.close();
+      }
+    }
+    return { stream: forward() as unknown as S, reply };
   }
 
   /** postProvider with format openai.chat: answers the tool messages. */
@@ -300,6 +436,41 @@ export class Client {
       reply.status ||= reply.turn.status;
     }
     return reply;
+  }
+
+  /** One page of sessions, newest first. */
+  async sessionsPage(opts: ListOptions = {}): Promise<SessionPage> {
+    return (await this.json<SessionPage>({ method: "GET", path: `/v1/sessions${listQuery({ ...opts, status: undefined })}`, signal: opts.signal })).value;
+  }
+
+  /** One page of a session's turns, newest first, without their results. */
+  async turnsPage(session: string, opts: ListOptions = {}): Promise<TurnPage> {
+    return (await this.json<TurnPage>({ method: "GET", path: `/v1/sessions/${enc(session)}/turns${listQuery(opts)}`, signal: opts.signal })).value;
+  }
+
+  /** One page of the calls parked now, across sessions, newest first (never their keys). */
+  async pendingPage(opts: ListOptions = {}): Promise<PendingPage> {
+    return (await this.json<PendingPage>({ method: "GET", path: `/v1/pending${listQuery({ ...opts, status: undefined })}`, signal: opts.signal })).value;
+  }
+
+  /** Every session, newest first, page by page (`opts.after` starts later). */
+  sessions(opts: ListOptions = {}): AsyncGenerator<SessionSummary> {
+    return paged(opts, (o) => this.sessionsPage(o), (p) => p.sessions);
+  }
+
+  /** A session's turns, newest first, page by page. */
+  turns(session: string, opts: ListOptions = {}): AsyncGenerator<TurnSummary> {
+    return paged(opts, (o) => this.turnsPage(session, o), (p) => p.turns);
+  }
+
+  /** The calls parked now, newest first, page by page. */
+  pending(opts: ListOptions = {}): AsyncGenerator<ParkedCall> {
+    return paged(opts, (o) => this.pendingPage(o), (p) => p.pending);
+  }
+
+  /** A turn's calls as posted, arguments included. */
+  async turnCalls(session: string, turn: string, signal?: AbortSignal): Promise<Call[]> {
+    return (await this.json<{ calls: Call[] }>({ method: "GET", path: `${turnPath(session, turn)}/calls`, signal })).value.calls;
   }
 
   async turn(session: string, turn: string, signal?: AbortSignal): Promise<Turn> {
@@ -394,6 +565,128 @@ export class Client {
 
   async completionStatus(key: string, signal?: AbortSignal): Promise<CompletionInfo> {
     return (await this.json<CompletionInfo>({ method: "GET", path: completePath(key), noAuth: true, signal })).value;
+  }
+}
+
+function providerPath(session: string, format: ProviderFormat, opts: ProviderOptions): string {
+  const q = new URLSearchParams({ format });
+  if (opts.turnId) q.set("turn_id", opts.turnId);
+  if (opts.placeholders) q.set("pending", "placeholder");
+  if (opts.mode) q.set("mode", opts.mode);
+  if (opts.failurePolicy) q.set("failure_policy", opts.failurePolicy);
+  return `/v1/sessions/${enc(session)}/turns?${q}`;
+}
+
+function listQuery(o: ListOptions): string {
+  const q = new URLSearchParams();
+  if (o.after) q.set("after", o.after);
+  if (o.limit && o.limit > 0) q.set("limit", String(o.limit));
+  if (o.status) q.set("status", o.status);
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+/** The items of every page from opts.after on, following next_after. */
+async function* paged<P extends { next_after: string }, T>(opts: ListOptions, page: (o: ListOptions) => Promise<P>, items: (p: P) => T[]): AsyncGenerator<T> {
+  let o = { ...opts };
+  for (;;) {
+    const p = await page(o);
+    yield* items(p);
+    if (!p.next_after) return;
+    o = { ...o, after: p.next_after };
+  }
+}
+
+const utf8 = new TextEncoder();
+
+function rawChunk(c: unknown): Uint8Array {
+  if (c instanceof Uint8Array) return c;
+  if (typeof c === "string") return utf8.encode(c);
+  throw new TypeError(`turnd client: a stream chunk must be a string or a Uint8Array, not ${typeof c}`);
+}
+
+function ndjsonLine(c: unknown): Uint8Array {
+  return c instanceof Uint8Array || typeof c === "string" ? rawChunk(c) : utf8.encode(JSON.stringify(c) + "\n");
+}
+
+/** An SDK event as the API sent it: `event: type` (not for openai.chat) and `data: json`. */
+function sseEvent(format: ProviderFormat, ev: unknown): Uint8Array {
+  if (ev instanceof Uint8Array || typeof ev === "string") return rawChunk(ev);
+  const type = (ev as { type?: unknown } | null)?.type;
+  const name = format !== "openai.chat" && typeof type === "string" ? `event: ${type}\n` : "";
+  return utf8.encode(`${name}data: ${JSON.stringify(ev)}\n\n`);
+}
+
+/** A request body of the source's chunks, each encoded, read as fetch sends it. */
+function bodyOf(source: TurnStreamSource, encode: (c: unknown) => Uint8Array): ReadableStream<Uint8Array> {
+  if (source instanceof ReadableStream && encode === rawChunk) return source as ReadableStream<Uint8Array>;
+  const it = source instanceof ReadableStream ? readerIterable(source) : (source as AsyncIterable<unknown> | Iterable<unknown>);
+  return eventsOf(it, encode, "");
+}
+
+async function* readerIterable<T>(rs: ReadableStream<T>): AsyncGenerator<T> {
+  const reader = rs.getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+/** A pull-based body: each item encoded, then end (if any) after a clean end. */
+function eventsOf(items: AsyncIterable<unknown> | Iterable<unknown>, encode: (c: unknown) => Uint8Array, end: string): ReadableStream<Uint8Array> {
+  let it: AsyncIterator<unknown> | Iterator<unknown> | undefined;
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      it ??= Symbol.asyncIterator in items ? (items as AsyncIterable<unknown>)[Symbol.asyncIterator]() : (items as Iterable<unknown>)[Symbol.iterator]();
+      const { value, done } = await it.next();
+      if (done) {
+        if (end) ctrl.enqueue(utf8.encode(end));
+        ctrl.close();
+      } else ctrl.enqueue(encode(value));
+    },
+    async cancel() {
+      await it?.return?.();
+    },
+  });
+}
+
+/** A push-based body: written as the caller reads a teed iterable. */
+class Pipe {
+  private ctrl!: ReadableStreamDefaultController<Uint8Array>;
+  private open = true;
+  readonly readable = new ReadableStream<Uint8Array>({ start: (c) => void (this.ctrl = c) });
+
+  write(b: Uint8Array | string) {
+    if (!this.open) return;
+    try {
+      this.ctrl.enqueue(typeof b === "string" ? utf8.encode(b) : b);
+    } catch {
+      this.open = false; // turnd stopped reading: the caller goes on
+    }
+  }
+  close() {
+    if (this.open) {
+      this.open = false;
+      try {
+        this.ctrl.close();
+      } catch {}
+    }
+  }
+  fail(e: unknown) {
+    if (this.open) {
+      this.open = false;
+      try {
+        this.ctrl.error(e);
+      } catch {}
+    }
+  }
+  dead() {
+    this.open = false;
   }
 }
 

@@ -799,7 +799,40 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "turn.settled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A turn of the session settled (sent to its callback_url)
+         * @description When a turn of a session created with a `callback_url` settles
+         *     (`completed`, `failed` or `cancelled`), turnd POSTs this message to
+         *     the URL: a Standard Webhooks message whose body is committed with
+         *     the settlement, so every settled turn has one. Delivery is at least
+         *     once: an answer other than 2xx, or none within 10 s, is retried
+         *     with backoff (doubling from 1 s to 1 h, with jitter, lengthened to
+         *     a `Retry-After`) until the message is 72 h old; every attempt of a
+         *     message carries the same `webhook-id`, by which a receiver drops
+         *     duplicates. With `TURND_WEBHOOK_SIGNING_SECRET` each attempt is
+         *     signed (`webhook-signature`, over its own `webhook-timestamp`); a
+         *     receiver verifies it with the official Standard Webhooks library of
+         *     its language. Connections go only to addresses the callback policy
+         *     allows (`TURND_CALLBACK_ALLOW_NETS`, `TURND_CALLBACK_DENY_NETS`).
+         */
+        post: operations["turnSettledWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -1372,6 +1405,141 @@ export interface components {
         } & {
             [key: string]: unknown;
         })[];
+        /**
+         * @description The `turn.settled` webhook's body (Standard Webhooks: `type`,
+         *     `timestamp`, `data`). Read the turn's results at
+         *     `GET /v1/sessions/{session_id}/turns/{turn_id}`.
+         * @example {
+         *       "type": "turn.settled",
+         *       "timestamp": "2025-01-02T03:04:06Z",
+         *       "data": {
+         *         "session_id": "demo",
+         *         "turn_id": "turn-2",
+         *         "status": "completed",
+         *         "settled_at": "2025-01-02T03:04:06Z"
+         *       }
+         *     }
+         */
+        TurnSettledEvent: {
+            /** @constant */
+            type: "turn.settled";
+            /** @description When the turn settled. */
+            timestamp: components["schemas"]["Timestamp"];
+            data: {
+                session_id: components["schemas"]["ID"];
+                turn_id: components["schemas"]["ID"];
+                /** @enum {string} */
+                status: "completed" | "failed" | "cancelled";
+                settled_at: components["schemas"]["Timestamp"];
+            };
+        };
+        /**
+         * @description What turnd POSTs (`Content-Type: application/json`) to an HTTP
+         *     tool's `http.url` for each attempt of a call, with the tool's
+         *     configured `http.headers`, `Idempotency-Key:
+         *     {session_id}/{turn_id}/{call_id}` (the same on every attempt and on
+         *     a resumed turn's) and `Accept: application/json, text/*;q=0.9`.
+         *     The tool answers a ToolResponse, or a `text/*` body that is the
+         *     output itself. A 408, 429 or 5xx answer, a timeout (`http.timeout`
+         *     per attempt) or a connection error is retried under the tool's
+         *     `retry` policy (honouring `Retry-After`); any other 4xx fails the
+         *     call (with the body's `error` when it has one).
+         * @example {
+         *       "session_id": "demo",
+         *       "turn_id": "turn-1",
+         *       "call_id": "call_a",
+         *       "name": "search_docs",
+         *       "arguments": {
+         *         "q": "lease renewal"
+         *       },
+         *       "attempt": 1
+         *     }
+         */
+        ToolRequest: {
+            session_id: components["schemas"]["ID"];
+            turn_id: components["schemas"]["ID"];
+            call_id: components["schemas"]["CallID"];
+            name: components["schemas"]["ToolName"];
+            /** @description The call's arguments, valid for the tool's `input_schema` (`{}` when the call had none). */
+            arguments: unknown;
+            /** @description Which attempt this is, from 1. */
+            attempt: number;
+            completion?: components["schemas"]["ToolCompletion"];
+        };
+        /**
+         * @description Sent to a `deferred: true` tool only: the call's completion key. The
+         *     tool may answer `pending` and POST the one final result (a
+         *     Delivery) to `url` later, before `deadline`; the key is a
+         *     credential, and is sent nowhere else.
+         */
+        ToolCompletion: {
+            key: string;
+            /** @description Where to deliver the result (`POST /v1/complete/{key}`), built on turnd's public URL. */
+            url: string;
+            /** @description The default deadline; a pending answer's `deadline` may change it. */
+            deadline: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description An HTTP tool's JSON answer (2xx, `application/json`): exactly one of
+         *     `output` (the call's output, any JSON value), `error` (the call
+         *     failed; the model reads `code` and `message`) or, from a deferred
+         *     tool with status 200 or 202, `pending` (the call parks until its
+         *     result is delivered to the completion URL).
+         */
+        ToolResponse: {
+            /** @description The output, any JSON value. */
+            output: unknown;
+        } | {
+            error: components["schemas"]["ToolError"];
+        } | {
+            pending: components["schemas"]["ToolPending"];
+        };
+        ToolError: {
+            /** @description A stable code (`tool_error` when empty). */
+            code: string;
+            message?: string;
+        };
+        /**
+         * @description A deferred tool's pending options, each over the tool's `pending:`
+         *     defaults (every field optional; an unknown field fails the call
+         *     `invalid_tool_response`). Deadlines default to 24 h and never
+         *     exceed 30 days.
+         * @example {
+         *       "deadline": "90s",
+         *       "heartbeat_timeout": "30s",
+         *       "on_timeout": "error_as_result",
+         *       "on_cancel": "cancel_external_work"
+         *     }
+         */
+        ToolPending: {
+            /** @description A Go duration from now (`90s`) or an RFC 3339 time. */
+            deadline?: string;
+            /** @description A Go duration; the call times out when no heartbeat (`POST /v1/complete/{key}/heartbeat`) comes within it. */
+            heartbeat_timeout?: string;
+            /** @enum {string} */
+            on_timeout?: "error_as_result" | "fail_turn";
+            /** @enum {string} */
+            on_cancel?: "cancel_external_work" | "ignore";
+        };
+        /**
+         * @description What turnd POSTs (`Content-Type: application/json`) to a deferred
+         *     tool's `http.cancel_url` when a call parked with `on_cancel:
+         *     cancel_external_work` is cancelled (its turn cancelled, or turnd
+         *     cancelling it), with the tool's configured headers and, with
+         *     `TURND_WEBHOOK_SIGNING_SECRET`, the Standard Webhooks headers
+         *     `webhook-id` (the same on every attempt), `webhook-timestamp` and
+         *     `webhook-signature`, as the `turn.settled` webhook has them. `key`
+         *     is the call's completion key, by which the tool finds its work.
+         *     Any 2xx answer is success; a 408, 429 or 5xx, a timeout or a
+         *     connection error is retried (3 attempts in all, honouring
+         *     `Retry-After`); what still fails is logged.
+         */
+        CancelRequest: {
+            key: string;
+            session_id: components["schemas"]["ID"];
+            turn_id: components["schemas"]["ID"];
+            call_id: components["schemas"]["CallID"];
+        };
     };
     responses: {
         /**
@@ -2230,6 +2398,25 @@ export interface components {
          * @example v1,KmpmcIc7qW5UuThjuH46g3um4E2mncvkplrV77mJs4M=
          */
         WebhookSignature: string;
+        /**
+         * @description The message's id (`msg_…`), the same on every attempt of it: the
+         *     key by which a receiver drops repeated deliveries.
+         * @example msg_2f6kq3z7c4w5m2ra
+         */
+        SentWebhookID: string;
+        /**
+         * @description When this attempt was sent, in unix seconds.
+         * @example 1735787045
+         */
+        SentWebhookTimestamp: string;
+        /**
+         * @description Present when turnd has a webhook signing secret
+         *     (`TURND_WEBHOOK_SIGNING_SECRET`): `v1,<base64 of
+         *     HMAC-SHA256(secret, "<webhook-id>.<webhook-timestamp>.<body>")>`,
+         *     one per secret (space-separated while a secret is rotated).
+         * @example v1,KmpmcIc7qW5UuThjuH46g3um4E2mncvkplrV77mJs4M=
+         */
+        SentWebhookSignature: string;
         /**
          * @description An RFC 9110 byte range request.
          * @example bytes=0-1023
@@ -3591,6 +3778,55 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    turnSettledWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id (`msg_…`), the same on every attempt of it: the
+                 *     key by which a receiver drops repeated deliveries.
+                 * @example msg_2f6kq3z7c4w5m2ra
+                 */
+                "webhook-id": components["parameters"]["SentWebhookID"];
+                /**
+                 * @description When this attempt was sent, in unix seconds.
+                 * @example 1735787045
+                 */
+                "webhook-timestamp": components["parameters"]["SentWebhookTimestamp"];
+                /**
+                 * @description Present when turnd has a webhook signing secret
+                 *     (`TURND_WEBHOOK_SIGNING_SECRET`): `v1,<base64 of
+                 *     HMAC-SHA256(secret, "<webhook-id>.<webhook-timestamp>.<body>")>`,
+                 *     one per secret (space-separated while a secret is rotated).
+                 * @example v1,KmpmcIc7qW5UuThjuH46g3um4E2mncvkplrV77mJs4M=
+                 */
+                "webhook-signature"?: components["parameters"]["SentWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TurnSettledEvent"];
+            };
+        };
+        responses: {
+            /** @description Delivered (any 2xx is); the body is ignored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered (any other answer, or none, is); retried later, after `Retry-After` when given. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

@@ -5,11 +5,15 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { createServer as createHTTPServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
 
 import { Client, TurndError, newTurnId } from "../dist/index.js";
 
@@ -42,12 +46,20 @@ function freePort() {
 }
 
 // startServer starts turnd and resolves once /readyz answers 200; its
-// logged complete_urls are queued on .keys.
-async function startServer(env = {}) {
+// logged complete_urls are queued on .keys. Options: config, a tool
+// config's text (default examples/turnd.yaml); demo (default true).
+async function startServer(env = {}, { config, demo = true } = {}) {
   const port = await freePort();
   const data = join(dir, `turnd-${port}.db`);
   const childEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...env };
-  const proc = spawn(bin, ["serve", "--addr", `127.0.0.1:${port}`, "--log-format", "json", "--config", join(root, "examples/turnd.yaml"), "--demo", "--data", data], {
+  let configPath = join(root, "examples/turnd.yaml");
+  if (config) {
+    configPath = join(dir, `turnd-${port}.yaml`);
+    writeFileSync(configPath, config);
+  }
+  const args = ["serve", "--addr", `127.0.0.1:${port}`, "--log-format", "json", "--config", configPath, "--data", data];
+  if (demo) args.push("--demo");
+  const proc = spawn(bin, args, {
     env: childEnv,
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -204,6 +216,18 @@ test("retries keep one turn id and stop at 4xx", async () => {
   await assert.rejects(new Client({ url: "http://127.0.0.1:1", fetch: four }).postTurn("s", { calls: [] }), (e) => e.code === "turn_conflict");
   assert.equal(m, 1);
   assert.match(newTurnId(), /^turn_/);
+  // A stream is sent once: neither a 503 nor a connection error is retried.
+  for (const fail of [() => new Response(JSON.stringify({ status: 503, code: "store_unavailable", title: "x", type: "x" }), { status: 503, headers: { "Retry-After": "0" } }), () => { throw new TypeError("fetch failed"); }]) {
+    let k = 0;
+    const once = async (url, init) => {
+      k++;
+      assert.equal(init.headers["Content-Type"], "application/x-ndjson");
+      assert.equal(init.duplex, "half");
+      return fail();
+    };
+    await assert.rejects(new Client({ url: "http://127.0.0.1:1", fetch: once, retry: { backoffMs: 1 } }).postTurnStream("s", [{ id: "t" }]));
+    assert.equal(k, 1);
+  }
 });
 
 test("signed completions", async () => {
@@ -217,4 +241,262 @@ test("signed completions", async () => {
   await signed.heartbeat(key);
   assert.equal((await signed.complete(key, true)).status, "accepted");
   assert.equal((await plain.await("sig", "ap")).results[0].output, true);
+});
+
+// probeTool is an HTTP tool's server: it answers each call with its
+// arguments, and seen(callId) resolves once that call's request arrived
+// (rejecting after 20 s: an early read that never started fails the test).
+async function probeTool() {
+  const arrived = new Map();
+  const waiting = new Map();
+  const srv = createHTTPServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      const call = JSON.parse(body);
+      arrived.set(call.call_id, call);
+      waiting.get(call.call_id)?.(call);
+      res.setHeader("Content-Type", "application/json");
+      res.end(JSON.stringify({ output: { probed: call.arguments } }));
+    });
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  after(() => srv.close());
+  return {
+    url: `http://127.0.0.1:${srv.address().port}/`,
+    seen: (id) =>
+      arrived.has(id)
+        ? Promise.resolve(arrived.get(id))
+        : new Promise((res, rej) => {
+            const t = setTimeout(() => rej(new Error(`the tool was not called for ${id} within 20s`)), 20_000);
+            waiting.set(id, (c) => {
+              clearTimeout(t);
+              res(c);
+            });
+          }),
+  };
+}
+
+const probeConfig = (url) => `builtin: [echo, sleep, now, approval]
+tools:
+  - name: probe
+    description: a read the test watches
+    effect: read
+    input_schema: {type: object}
+    http: {url: "${url}"}
+`;
+
+// Provider streams as the APIs send them, one part per write: parts[i]
+// ends call i's arguments (for openai.chat, call i is complete only when
+// call i+1's first fragment comes, so parts[i] carries that too).
+function chatStream(id, calls, finish = "tool_calls") {
+  const chunk = (delta, finish_reason = null) =>
+    `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1733000000, model: "gpt-4.1", choices: [{ index: 0, delta, logprobs: null, finish_reason }] })}\n\n`;
+  const first = (i) => chunk({ tool_calls: [{ index: i, id: calls[i].id, type: "function", function: { name: calls[i].name, arguments: "" } }] });
+  const parts = [];
+  let part = chunk({ role: "assistant", content: "" }) + chunk({ content: "Let me look." }) + first(0);
+  calls.forEach((c, i) => {
+    const a = JSON.stringify(c.arguments);
+    part += chunk({ tool_calls: [{ index: i, function: { arguments: a.slice(0, 4) } }] }) + chunk({ tool_calls: [{ index: i, function: { arguments: a.slice(4) } }] });
+    if (i + 1 < calls.length) part += first(i + 1);
+    else part += chunk({}, finish);
+    parts.push(part);
+    part = "";
+  });
+  parts.push("data: [DONE]\n\n");
+  return parts;
+}
+
+function messagesStream(id, calls, stop = "tool_use") {
+  const ev = (type, f) => `event: ${type}\ndata: ${JSON.stringify({ type, ...f })}\n\n`;
+  const parts = [];
+  let part =
+    ev("message_start", { message: { id, type: "message", role: "assistant", content: [], model: "claude-sonnet-4-5", stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } } }) +
+    ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }) +
+    ev("ping", {}) +
+    ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Let me look." } }) +
+    ev("content_block_stop", { index: 0 });
+  calls.forEach((c, i) => {
+    const a = JSON.stringify(c.arguments);
+    part +=
+      ev("content_block_start", { index: i + 1, content_block: { type: "tool_use", id: c.id, name: c.name, input: {} } }) +
+      ev("content_block_delta", { index: i + 1, delta: { type: "input_json_delta", partial_json: a.slice(0, 4) } }) +
+      ev("content_block_delta", { index: i + 1, delta: { type: "input_json_delta", partial_json: a.slice(4) } }) +
+      ev("content_block_stop", { index: i + 1 });
+    parts.push(part);
+    part = "";
+  });
+  parts.push(ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: 30 } }) + ev("message_stop", {}));
+  return parts;
+}
+
+// modelAPI stands in for a provider's API: each POST streams parts, and
+// before writing parts[hold] it waits for gate() (default: at once).
+async function modelAPI(parts, { hold = -1, gate = () => Promise.resolve() } = {}) {
+  const srv = createHTTPServer(async (req, res) => {
+    for await (const _ of req);
+    res.writeHead(200, { "Content-Type": "text/event-stream" });
+    for (let i = 0; i < parts.length; i++) {
+      if (i === hold) await gate();
+      res.write(parts[i]);
+    }
+    res.end();
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  after(() => srv.close());
+  return `http://127.0.0.1:${srv.address().port}`;
+}
+
+// The SDKs' own parsing of an event stream: the data of each event.
+const eventsOf = (parts) =>
+  parts
+    .join("")
+    .split("\n\n")
+    .map((e) => e.split("\n").find((l) => l.startsWith("data: "))?.slice(6))
+    .filter((d) => d && d !== "[DONE]" && d !== '{"type":"ping"}')
+    .map((d) => JSON.parse(d));
+
+test("streamed turns: NDJSON reads start before the stream ends; a provider stream; a cut stream", async () => {
+  const probe = await probeTool();
+  const s = await startServer({}, { config: probeConfig(probe.url) });
+  const sc = new Client({ url: s.url });
+  let ended = false;
+  async function* lines() {
+    yield { id: "nd-1" };
+    yield { id: "r1", name: "probe", arguments: { q: "a" } };
+    // The read runs while the turn is still being written.
+    const call = await probe.seen("r1");
+    assert.equal(ended, false);
+    assert.equal(call.turn_id, "nd-1");
+    yield '{"id":"w1","name":"echo","arguments":{"text":"after"}}\n';
+    ended = true;
+  }
+  const turn = await sc.postTurnStream("ts-stream", lines());
+  assert.equal(turn.status, "completed");
+  assert.deepEqual(turn.results.map((r) => [r.call_id, r.status]), [["r1", "ok"], ["w1", "ok"]]);
+  assert.deepEqual(turn.results[0].output, { probed: { q: "a" } });
+  const again = await sc.postTurnStream("ts-stream", [JSON.stringify({ id: "nd-1" }) + "\n", JSON.stringify({ id: "r1", name: "probe", arguments: { q: "a" } }) + "\n", '{"id":"w1","name":"echo","arguments":{"text":"after"}}\n']);
+  assert.equal(again.replayed, true);
+
+  // A provider's stream as bytes (a ReadableStream, as fetch gives a body).
+  const calls = [{ id: "call_1", name: "probe", arguments: { q: "b" } }, { id: "call_2", name: "echo", arguments: { text: "x" } }];
+  const parts = chatStream("chatcmpl-s1", calls);
+  const body = new ReadableStream({
+    start(ctrl) {
+      for (const p of parts) ctrl.enqueue(new TextEncoder().encode(p));
+      ctrl.close();
+    },
+  });
+  const reply = await sc.postProviderStream("ts-stream", "openai.chat", body);
+  assert.equal(reply.ready, true);
+  assert.deepEqual(reply.messages.map((m) => m.tool_call_id), ["call_1", "call_2"]);
+
+  // Cut before the finish event: nothing recorded, 422 stream_incomplete.
+  await assert.rejects(sc.postProviderStream("ts-stream", "openai.chat", parts.slice(0, 1), { turnId: "cut-1" }), (e) => e instanceof TurndError && e.status === 422 && e.code === "stream_incomplete");
+  await assert.rejects(sc.turn("ts-stream", "cut-1"), (e) => e.status === 404);
+
+  // A source that fails aborts the post: the NDJSON turn is not recorded.
+  async function* broken() {
+    yield { id: "nd-broken" };
+    yield { id: "e1", name: "echo", arguments: { text: "a" } };
+    throw new Error("the producer failed");
+  }
+  await assert.rejects(sc.postTurnStream("ts-stream", broken()));
+  await assert.rejects(sc.turn("ts-stream", "nd-broken"), (e) => e.status === 404);
+});
+
+test("teeProviderStream: the OpenAI SDK's stream is read as usual while turnd runs it", async () => {
+  const probe = await probeTool();
+  const s = await startServer({}, { config: probeConfig(probe.url) });
+  const sc = new Client({ url: s.url });
+  const calls = [{ id: "call_a", name: "probe", arguments: { q: "from the stream" } }, { id: "call_b", name: "echo", arguments: { text: "b" } }];
+  const parts = chatStream("chatcmpl-tee", calls);
+  // The model holds the rest of its stream until turnd has called the
+  // probe: turnd gets the events while the model is still generating.
+  const model = await modelAPI(parts, { hold: 1, gate: () => probe.seen("call_a") });
+  const openai = new OpenAI({ baseURL: `${model}/v1`, apiKey: "test", maxRetries: 0 });
+  const sdkStream = await openai.chat.completions.create({ model: "gpt-4.1", messages: [{ role: "user", content: "look" }], stream: true });
+  const { stream, reply } = sc.teeProviderStream("ts-tee", "openai.chat", sdkStream);
+  assert.equal(typeof stream.controller?.abort, "function"); // still the SDK's Stream
+  const seen = [];
+  for await (const chunk of stream) seen.push(chunk);
+  assert.deepEqual(seen, eventsOf(parts)); // the caller saw every event
+  const r = await reply;
+  assert.equal(r.ready, true);
+  assert.deepEqual(r.messages.map((m) => m.tool_call_id), ["call_a", "call_b"]);
+  assert.match(r.messages[0].content, /from the stream/);
+  const t = await sc.turn("ts-tee", "chatcmpl-tee");
+  assert.equal(t.results.length, 2);
+});
+
+test("teeProviderStream: the Anthropic SDK's stream, and a caller that stops early", async () => {
+  const calls = [{ id: "toolu_1", name: "echo", arguments: { text: "one" } }, { id: "toolu_2", name: "now", arguments: {} }];
+  const parts = messagesStream("msg_tee", calls);
+  const model = await modelAPI(parts);
+  const anthropic = new Anthropic({ baseURL: model, apiKey: "test", maxRetries: 0 });
+  const sdkStream = await anthropic.messages.create({ model: "claude-sonnet-4-5", max_tokens: 100, messages: [{ role: "user", content: "hi" }], stream: true });
+  const { stream, reply } = c.teeProviderStream("ts-tee-a", "anthropic.messages", sdkStream);
+  const seen = [];
+  for await (const ev of stream) seen.push(ev);
+  assert.deepEqual(seen, eventsOf(parts));
+  const r = await reply;
+  assert.equal(r.ready, true);
+  assert.deepEqual(r.messages.content.map((b) => b.tool_use_id), ["toolu_1", "toolu_2"]);
+
+  // A plain async iterable of the API's events is sent as the caller reads
+  // it: a caller that stops before the finish event cuts the stream.
+  async function* events() {
+    yield* eventsOf(messagesStream("msg_cut", calls));
+  }
+  const cut = c.teeProviderStream("ts-tee-a", "anthropic.messages", events());
+  let n = 0;
+  for await (const _ of cut.stream) if (++n === 3) break;
+  await assert.rejects(cut.reply, (e) => e instanceof TurndError && e.code === "stream_incomplete");
+  await assert.rejects(c.turn("ts-tee-a", "msg_cut"), (e) => e.status === 404);
+});
+
+test("listings: sessions, a session's turns and the parked calls, page by page", async () => {
+  const s = await startServer();
+  const lc = new Client({ url: s.url });
+  for (const id of ["l1", "l2", "l3"]) await lc.postTurn("ts-list", { id, calls: [{ id: `c-${id}`, name: "now" }] });
+  assert.equal((await lc.postTurn("ts-list-2", { id: "w", calls: [{ id: "a", name: "approval" }] })).status, "waiting");
+  const turns = [];
+  for await (const t of lc.turns("ts-list", { limit: 2 })) turns.push(t.id);
+  assert.deepEqual(turns, ["l3", "l2", "l1"]); // newest first, over two pages
+  const first = await lc.turnsPage("ts-list", { limit: 2 });
+  assert.equal(first.turns.length, 2);
+  assert.notEqual(first.next_after, "");
+  const rest = await lc.turnsPage("ts-list", { limit: 2, after: first.next_after });
+  assert.deepEqual(rest.turns.map((t) => t.id), ["l1"]);
+  assert.equal(rest.next_after, "");
+  const sessions = [];
+  for await (const x of lc.sessions({ limit: 1 })) sessions.push([x.id, x.turns]);
+  assert.deepEqual(sessions, [["ts-list-2", 1], ["ts-list", 3]]);
+  const parked = [];
+  for await (const p of lc.pending()) parked.push(p);
+  assert.equal(parked.length, 1);
+  assert.equal(parked[0].turn_id, "w");
+  assert.ok(!JSON.stringify(parked[0]).includes("ck_"));
+  const posted = await lc.turnCalls("ts-list", "l1");
+  assert.deepEqual(posted.map((x) => x.id), ["c-l1"]);
+});
+
+test("--demo: the approval's pending result carries its complete_url; without --demo it does not", async () => {
+  const posted = await c.postTurn("ts-demo", { id: "d1", calls: [{ id: "a", name: "approval", arguments: { prompt: "ok?" } }] });
+  assert.equal(posted.status, "waiting");
+  const url = posted.results[0].output.complete_url;
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/v1\/complete\/ck_/);
+  await srv.nextKey(); // the same URL is logged
+  assert.equal((await c.complete(url, { approved: true })).status, "accepted");
+  const done = await c.await("ts-demo", "d1");
+  assert.deepEqual(done.results[0].output, { approved: true });
+
+  const plain = await startServer({}, { demo: false });
+  const pc = new Client({ url: plain.url });
+  const t = await pc.postTurn("ts-demo", { id: "d1", calls: [{ id: "a", name: "approval" }] });
+  assert.equal(t.status, "waiting");
+  assert.equal(t.results[0].status, "pending");
+  assert.equal(t.results[0].output, null);
+  assert.ok(!JSON.stringify(t).includes("ck_"));
+  assert.ok(!plain.log.join("\n").includes("ck_"));
 });
