@@ -238,13 +238,13 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 		defer func() {
 			if exited { // the tool ended this goroutine (runtime.Goexit)
 				e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
-				e.readyAt = time.Now()
+				e.readyAt, e.endedAt = time.Now(), s.now()
 				close(e.done)
 			}
 		}()
 		e.out = dispatch.InvokeEarly(tctx, spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 		exited = false
-		e.readyAt = time.Now()
+		e.readyAt, e.endedAt = time.Now(), s.now()
 		close(e.done)
 		if e.discarded.Load() {
 			st.pool.countDiscarded(e)
@@ -314,10 +314,11 @@ type earlyRun struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the run ended, or was never started
 	// Set before done is closed.
-	started   bool
-	startedAt time.Time // by the service's clock
-	out       dispatch.Outcome
-	readyAt   time.Time
+	started bool
+	out     dispatch.Outcome
+	readyAt time.Time
+	// startedAt and endedAt bound the tool's run, by the service's clock.
+	startedAt, endedAt time.Time
 	// discarded: no wave will use it; counted: its discarding was observed
 	// (once, by whichever of discard and its run's end sees both it
 	// started and it was discarded).
@@ -460,15 +461,21 @@ func (r *run) leadingReads() int {
 }
 
 // startedFirst dates the first attempt of a, the call whose early run e
-// answered it, from when e started its tool, while the stream was still
-// arriving (the wave's attempt only waited for it).
+// answered it, from when e started and ended its tool, while the stream
+// was still arriving (the wave's attempt only waited for it).
 func (e *earlyRun) startedFirst(a dispatch.Accounted) dispatch.Accounted {
 	if !e.started || !e.startedAt.Before(a.StartedAt) {
 		return a
 	}
 	a.StartedAt = e.startedAt
-	if len(a.Tries) > 0 {
+	switch {
+	case len(a.Tries) > 0:
 		a.Tries[0].StartedAt = e.startedAt
+		if e.endedAt.Before(a.Tries[0].FinishedAt) {
+			a.Tries[0].FinishedAt = e.endedAt
+		}
+	case a.Attempts == 1 && e.endedAt.Before(a.FinishedAt):
+		a.FinishedAt = e.endedAt
 	}
 	return a
 }
