@@ -18,7 +18,7 @@ import (
 )
 
 // flakyServer answers an HTTP tool's attempts in turn: the first one too
-// late (past the tool's 100 ms timeout), the second 503, the third ok.
+// late (past the tool's 500 ms timeout), the second 503, the third ok.
 func flakyServer(t *testing.T) string {
 	t.Helper()
 	var attempts atomic.Int64
@@ -48,7 +48,7 @@ func retryConfig(t *testing.T, flakyURL string, ut *uiTools) string {
 tools:
   - name: flaky
     effect: read
-    http: {url: "`+flakyURL+`", timeout: 100ms}
+    http: {url: "`+flakyURL+`", timeout: 500ms}
     retry: {max_attempts: 3, initial_interval: 150ms, multiplier: 1, jitter: 0}
   - name: save
     effect: write
