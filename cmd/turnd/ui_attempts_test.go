@@ -210,5 +210,7 @@ func TestUIStreamEnd(t *testing.T) {
 	if label != "stream end" {
 		t.Errorf("the marker is labelled %q", label)
 	}
+	tb.eval(`document.querySelector('.label[data-index="1"]').click(), true`, nil)
+	tb.waitFor("the flaky read's attempts in its details", `!!document.getElementById('detail-tries')`, 5*time.Second)
 	tb.screenshot("timeline-streamed")
 }
