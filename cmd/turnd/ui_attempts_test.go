@@ -102,9 +102,7 @@ func TestUIRetriedAttempts(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			br := newBrowser(t)
-			ut := newUITools(t)
-			p := startTurnd(t, procOptions{args: append([]string{"--config", retryConfig(t, flakyServer(t), ut)}, b.args(t)...)})
+			br, _, p := startUI(t, b, func(ut *uiTools) string { return retryConfig(t, flakyServer(t), ut) })
 			p.must(200, "POST", "/v1/sessions/retries/turns", `{"id":"retried","calls":[
 				{"id":"flaky-a","name":"flaky","arguments":{}},
 				{"id":"echo-b","name":"echo","arguments":{"text":"once"}}]}`)
@@ -139,9 +137,7 @@ func TestUIRetriedAttempts(t *testing.T) {
 // with the stream's end starts right of it.
 func TestUIStreamEnd(t *testing.T) {
 	t.Parallel()
-	br := newBrowser(t)
-	ut := newUITools(t)
-	p := startTurnd(t, procOptions{args: []string{"--config", retryConfig(t, flakyServer(t), ut), "--data", t.TempDir() + "/t.db"}})
+	br, _, p := startUI(t, backends[0], func(ut *uiTools) string { return retryConfig(t, flakyServer(t), ut) })
 
 	pr, pw := io.Pipe()
 	req, err := http.NewRequest("POST", p.base+"/v1/sessions/streams/turns", pr)
