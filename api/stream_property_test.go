@@ -13,7 +13,8 @@ import (
 
 // TestStreamedLedgerProperty: the ledger of a streamed turn is line for
 // line the ledger of the same calls posted whole (timestamps, seqs, output
-// ids and completion keys aside), over random turns mixing reads that
+// ids and completion keys aside, and its turn_received line marked
+// streamed), over random turns mixing reads that
 // start early, writes, refusals (unknown tool, bad arguments, a tool not
 // granted, a repeated id), replays of earlier calls and whole turns, and
 // deferred calls. Session W gets every turn whole, session S the same
@@ -146,6 +147,12 @@ func TestStreamedLedgerProperty(t *testing.T) {
 		}
 		if len(w) < 40 {
 			t.Fatalf("only %d ledger lines", len(w))
+		}
+		if wm, _ := streamedMarks(t, s, "prop-whole"); wm != 0 {
+			t.Errorf("%d turns posted whole are marked streamed", wm)
+		}
+		if sm, sw := streamedMarks(t, s, "prop-streamed"); sm == 0 || sw != 0 {
+			t.Errorf("of the streamed turns, %d are marked streamed and %d not", sm, sw)
 		}
 		all := strings.Join(w, "\n")
 		for _, kind := range []string{"call_replayed", "call_pending", "call_refused", "attempt_started", "duplicate_call_id", "tool_not_granted"} {

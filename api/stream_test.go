@@ -215,31 +215,63 @@ func ndCall(id, name, args string) string {
 }
 
 // ledgerOf returns the session's ledger lines as "turn call kind data",
-// with what differs between runs (times, seqs, output ids, keys) left out.
+// with what differs between runs (times, seqs, output ids, keys, the
+// streamed mark of turn_received, which streamedMarks counts) left out.
 func ledgerOf(t *testing.T, s *stack, sid string) []string {
+	t.Helper()
+	lines := rawLedger(t, s, sid)
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		call := ""
+		if l.CallID != nil {
+			call = *l.CallID
+		}
+		data := string(l.Data)
+		if l.Kind == "turn_received" {
+			data = strings.Replace(data, streamedMark, "", 1)
+		}
+		out = append(out, l.TurnID+" "+call+" "+l.Kind+" "+normalizeData(data, sid))
+	}
+	return out
+}
+
+// streamedMark ends the data of a streamed turn's turn_received line.
+const streamedMark = `,"streamed":true`
+
+// streamedMarks counts the session's turn_received lines that say their
+// turn was streamed, and those that do not.
+func streamedMarks(t *testing.T, s *stack, sid string) (streamed, whole int) {
+	t.Helper()
+	for _, l := range rawLedger(t, s, sid) {
+		switch {
+		case l.Kind != "turn_received":
+		case strings.HasSuffix(string(l.Data), streamedMark+"}"):
+			streamed++
+		default:
+			whole++
+		}
+	}
+	return streamed, whole
+}
+
+type ledgerLine struct {
+	TurnID string          `json:"turn_id"`
+	CallID *string         `json:"call_id"`
+	Kind   string          `json:"kind"`
+	Data   json.RawMessage `json:"data"`
+}
+
+func rawLedger(t *testing.T, s *stack, sid string) []ledgerLine {
 	t.Helper()
 	r := s.do("GET", "/v1/sessions/"+sid+"/ledger?limit=1000", nil)
 	if r.status != 200 {
 		t.Fatalf("ledger: %d %s", r.status, r.body)
 	}
 	var page struct {
-		Lines []struct {
-			TurnID string          `json:"turn_id"`
-			CallID *string         `json:"call_id"`
-			Kind   string          `json:"kind"`
-			Data   json.RawMessage `json:"data"`
-		} `json:"lines"`
+		Lines []ledgerLine `json:"lines"`
 	}
 	r.json(t, &page)
-	out := make([]string, 0, len(page.Lines))
-	for _, l := range page.Lines {
-		call := ""
-		if l.CallID != nil {
-			call = *l.CallID
-		}
-		out = append(out, l.TurnID+" "+call+" "+l.Kind+" "+normalizeData(string(l.Data), sid))
-	}
-	return out
+	return page.Lines
 }
 
 var volatile = regexp.MustCompile(`"(output_id|key|owner|complete_url|deadline|at|started_at|finished_at)":"[^"]*"`)
@@ -304,6 +336,12 @@ func TestStreamedNDJSON(t *testing.T) {
 		a, b := ledgerOf(t, s, "sess-streamed"), ledgerOf(t, s, "sess-whole")
 		if strings.Join(a, "\n") != strings.Join(b, "\n") {
 			t.Fatalf("ledgers differ:\nstreamed:\n%s\nwhole:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+		if sm, sw := streamedMarks(t, s, "sess-streamed"); sm != 1 || sw != 0 {
+			t.Errorf("the streamed turn's turn_received: %d marked streamed, %d not; want 1, 0", sm, sw)
+		}
+		if wm, ww := streamedMarks(t, s, "sess-whole"); wm != 0 || ww != 1 {
+			t.Errorf("the whole turn's turn_received: %d marked streamed, %d not; want 0, 1", wm, ww)
 		}
 
 		// A repost of the same turn, streamed, replays: nothing starts.

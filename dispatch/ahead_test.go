@@ -205,6 +205,12 @@ func TestAhead(t *testing.T) {
 		if !slices.Equal(p.keys, []string{"key-a-1", "key-a-1"}) {
 			t.Errorf("attempts took keys %q, want the same key twice", p.keys)
 		}
+		// The speculative attempt is the first of the call's tries.
+		if len(a.Tries) != 2 || a.Tries[0].Status != dispatch.StatusError || a.Tries[0].Err.Code != "busy" ||
+			a.Tries[1].Status != dispatch.StatusOK || !a.Tries[0].StartedAt.Equal(a.StartedAt) ||
+			a.Tries[1].StartedAt.Before(a.Tries[0].FinishedAt) || !a.Tries[1].FinishedAt.Equal(a.FinishedAt) {
+			t.Errorf("tries %+v of a call accounted %v to %v", a.Tries, a.StartedAt, a.FinishedAt)
+		}
 	})
 
 	t.Run("not once the wave is serial", func(t *testing.T) {

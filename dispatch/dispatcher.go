@@ -71,6 +71,44 @@ type run struct {
 	attempts int
 	started  time.Time
 	finished time.Time
+	// retries is nil until an attempt is retried, so that a call tried
+	// once costs nothing more.
+	retries *retries
+}
+
+// retries is what a run records once an attempt of it is retried: the
+// attempts retried so far, and when the latest attempt after them started.
+type retries struct {
+	tries []Try
+	last  time.Time
+}
+
+// retried records r's latest attempt, which ended at end with r.outcome
+// and is retried.
+func (r *run) retried(end time.Time) {
+	if r.retries == nil {
+		r.retries = &retries{}
+	}
+	r.retries.tries = append(r.retries.tries, r.try(end))
+}
+
+// try is r's latest attempt, ended at end with r.outcome.
+func (r *run) try(end time.Time) Try {
+	start := r.retries.last
+	if start.IsZero() {
+		start = r.started
+	}
+	return Try{StartedAt: start, FinishedAt: end, Status: r.outcome.Status, Err: r.outcome.Err}
+}
+
+// tries is the attempts of a retried run: those retried, and the last one
+// unless the run ended before it started (a cancelled backoff, a refusing
+// AttemptHook).
+func (r *run) tries() []Try {
+	if r.attempts == len(r.retries.tries) {
+		return r.retries.tries
+	}
+	return append(r.retries.tries, r.try(r.finished))
 }
 
 // cancelWith cancels an own run, whether or not its worker has picked it up
@@ -458,9 +496,10 @@ func (d *dispatcher) receive(toolCtx context.Context, r *run) {
 		!d.interrupted && !(d.tainted && r.index > d.taintAt) {
 		// The speculative attempt was adopted and failed in a way the
 		// admitted policy retries: go on from it.
+		r.retried(r.finished)
 		c := &run{
 			index: r.index, call: r.call, tool: r.tool, effect: r.effect, policy: *r.then,
-			prev: r.outcome.Err, started: r.started,
+			prev: r.outcome.Err, started: r.started, retries: r.retries,
 		}
 		c.at = Attempt{number: r.attempts + 1, call: &c.call, keys: d.keys, cache: &r.keys}
 		s.run = c
@@ -539,6 +578,9 @@ func (d *dispatcher) account(hostCtx context.Context) error {
 		}
 		if r := s.run; r != nil {
 			a.Outcome, a.Attempts, a.StartedAt, a.FinishedAt = r.outcome, r.attempts, r.started, r.finished
+			if r.retries != nil {
+				a.Tries = r.tries()
+			}
 		}
 		if err := d.host.Account(hostCtx, a); err != nil {
 			return fmt.Errorf("%w: call %d (%s): %w", ErrAccount, d.acct, s.call.ID, err)

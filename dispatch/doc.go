@@ -26,7 +26,8 @@
 //
 // Around that core: calls of the meta-tool "call" are resolved to the tool
 // they name before admission; a duplicate call id is refused without asking
-// the host; retryable errors are retried per the admitted RetryPolicy; a
+// the host; retryable errors are retried per the admitted RetryPolicy (a
+// retried call is accounted with each attempt's times, Accounted.Tries); a
 // tool may answer pending after taking a completion key through its
 // Attempt; a panicking tool answers its call with CodeToolPanic; a
 // fail_fast wave stops at its first error or refusal; a cancelled context

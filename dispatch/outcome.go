@@ -65,6 +65,9 @@ type Error struct {
 	// retry; RetryAfter, when positive, is the earliest sensible retry.
 	Retryable  bool
 	RetryAfter time.Duration
+	// TimedOut marks an attempt the tool cut short at its own time limit
+	// (an HTTP or MCP tool's timeout).
+	TimedOut bool
 }
 
 func (e *Error) Error() string {

@@ -101,6 +101,49 @@ func TestRetries(t *testing.T) {
 	}
 }
 
+// TestTries: a retried call's attempts are accounted with when each ran
+// and how it ended, the backoff between them; a call tried once has none.
+func TestTries(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		timeout := dispatch.FailRetryable("tool_unavailable", "no answer within 1s", 0)
+		timeout.Err.TimedOut = true
+		answers := []dispatch.Outcome{dispatch.FailRetryable("busy", "", 0), timeout, dispatch.OK(nil, false)}
+		h := newHost()
+		h.tools["read"] = registered{effect: dispatch.EffectRead,
+			retry: dispatch.RetryPolicy{MaxAttempts: 5, InitialInterval: 2 * time.Second, Multiplier: 2},
+			tool: dispatch.ToolFunc(func(_ context.Context, _ dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+				time.Sleep(time.Second)
+				return answers[at.Number()-1]
+			})}
+		h.tools["once"] = registered{effect: dispatch.EffectRead, tool: okTool("once")}
+		begin := time.Now()
+		if _, err := (dispatch.Wave{Calls: calls("a:read", "b:once")}).Run(t.Context(), h); err != nil {
+			t.Fatal(err)
+		}
+		at := func(s int) time.Time { return begin.Add(time.Duration(s) * time.Second) }
+		// 1 s attempts; 2 s, then 4 s of backoff between them.
+		want := []dispatch.Try{
+			{StartedAt: at(0), FinishedAt: at(1), Status: dispatch.StatusError, Err: answers[0].Err},
+			{StartedAt: at(3), FinishedAt: at(4), Status: dispatch.StatusError, Err: answers[1].Err},
+			{StartedAt: at(8), FinishedAt: at(9), Status: dispatch.StatusOK},
+		}
+		got := h.accountedCalls()
+		same := func(a, b dispatch.Try) bool {
+			return a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) && a.Status == b.Status && a.Err == b.Err
+		}
+		if a := got[0]; !slices.EqualFunc(a.Tries, want, same) || a.Attempts != 3 || !a.StartedAt.Equal(at(0)) || !a.FinishedAt.Equal(at(9)) {
+			t.Errorf("accounted %d attempts %v to %v, tries\n%+v\nwant\n%+v", a.Attempts, a.StartedAt.Sub(begin), a.FinishedAt.Sub(begin), a.Tries, want)
+		}
+		if !got[0].Tries[1].Err.TimedOut {
+			t.Error("the timed-out attempt lost its mark")
+		}
+		if got[1].Tries != nil {
+			t.Errorf("a call tried once has tries %+v", got[1].Tries)
+		}
+	})
+}
+
 func TestCancelDuringBackoff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -130,6 +173,10 @@ func TestCancelDuringBackoff(t *testing.T) {
 		a := h.accountedCalls()[0]
 		if a.Outcome.Status != dispatch.StatusCancelled || a.Attempts != 1 || attempts != 1 {
 			t.Errorf("accounted %+v after %d attempts", a, attempts)
+		}
+		// The attempt that ran is the one try: the retry never started.
+		if len(a.Tries) != 1 || a.Tries[0].Status != dispatch.StatusError || a.Tries[0].Err.Code != "busy" {
+			t.Errorf("tries %+v, want the one failed attempt", a.Tries)
 		}
 		if rep.Cancelled != 1 {
 			t.Errorf("report %+v", rep)

@@ -143,9 +143,21 @@ type Accounted struct {
 	Attempts int
 	// StartedAt and FinishedAt bound the tool's attempts; zero when none ran.
 	StartedAt, FinishedAt time.Time
+	// Tries are the attempts, in order, of a call that was retried; nil
+	// for a call tried once, whose attempt is StartedAt to FinishedAt.
+	Tries []Try
 	// AdmittedAt is when dispatch took the call up for admission (by
 	// Wave.Now): the time from it to Account is the call's dispatch latency.
 	AdmittedAt time.Time
+}
+
+// Try is one attempt of a retried call: when it ran, by Wave.Now, and how
+// it ended. Status and Err are the attempt's outcome; the last attempt's
+// are the call's (Accounted.Outcome).
+type Try struct {
+	StartedAt, FinishedAt time.Time
+	Status                Status
+	Err                   *Error // nil for StatusOK and StatusPending
 }
 
 // Report sums up a wave. Status counts follow each call's final outcome; Ran

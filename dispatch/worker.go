@@ -39,6 +39,9 @@ func (d *dispatcher) attempts(ctx context.Context, r *run) {
 		if r.started.IsZero() {
 			r.started = d.now()
 		}
+		if at.number > 1 {
+			r.retries.last = d.now()
+		}
 		if d.watch != nil {
 			d.observed(ctx, r, at)
 		} else {
@@ -48,6 +51,7 @@ func (d *dispatcher) attempts(ctx context.Context, r *run) {
 		if !d.retry(ctx, r, at.number) {
 			return
 		}
+		r.retried(d.now())
 		r.prev = r.outcome.Err
 		at = &Attempt{number: at.number + 1, call: at.call, keys: at.keys, cache: at.cache}
 	}

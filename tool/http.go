@@ -399,8 +399,10 @@ func (t *httpTool) failure(ctx context.Context, err error, doing string) dispatc
 		return dispatch.Cancelled("the call was cancelled while waiting for the tool: " + context.Cause(ctx).Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		return dispatch.FailRetryable(CodeToolUnavailable,
+		out := dispatch.FailRetryable(CodeToolUnavailable,
 			fmt.Sprintf("the tool did not answer within %s", t.timeout), 0)
+		out.Err.TimedOut = true
+		return out
 	}
 	// A *url.Error repeats the URL, which may carry a secret: keep its cause.
 	var ue *url.Error

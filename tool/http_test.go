@@ -430,7 +430,7 @@ func TestHTTPTimeout(t *testing.T) {
 			s.Impl.(*httpTool).timeout = 50 * time.Millisecond
 			ctx := WithProjector(t.Context(), newProjector(t, 100), 100)
 			out := invoke(ctx, s, `{}`)
-			if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable ||
+			if out.Status != dispatch.StatusError || out.Err.Code != CodeToolUnavailable || !out.Err.Retryable || !out.Err.TimedOut ||
 				out.Err.Message != "the tool did not answer within 50ms" {
 				t.Fatalf("outcome = %+v %+v", out, out.Err)
 			}

@@ -36,6 +36,20 @@ type receivedDataJSON struct {
 	Calls         []callRefJSON `json:"calls"`
 	Mode          string        `json:"mode"`
 	FailurePolicy string        `json:"failure_policy"`
+	Streamed      bool          `json:"streamed,omitempty"`
+}
+
+type tryJSON struct {
+	FinishedAt time.Time `json:"finished_at"`
+	Outcome    string    `json:"outcome"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+// triedDataJSON is a retried call's call_answered data: the answered
+// data with attempt_times first.
+type triedDataJSON struct {
+	AttemptTimes []tryJSON `json:"attempt_times"`
+	answeredDataJSON
 }
 
 // awkward strings: plain, escapes, HTML, control characters, line
@@ -70,6 +84,28 @@ func TestLedgerDataAsMarshalled(t *testing.T) {
 				want.Truncated, want.OriginalBytes, want.OriginalLines = true, &res.OriginalBytes, &res.OriginalLines
 			}
 			same("answered", answeredData(res, dispatch.Outcome{}), want)
+
+			// The same call retried: its tries come first.
+			at := time.Date(2026, 12, 2, 6, 0, i, i*1000, time.UTC)
+			timedOut := &dispatch.Error{Code: "tool_unavailable", TimedOut: true}
+			tries := []dispatch.Try{
+				{StartedAt: at, FinishedAt: at.Add(time.Millisecond), Status: dispatch.StatusError, Err: &dispatch.Error{Code: s}},
+				{StartedAt: at.Add(time.Second), FinishedAt: at.Add(2 * time.Second), Status: dispatch.StatusError, Err: timedOut},
+				{StartedAt: at.Add(3 * time.Second), FinishedAt: at.Add(3*time.Second + 1), Status: dispatch.StatusOK},
+				{StartedAt: at.In(time.FixedZone("x", 3600)), FinishedAt: at, Status: dispatch.StatusCancelled, Err: &dispatch.Error{Code: "cancelled"}},
+				{Status: dispatch.StatusPending},
+				{Status: dispatch.StatusError},
+			}
+			code, _ := repairString(s)
+			if code == "" {
+				code = "error"
+			}
+			outcomes := []string{code, "timed_out", "ok", "cancelled", "pending", "error"}
+			tried := triedDataJSON{answeredDataJSON: want}
+			for k, tr := range tries {
+				tried.AttemptTimes = append(tried.AttemptTimes, tryJSON{FinishedAt: tr.FinishedAt.UTC(), Outcome: outcomes[k], StartedAt: tr.StartedAt.UTC()})
+			}
+			same("answered after retries", withTries(answeredData(res, dispatch.Outcome{}), tries), tried)
 		}
 
 		settled := settledLine(TurnKey{SessionID: "s", TurnID: "t"}, Status(s), time.Now())
@@ -82,7 +118,9 @@ func TestLedgerDataAsMarshalled(t *testing.T) {
 			for i, c := range calls {
 				want.Calls[i] = callRefJSON{c.ID, c.Name}
 			}
-			same("received", receivedLine(tu, time.Now()).Data, want)
+			same("received", receivedLine(tu, time.Now(), false).Data, want)
+			want.Streamed = true
+			same("received streamed", receivedLine(tu, time.Now(), true).Data, want)
 		}
 	}
 }

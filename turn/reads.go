@@ -76,7 +76,7 @@ func (s *Service) submitReads(ctx context.Context, t Turn, early *earlyPool) (su
 	r.logCtx = context.WithoutCancel(ctx)
 	r.unrecorded = true
 	r.head = t
-	r.received = receivedLine(t, t.CreatedAt)
+	r.received = receivedLine(t, t.CreatedAt, early != nil)
 	r.inline = inline
 	r.early = early
 	s.launch(r) // an inline wave has ended when launch returns

@@ -96,6 +96,9 @@ type callState struct {
 	// silent: the call was accounted before a resume; its lines exist.
 	silent       bool
 	admittedLine bool // call_admitted already buffered (write-ahead)
+	// early is the streamed turn's early run that admission adopted for
+	// the call's first attempt (stream.go).
+	early *earlyRun
 }
 
 // prepare builds a run for t. recorded carries the results of a resumed
@@ -564,6 +567,10 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.turn.Results = append(r.turn.Results, res)
 		return nil
 	}
+	if e := st.early; e != nil && a.Attempts > 0 {
+		// Attempt 1 waited for the early run (stream.go), so e is done.
+		a = e.startedFirst(a)
+	}
 	res := r.resultOf(a)
 	res.ReplayedFrom = st.replayedFrom
 	var out *Output
@@ -599,7 +606,11 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 			r.pending.Parks = append(r.pending.Parks, pk)
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallPending, Data: mustJSON(data)})
 		} else {
-			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: answeredData(res, a.Outcome)})
+			data := answeredData(res, a.Outcome)
+			if a.Tries != nil {
+				data = withTries(data, a.Tries)
+			}
+			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: data})
 		}
 	}
 	r.pending.Results = append(r.pending.Results, res)
@@ -659,6 +670,48 @@ func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
 		b = append(b, `,"truncated":true`...)
 	}
 	return append(b, '}')
+}
+
+// withTries adds a retried call's attempts to its call_answered data as
+// "attempt_times", first (the key sorts before "attempts"): each
+// attempt's finished_at, outcome and started_at. A call tried once has
+// none, so its line is as it always was.
+func withTries(data json.RawMessage, tries []dispatch.Try) json.RawMessage {
+	b := make([]byte, 0, len(data)+112*len(tries))
+	b = append(b, `{"attempt_times":[`...)
+	for i, t := range tries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"finished_at":"`...)
+		b = t.FinishedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","outcome":`...)
+		b = appendJSONString(b, tryOutcome(t))
+		b = append(b, `,"started_at":"`...)
+		b = t.StartedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `"}`...)
+	}
+	b = append(b, "],"...)
+	return append(b, data[1:]...)
+}
+
+// tryOutcome is how an attempt ended, as attempt_times says it: ok,
+// pending, timed_out, cancelled, or its error's code.
+func tryOutcome(t dispatch.Try) string {
+	switch {
+	case t.Status == dispatch.StatusOK:
+		return "ok"
+	case t.Status == dispatch.StatusPending:
+		return "pending"
+	case t.Err != nil && t.Err.TimedOut:
+		return "timed_out"
+	case t.Status == dispatch.StatusCancelled:
+		return "cancelled"
+	case t.Err != nil && t.Err.Code != "":
+		code, _ := repairString(t.Err.Code) // a tool's text (repair.go)
+		return code
+	}
+	return "error"
 }
 
 // resultOf maps an accounted outcome to a result (without its output).

@@ -417,7 +417,7 @@ func (s *Service) submit(ctx context.Context, sessionID string, req TurnRequest,
 	received, err := s.store.ReceiveTurn(ctx, Receive{
 		Session:    Session{ID: sessionID, Budget: s.cfg.Budget, CreatedAt: now},
 		Turn:       t,
-		Line:       receivedLine(t, now),
+		Line:       receivedLine(t, now, early != nil),
 		LeaseOwner: s.cfg.Owner,
 		LeaseUntil: now.Add(s.cfg.LeaseTTL),
 	})
@@ -604,7 +604,9 @@ func visible(t Turn) Turn {
 	return t
 }
 
-func receivedLine(t Turn, at time.Time) Line {
+// receivedLine is a turn's turn_received line; a streamed turn's says
+// "streamed": true, and is written when its stream ended.
+func receivedLine(t Turn, at time.Time, streamed bool) Line {
 	b := make([]byte, 0, 64+48*len(t.Calls))
 	b = append(b, `{"calls":[`...)
 	for i, c := range t.Calls {
@@ -621,6 +623,9 @@ func receivedLine(t Turn, at time.Time) Line {
 	b = appendJSONString(b, string(t.Mode))
 	b = append(b, `,"failure_policy":`...)
 	b = appendJSONString(b, string(t.FailurePolicy))
+	if streamed {
+		b = append(b, `,"streamed":true`...)
+	}
 	b = append(b, '}')
 	return Line{SessionID: t.SessionID, TurnID: t.ID, Kind: LineTurnReceived, At: at, Data: b}
 }

@@ -27,9 +27,11 @@ import (
 // arguments) to Run on the same tool spec as a read of the turn's leading
 // run. An early run that admission does not adopt is cancelled and its
 // outcome dropped. So the ledger of a streamed turn is, line for line,
-// the ledger of the same turn posted whole: only the time a first
-// attempt took differs. A stream that breaks (Abort) cancels its early
-// runs and leaves nothing behind: the turn id stays free.
+// the ledger of the same turn posted whole, but for its turn_received
+// line, written at the stream's end, which says "streamed": true; and
+// times: an adopted call's first attempt is dated from its early start. A
+// stream that breaks (Abort) cancels its early runs and leaves nothing
+// behind: the turn id stays free.
 
 // StreamObserver may also be implemented by Config.Observer to watch
 // streamed turns.
@@ -231,18 +233,18 @@ func (st *Stream) start(i int, c Call, spec *tool.Spec) {
 		}
 		tctx := tool.WithProjector(ctx, st.projector(sess), s.cfg.OutputKeepCap)
 		tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
-		started, e.started = true, true
+		started, e.started, e.startedAt = true, true, s.now()
 		exited := true
 		defer func() {
 			if exited { // the tool ended this goroutine (runtime.Goexit)
 				e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
-				e.readyAt = time.Now()
+				e.readyAt, e.endedAt = time.Now(), s.now()
 				close(e.done)
 			}
 		}()
 		e.out = dispatch.InvokeEarly(tctx, spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 		exited = false
-		e.readyAt = time.Now()
+		e.readyAt, e.endedAt = time.Now(), s.now()
 		close(e.done)
 		if e.discarded.Load() {
 			st.pool.countDiscarded(e)
@@ -315,6 +317,8 @@ type earlyRun struct {
 	started bool
 	out     dispatch.Outcome
 	readyAt time.Time
+	// startedAt and endedAt bound the tool's run, by the service's clock.
+	startedAt, endedAt time.Time
 	// discarded: no wave will use it; counted: its discarding was observed
 	// (once, by whichever of discard and its run's end sees both it
 	// started and it was discarded).
@@ -431,6 +435,7 @@ func (r *run) adoptEarly(call dispatch.Call, adm dispatch.Admission) dispatch.Ad
 		r.calls[i].spec == e.spec && call.Name == e.call.Name && bytes.Equal(call.Arguments, e.call.Arguments) &&
 		i < r.leadingReads() && r.turn.Calls[i].ID == e.call.ID {
 		adm.Tool = &earlyTool{run: e, impl: adm.Tool, pool: r.early}
+		r.calls[i].early = e
 		return adm
 	}
 	r.early.discard(e)
@@ -453,6 +458,26 @@ func (r *run) leadingReads() int {
 	}
 	r.leading = n
 	return n
+}
+
+// startedFirst dates the first attempt of a, the call whose early run e
+// answered it, from when e started and ended its tool, while the stream
+// was still arriving (the wave's attempt only waited for it).
+func (e *earlyRun) startedFirst(a dispatch.Accounted) dispatch.Accounted {
+	if !e.started || !e.startedAt.Before(a.StartedAt) {
+		return a
+	}
+	a.StartedAt = e.startedAt
+	switch {
+	case len(a.Tries) > 0:
+		a.Tries[0].StartedAt = e.startedAt
+		if e.endedAt.Before(a.Tries[0].FinishedAt) {
+			a.Tries[0].FinishedAt = e.endedAt
+		}
+	case a.Attempts == 1 && e.endedAt.Before(a.FinishedAt):
+		a.FinishedAt = e.endedAt
+	}
+	return a
 }
 
 // earlyTool answers the first attempt of an adopted call with its early

@@ -251,6 +251,16 @@ tools:
 `)
 }
 
+// startUI starts a browser, the test tools and a turnd on store b with
+// the tools config of config.
+func startUI(t *testing.T, b backend, config func(*uiTools) string) (*browser, *uiTools, *proc) {
+	t.Helper()
+	br := newBrowser(t)
+	ut := newUITools(t)
+	p := startTurnd(t, procOptions{args: append([]string{"--config", config(ut)}, b.args(t)...)})
+	return br, ut, p
+}
+
 // TestUITimeline: a turn of two slow reads, a write and a deferred call,
 // on both stores: the rows are in call order, the read bars overlap, the
 // write starts after both reads ended, the deferred call's wait is open;
@@ -260,9 +270,7 @@ func TestUITimeline(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			br := newBrowser(t)
-			ut := newUITools(t)
-			p := startTurnd(t, procOptions{args: append([]string{"--config", ut.config(t)}, b.args(t)...)})
+			br, ut, p := startUI(t, b, func(ut *uiTools) string { return ut.config(t) })
 			p.must(202, "POST", "/v1/sessions/demo/turns", `{"id":"wave-1","calls":[
 				{"id":"read-a","name":"sleep","arguments":{"ms":400}},
 				{"id":"read-b","name":"sleep","arguments":{"ms":300}},

@@ -147,7 +147,8 @@ async function turnPage(sid, tid, signal) {
   const detail = h('div', { id: 'detail', class: 'detail' });
   const legend = h('p', { class: 'legend' }, LEGEND.map((k) => h('span', null, h('span', { class: 'dot st-' + k }), k)),
     h('span', null, h('span', { class: 'swatch span' }), 'waiting on a completion'),
-    h('span', null, h('span', { class: 'swatch serial' }), 'wave turned serial'));
+    h('span', null, h('span', { class: 'swatch serial' }), 'wave turned serial'),
+    h('span', null, h('span', { class: 'swatch streamend' }), 'stream end'));
   show(
     h('p', { class: 'crumbs' }, link('#/sessions', 'Sessions'), ' / ', link(sessionHref(sid), sid), ' / ', tid),
     head, legend, body, detail);
@@ -160,7 +161,7 @@ async function turnPage(sid, tid, signal) {
     head.replaceChildren(
       h('h1', null, 'Turn ', h('code', null, tid)),
       h('p', null, h('span', { class: 'dot st-' + st.turn.status }), h('strong', { id: 'turn-status' }, st.turn.status), ' · ',
-        `${st.calls.length} calls · ${fmtDur(dur)}${settled ? '' : ' so far'} · mode ${st.turn.mode} · received ${fmtTime(st.turn.created_at)}`,
+        `${st.calls.length} calls · ${fmtDur(dur)}${settled ? '' : ' so far'} · mode ${st.turn.mode} · ${Number.isNaN(model.streamEnd) ? 'received' : 'streamed, ended'} ${fmtTime(st.turn.created_at)}`,
         live ? h('span', { class: 'live', id: 'live' }, ' ● live') : null));
     const width = Math.max(320, (body.clientWidth || main.clientWidth || 1000) - 464);
     body.replaceChildren(render(model, width, st.selected, (i) => { st.selected = i; draw(); }));
@@ -182,6 +183,8 @@ async function turnPage(sid, tid, signal) {
         h('dt', null, 'outcome'), h('dd', null, r.outcome),
         h('dt', null, 'effect'), h('dd', null, r.effect || '—'),
         h('dt', null, 'attempts'), h('dd', null, res ? String(res.attempts) : '—'),
+        r.tries ? [h('dt', null, 'each attempt'), h('dd', { id: 'detail-tries' }, r.tries.map((t, k) =>
+          (k ? ` · waited ${fmtDur(t.from - r.tries[k - 1].to)} · ` : '') + `${k + 1}: ${t.outcome} ${fmtDur(t.to - t.from)}`).join(''))] : null,
         h('dt', null, 'started'), h('dd', null, res ? fmtTime(res.started_at) : '—'),
         h('dt', null, 'finished'), h('dd', null, res ? fmtTime(res.finished_at) : '—'),
         r.pending ? [h('dt', null, 'on timeout'), h('dd', null, r.pending.onTimeout || '—')] : null),

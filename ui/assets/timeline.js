@@ -1,7 +1,11 @@
 // The wave timeline of a turn: one row per call in call order, on a time
 // axis from turn_received to settlement (or now, while the turn runs or
 // waits). Built from the turn (its results), its calls and its ledger
-// lines; drawn as SVG, every text a text node.
+// lines; drawn as SVG, every text a text node. A retried call's attempts
+// (its call_answered line's attempt_times) are segments of their own,
+// each coloured by how it ended, with the backoff between them left
+// empty. A streamed turn (turn_received says streamed) has its stream's
+// end marked: reads that started early begin left of it.
 
 import { h, s, fmtDur, fmtBytes } from './dom.js';
 
@@ -19,6 +23,12 @@ function outcome(res, turnStatus) {
   return res.status;
 }
 
+// tryClass is the colour class of an attempt's outcome: ok, timed_out,
+// cancelled, pending, or else an error code.
+function tryClass(outcome) {
+  return ['ok', 'timed_out', 'cancelled', 'pending'].includes(outcome) ? outcome : 'error';
+}
+
 // buildModel works out rows and times; now is the clock for open spans.
 export function buildModel(turn, calls, lines, now) {
   // The axis starts at turn_received, or at the first call's start when a
@@ -31,7 +41,7 @@ export function buildModel(turn, calls, lines, now) {
   const settled = turn.settled_at ? ms(turn.settled_at) : NaN;
   const rows = calls.map((c, i) => ({
     index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
-    attemptStarts: [], pending: null, refused: false, segments: [], span: null,
+    attemptStarts: [], tries: null, pending: null, refused: false, segments: [], span: null,
   }));
   const byId = new Map();
   for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, r);
@@ -39,14 +49,21 @@ export function buildModel(turn, calls, lines, now) {
     const r = byId.get(res.call_id);
     if (r) r.result = res;
   }
+  let streamEnd = NaN;
   for (const l of lines) {
+    const d = l.data || {};
+    if (l.kind === 'turn_received' && d.streamed === true) streamEnd = ms(l.at);
     const r = l.call_id != null ? byId.get(l.call_id) : null;
     if (!r) continue;
-    const d = l.data || {};
     switch (l.kind) {
       case 'call_admitted': r.effect = d.effect || ''; break;
       case 'call_refused': r.refused = true; break;
       case 'attempt_started': r.attemptStarts.push(ms(l.at)); break;
+      case 'call_answered':
+        if (Array.isArray(d.attempt_times) && d.attempt_times.length) {
+          r.tries = d.attempt_times.map((a) => ({ from: ms(a.started_at), to: ms(a.finished_at), outcome: String(a.outcome) }));
+        }
+        break;
       case 'call_pending':
         r.pending = { at: ms(l.at), deadline: ms(d.deadline), heartbeat: ms(d.heartbeat_deadline), onTimeout: d.on_timeout || '' };
         break;
@@ -72,9 +89,15 @@ export function buildModel(turn, calls, lines, now) {
       const until = open ? now : Math.max(parkedAt, finish);
       r.span = { from: parkedAt, to: until, open, deadline: r.pending.deadline, heartbeat: r.pending.heartbeat };
       end = Math.max(end, until);
+    } else if (r.tries) {
+      for (const t of r.tries) {
+        if (Number.isNaN(t.from) || Number.isNaN(t.to)) continue;
+        r.segments.push({ from: t.from, to: t.to, cls: 'try', outcome: t.outcome });
+        if (t.from < t0) t0 = t.from;
+      }
     } else if (r.attemptStarts.length > 1) {
-      // A retried write: each attempt from its start; the earlier ones end
-      // where the next begins (the ledger keeps no attempt's end).
+      // A retried write recorded before attempt_times: each attempt from
+      // its start; the earlier ones end where the next begins.
       const starts = r.attemptStarts;
       for (let i = 0; i < starts.length; i++) {
         const to = i + 1 < starts.length ? starts[i + 1] : finish;
@@ -87,7 +110,8 @@ export function buildModel(turn, calls, lines, now) {
     if (r.effect && r.effect !== 'read' && Number.isNaN(serialAt)) serialAt = start;
   }
   if (!(end > t0)) end = t0 + 1;
-  return { t0, end, now, rows, serialAt, status: turn.status };
+  end += (end - t0) * 0.015; // room for the last bar's end
+  return { t0, end, now, rows, serialAt, streamEnd, status: turn.status };
 }
 
 function ticks(t0, end, width) {
@@ -123,11 +147,21 @@ export function render(model, width, selected, onSelect) {
     const by = y + (ROW - BAR) / 2;
     r.segments.forEach((seg, k) => {
       const x1 = Math.min(x(seg.from), W - 2), x2 = Math.max(x(seg.to), x1 + 2);
-      const cls = seg.cls === 'retry' ? 'bar st-retry' : `bar st-${seg.cls === 'attempt' ? 'attempt' : r.outcome}`;
+      let colour = r.outcome, outcomeOf = r.outcome, title = r.outcome;
+      if (seg.cls === 'try') {
+        colour = tryClass(seg.outcome);
+        outcomeOf = seg.outcome;
+        title = `attempt ${k + 1} of ${r.segments.length}: ${seg.outcome}`;
+      } else if (seg.cls === 'retry') {
+        colour = outcomeOf = 'retry';
+        title = `attempt ${k + 1} (retried)`;
+      } else if (seg.cls === 'attempt') {
+        colour = 'attempt';
+      }
       g.append(s('rect', {
-        x: x1, y: by, width: x2 - x1, height: BAR, rx: 2, class: cls,
-        dataset: { kind: 'attempt', call: r.index, attempt: k + 1, outcome: seg.cls === 'retry' ? 'retry' : r.outcome },
-      }, s('title', null, `${r.id}: ${seg.cls === 'retry' ? 'attempt ' + (k + 1) + ' (retried)' : r.outcome} ${fmtDur(seg.to - seg.from)}`)));
+        x: x1, y: by, width: x2 - x1, height: BAR, rx: 2, class: `bar st-${colour}`,
+        dataset: { kind: 'attempt', call: r.index, attempt: k + 1, outcome: outcomeOf },
+      }, s('title', null, `${r.id}: ${title} ${fmtDur(seg.to - seg.from)}`)));
     });
     if (r.span) {
       const sp = r.span;
@@ -155,6 +189,13 @@ export function render(model, width, selected, onSelect) {
     svg.append(g);
   });
 
+  if (!Number.isNaN(model.streamEnd)) {
+    // Labelled to the left of the line, the serial marker's to its right.
+    const px = x(model.streamEnd);
+    svg.append(s('line', { x1: px, x2: px, y1: AXIS - 4, y2: H, class: 'streamend', dataset: { kind: 'stream-end' } },
+      s('title', null, 'the stream ended: the turn was received whole')));
+    svg.append(s('text', { x: Math.max(px - 3, 60), y: AXIS - 1, class: 'streamendlabel', 'text-anchor': 'end' }, 'stream end'));
+  }
   if (!Number.isNaN(model.serialAt)) {
     const px = x(model.serialAt);
     svg.append(s('line', { x1: px, x2: px, y1: AXIS - 4, y2: H, class: 'serial', dataset: { kind: 'serial' } }));

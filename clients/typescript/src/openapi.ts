@@ -1216,7 +1216,9 @@ export interface components {
         };
         /**
          * @description What a ledger line records (its `data`):
-         *     `turn_received` ({calls: [{id, name}], mode, failure_policy}),
+         *     `turn_received` ({calls: [{id, name}], mode, failure_policy, and
+         *     streamed: true for a turn posted as a stream, whose line is written
+         *     when the stream ended}),
          *     `turn_resumed` ({owner}: another process took the turn over),
          *     `call_admitted` ({name, index, effect}),
          *     `call_refused` ({code, message}),
@@ -1225,7 +1227,10 @@ export interface components {
          *     `call_answered` and `call_pending` ({status, attempts, and when they
          *     apply truncated, original_bytes, original_lines, output_id, error,
          *     pending, output_repaired: how many invalid UTF-8 sequences and NULs
-         *     of the tool's output and error were replaced by U+FFFD}),
+         *     of the tool's output and error were replaced by U+FFFD; and in the
+         *     call_answered line of a retried call, attempt_times: [{started_at,
+         *     finished_at, outcome}], its attempts in order, outcome `ok`,
+         *     `timed_out`, `cancelled` or the attempt's error code}),
          *     `completion_late` ({status, key, payload, truncated,
          *     original_bytes, and output_id when truncated}: a result delivered
          *     after its key had timed out or been cancelled; `status` is the
