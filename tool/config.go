@@ -53,9 +53,12 @@ var ErrInvalidConfig = errors.New("invalid tool config")
 type ConfigError struct {
 	File string // the config file; "" when parsed from bytes
 	Line int    // 1-based; 0 when unknown
-	Tool string // the tool's name (or "tools[i]" while it has none); "" outside a tool
-	Msg  string
-	Err  error // the underlying error, if any (a YAML error, ...)
+	// Column is 1-based, 0 when unknown. Error leaves it out;
+	// `turnd check-config` prints it.
+	Column int
+	Tool   string // the tool's name (or "tools[i]" while it has none); "" outside a tool
+	Msg    string
+	Err    error // the underlying error, if any (a YAML error, ...)
 }
 
 func (e *ConfigError) Error() string {
@@ -215,7 +218,7 @@ func staticRegistry(file string, data []byte, opts Options) (*Registry, error) {
 	}
 	if len(l.mcp) > 0 {
 		src := l.mcp[0]
-		return nil, &ConfigError{File: file, Line: src.line, Tool: src.label,
+		return nil, &ConfigError{File: file, Line: src.at.line, Column: src.at.col, Tool: src.label,
 			Msg: "an mcp entry imports tools that change while turnd runs: open this config with tool.Open, not Load or Parse"}
 	}
 	return l.registry(specs), nil
@@ -305,7 +308,8 @@ func parse(file string, data []byte, opts Options) (*loader, []*Spec, error) {
 			continue
 		}
 		if l.body != nil {
-			return nil, nil, &ConfigError{File: file, Line: line(d.Body), Msg: "more than one YAML document"}
+			p := posOf(d.Body)
+			return nil, nil, &ConfigError{File: file, Line: p.line, Column: p.col, Msg: "more than one YAML document"}
 		}
 		l.body = d.Body
 	}
@@ -317,7 +321,8 @@ func parse(file string, data []byte, opts Options) (*loader, []*Spec, error) {
 	tf := &tagFinder{}
 	ast.Walk(tf, l.body)
 	if tf.tag != nil {
-		return nil, nil, &ConfigError{File: file, Line: line(tf.tag), Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
+		p := posOf(tf.tag)
+		return nil, nil, &ConfigError{File: file, Line: p.line, Column: p.col, Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
 	}
 	var raw rawFile
 	if err := decode(l.body, &raw); err != nil {

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -22,17 +23,11 @@ var mcpFieldReasons = []struct {
 	{"pending", "MCP tools answer within the call"},
 }
 
-// buildMCP checks a tools[i] entry with an mcp block and records it.
+// buildMCP checks a tools[i] entry with an mcp block and records it in
+// l.mcp when it has no problems.
 func (l *loader) buildMCP(i int, rt rawTool) {
-	label := fmt.Sprintf("tools[%d]", i)
+	e := entry{l: l, i: i, label: fmt.Sprintf("tools[%d]", i)}
 	nerrs := len(l.errs)
-	at := func(path ...any) int { return l.line(append([]any{"tools", i}, path...)...) }
-	add := func(ln int, format string, args ...any) {
-		if ln == 0 {
-			ln = at()
-		}
-		l.errs = append(l.errs, &ConfigError{File: l.file, Line: ln, Tool: label, Msg: fmt.Sprintf(format, args...)})
-	}
 	set := map[string]bool{
 		"name": rt.Name != "", "description": rt.Description != nil, "effect": rt.Effect != nil,
 		"idempotent": rt.Idempotent != nil, "input_schema": rt.InputSchema != nil, "http": rt.HTTP != nil,
@@ -40,44 +35,15 @@ func (l *loader) buildMCP(i int, rt rawTool) {
 	}
 	for _, f := range mcpFieldReasons {
 		if set[f.name] {
-			add(at(f.name), "%s cannot be set in an mcp entry: %s", f.name, f.reason)
+			e.fail(e.at(f.name), "%s cannot be set in an mcp entry: %s", f.name, f.reason)
 		}
 	}
-
 	rm := *rt.MCP
-	src := &mcpSource{label: label, line: at("mcp"), timeout: DefaultTimeout, retry: defaultRetry}
-	mcpNode := l.nodeAt("tools", i, "mcp")
-	hasCommand := rm.Command != nil || l.child(mcpNode, "command") != nil
-	switch {
-	case rm.URL != "" && hasCommand:
-		add(at("mcp", "command"), "mcp.url and mcp.command cannot both be set: an entry either reaches a server over streamable HTTP (url) or runs one and speaks stdio with it (command)")
-	case hasCommand:
-		for _, f := range []string{"headers"} {
-			if l.child(mcpNode, f) != nil {
-				add(at("mcp", f), "mcp.%s goes with mcp.url; a stdio server (mcp.command) takes mcp.env", f)
-			}
-		}
-		src.stdio = l.buildStdio(rm, at, add)
-	case rm.URL == "":
-		add(at("mcp"), "mcp.url is required (or mcp.command, to run a stdio server)")
-	default:
-		if u, msg := absoluteURL("mcp.url", rm.URL, l.opts.Env); msg != "" {
-			add(at("mcp", "url"), "%s", msg)
-		} else {
-			src.url = u
-		}
-		src.header = l.headers("mcp", rm.Headers, mcpReservedHeaders, at, add)
-	}
-	if !hasCommand {
-		for _, f := range []string{"env", "cwd"} {
-			if l.child(mcpNode, f) != nil {
-				add(at("mcp", f), "mcp.%s goes with mcp.command (a stdio server); an HTTP server (mcp.url) takes mcp.headers", f)
-			}
-		}
-	}
+	src := &mcpSource{label: e.label, at: e.at("mcp"), timeout: DefaultTimeout, retry: defaultRetry}
+	e.mcpServer(rm, src)
 	if rm.Prefix != nil {
 		if !mcpPrefixPattern.MatchString(*rm.Prefix) {
-			add(at("mcp", "prefix"), "mcp.prefix %q must match %s (a tool name is at most 64 characters of [a-zA-Z0-9_-], prefix included)", *rm.Prefix, mcpPrefixPattern)
+			e.fail(e.at("mcp", "prefix"), "mcp.prefix %q must match %s (a tool name is at most 64 characters of [a-zA-Z0-9_-], prefix included)", *rm.Prefix, mcpPrefixPattern)
 		} else {
 			src.prefix = *rm.Prefix
 		}
@@ -86,21 +52,45 @@ func (l *loader) buildMCP(i int, rt rawTool) {
 		src.trust = *rm.TrustAnnotations
 	}
 	if rm.Timeout != nil {
-		if d, msg := positiveDuration("mcp.timeout", *rm.Timeout); msg != "" {
-			add(at("mcp", "timeout"), "%s", msg)
-		} else {
-			src.timeout = d
-		}
+		src.timeout = e.duration(*rm.Timeout, "mcp", "timeout")
 	}
 	if rt.Retry != nil {
-		p, field, err := retryPolicy(*rt.Retry)
-		if err != nil {
-			add(at("retry", field), "retry.%s: %v", field, err)
-		}
-		src.retry = p
+		src.retry = e.retry(*rt.Retry)
 	}
 	if len(l.errs) == nerrs {
 		l.mcp = append(l.mcp, src)
+	}
+}
+
+// mcpServer checks how the entry reaches its server: url and headers
+// (streamable HTTP) or command, env and cwd (stdio), never both.
+func (e entry) mcpServer(rm rawMCP, src *mcpSource) {
+	node := e.l.nodeAt("tools", e.i, "mcp")
+	hasCommand := rm.Command != nil || e.l.child(node, "command") != nil
+	switch {
+	case rm.URL != "" && hasCommand:
+		e.fail(e.at("mcp", "command"), "mcp.url and mcp.command cannot both be set: an entry either reaches a server over streamable HTTP (url) or runs one and speaks stdio with it (command)")
+	case hasCommand:
+		if e.l.child(node, "headers") != nil {
+			e.fail(e.at("mcp", "headers"), "mcp.headers goes with mcp.url; a stdio server (mcp.command) takes mcp.env")
+		}
+		src.stdio = e.stdio(rm)
+	case rm.URL == "":
+		e.fail(e.at("mcp"), "mcp.url is required (or mcp.command, to run a stdio server)")
+	default:
+		if u, msg := absoluteURL("mcp.url", rm.URL, e.l.opts.Env); msg != "" {
+			e.fail(e.at("mcp", "url"), "%s", msg)
+		} else {
+			src.url = u
+		}
+		src.header = e.headers("mcp", rm.Headers, mcpReservedHeaders)
+	}
+	if !hasCommand {
+		for _, f := range []string{"env", "cwd"} {
+			if e.l.child(node, f) != nil {
+				e.fail(e.at("mcp", f), "mcp.%s goes with mcp.command (a stdio server); an HTTP server (mcp.url) takes mcp.headers", f)
+			}
+		}
 	}
 }
 
@@ -116,74 +106,67 @@ type stdioCommand struct {
 	dir  string
 }
 
-// buildStdio checks the command, env and cwd of an mcp entry.
-func (l *loader) buildStdio(rm rawMCP, at func(...any) int, add func(int, string, ...any)) *stdioCommand {
+// stdio checks the command, env and cwd of a stdio mcp entry.
+func (e entry) stdio(rm rawMCP) *stdioCommand {
 	c := &stdioCommand{}
 	switch {
 	case len(rm.Command) == 0:
-		add(at("mcp", "command"), "mcp.command must be a non-empty list: the program, then its arguments")
+		e.fail(e.at("mcp", "command"), "mcp.command must be a non-empty list: the program, then its arguments")
 	case rm.Command[0] == "":
-		add(at("mcp", "command", 0), "mcp.command[0] must name the program to run")
+		e.fail(e.at("mcp", "command", 0), "mcp.command[0] must name the program to run")
 	default:
 		for i, a := range rm.Command {
 			if strings.IndexByte(a, 0) >= 0 {
-				add(at("mcp", "command", i), "mcp.command[%d] contains a NUL byte", i)
+				e.fail(e.at("mcp", "command", i), "mcp.command[%d] contains a NUL byte", i)
 			}
 		}
 		c.argv = slices.Clone(rm.Command)
 	}
-
-	vars := map[string]string{}
-	for _, k := range mcpInheritedEnv {
-		if v, ok := l.opts.Env(k); ok {
-			vars[k] = v
-		}
-	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range rm.Env {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		ln := at("mcp", "env", k)
-		if !envName.MatchString(k) {
-			add(ln, "mcp.env: %q is not a valid variable name", k)
-			continue
-		}
-		v, err := expandEnv(rm.Env[k], l.opts.Env)
-		if err != nil {
-			add(ln, "mcp.env.%s: %v", k, err)
-			continue
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			add(ln, "mcp.env.%s: the value contains a NUL byte", k) // not the value: it may be a secret
-			continue
-		}
-		vars[k] = v
-	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range vars {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	vars := e.stdioEnv(rm.Env)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		c.env = append(c.env, k+"="+vars[k])
 	}
-
 	if rm.Cwd != nil {
-		ln := at("mcp", "cwd")
+		p := e.at("mcp", "cwd")
 		switch fi, err := os.Stat(*rm.Cwd); {
 		case *rm.Cwd == "":
-			add(ln, "mcp.cwd must not be empty (leave it out to run in turnd's working directory)")
+			e.fail(p, "mcp.cwd must not be empty (leave it out to run in turnd's working directory)")
 		case err != nil:
-			add(ln, "mcp.cwd %q: %v", *rm.Cwd, statReason(err))
+			e.fail(p, "mcp.cwd %q: %v", *rm.Cwd, statReason(err))
 		case !fi.IsDir():
-			add(ln, "mcp.cwd %q is not a directory", *rm.Cwd)
+			e.fail(p, "mcp.cwd %q is not a directory", *rm.Cwd)
 		default:
 			c.dir = *rm.Cwd
 		}
 	}
 	return c
+}
+
+// stdioEnv is a stdio server's environment: mcpInheritedEnv from turnd's,
+// then the entry's env with ${VAR} expanded.
+func (e entry) stdioEnv(env map[string]string) map[string]string {
+	vars := map[string]string{}
+	for _, k := range mcpInheritedEnv {
+		if v, ok := e.l.opts.Env(k); ok {
+			vars[k] = v
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		p := e.at("mcp", "env", k)
+		if !envName.MatchString(k) {
+			e.fail(p, "mcp.env: %q is not a valid variable name", k)
+			continue
+		}
+		v, err := expandEnv(env[k], e.l.opts.Env)
+		if err != nil {
+			e.fail(p, "mcp.env.%s: %v", k, err)
+			continue
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			e.fail(p, "mcp.env.%s: the value contains a NUL byte", k) // not the value: it may be a secret
+			continue
+		}
+		vars[k] = v
+	}
+	return vars
 }

@@ -19,7 +19,7 @@ func (l *loader) yamlError(err error) error {
 		ce.Msg = ye.GetMessage()
 		tk := ye.GetToken()
 		if tk != nil && tk.Position != nil {
-			ce.Line = tk.Position.Line
+			ce.Line, ce.Column = tk.Position.Line, tk.Position.Column
 			ce.Tool = l.toolAt(tk.Position)
 		}
 		// The library's text names Go types; say it in the config's terms.
@@ -127,22 +127,26 @@ func before(a, b *token.Position) bool {
 	return a.Line < b.Line || a.Line == b.Line && a.Column < b.Column
 }
 
-// line finds the line of the node at path (keys and sequence indexes)
+// pos is a place in the config file: 1-based line and column, zero when
+// unknown.
+type pos struct{ line, col int }
+
+// pos finds the position of the node at path (keys and sequence indexes)
 // from the document root, or of its nearest ancestor that exists.
-func (l *loader) line(path ...any) int {
-	n, best := l.body, 0
+func (l *loader) pos(path ...any) pos {
+	n, best := l.body, pos{}
 	for _, p := range path {
 		if n == nil {
 			break
 		}
-		if ln := line(n); ln > 0 {
-			best = ln
+		if q := posOf(n); q.line > 0 {
+			best = q
 		}
 		n = l.step(n, p)
 	}
 	if n != nil {
-		if ln := line(n); ln > 0 {
-			best = ln
+		if q := posOf(n); q.line > 0 {
+			best = q
 		}
 	}
 	return best
@@ -200,6 +204,8 @@ func unwrap(n ast.Node) ast.Node {
 	return n
 }
 
+// start is the position of n's first token: its first key for a block
+// mapping; nil when n has none.
 func start(n ast.Node) *token.Position {
 	if n == nil {
 		return nil
@@ -214,9 +220,10 @@ func start(n ast.Node) *token.Position {
 	return tk.Position
 }
 
-func line(n ast.Node) int {
+// posOf is the position of n (see start).
+func posOf(n ast.Node) pos {
 	if p := start(n); p != nil {
-		return p.Line
+		return pos{p.Line, p.Column}
 	}
-	return 0
+	return pos{}
 }

@@ -59,7 +59,7 @@ var mcpPrefixPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,63}$`)
 // mcpSource is one checked mcp entry of the config.
 type mcpSource struct {
 	label   string // "tools[i]", for config errors and logs
-	line    int
+	at      pos
 	url     string        // ${VAR} expanded: may hold a secret
 	header  http.Header   // ${VAR} expanded: secrets
 	stdio   *stdioCommand // instead of url: the server turnd runs
