@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,24 +54,38 @@ var ErrInvalidConfig = errors.New("invalid tool config")
 type ConfigError struct {
 	File string // the config file; "" when parsed from bytes
 	Line int    // 1-based; 0 when unknown
-	// Column is 1-based, 0 when unknown. Error leaves it out;
-	// `turnd check-config` prints it.
+	// Column is 1-based, 0 when unknown. Error leaves it out; Located
+	// has it.
 	Column int
 	Tool   string // the tool's name (or "tools[i]" while it has none); "" outside a tool
 	Msg    string
 	Err    error // the underlying error, if any (a YAML error, ...)
 }
 
-func (e *ConfigError) Error() string {
+func (e *ConfigError) Error() string { return "tool config: " + e.format(false) }
+
+// Located is the problem as compilers print theirs, with the column:
+// "file:line:column: tool \"x\": message".
+func (e *ConfigError) Located() string { return e.format(true) }
+
+// format writes the place (with the column if col), the tool and the
+// message.
+func (e *ConfigError) format(col bool) string {
 	var b strings.Builder
-	b.WriteString("tool config: ")
+	where := ""
+	if e.Line > 0 {
+		where = strconv.Itoa(e.Line)
+		if col && e.Column > 0 {
+			where += ":" + strconv.Itoa(e.Column)
+		}
+	}
 	switch {
-	case e.File != "" && e.Line > 0:
-		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "" && where != "":
+		b.WriteString(e.File + ":" + where + ": ")
 	case e.File != "":
 		b.WriteString(e.File + ": ")
-	case e.Line > 0:
-		fmt.Fprintf(&b, "line %d: ", e.Line)
+	case where != "":
+		b.WriteString("line " + where + ": ")
 	}
 	if e.Tool != "" {
 		if strings.HasPrefix(e.Tool, "tools[") {
@@ -299,9 +314,22 @@ func (l *loader) client() *http.Client {
 // the mcp entries and the HTTP client it made.
 func parse(file string, data []byte, opts Options) (*loader, []*Spec, error) {
 	l := &loader{file: file, opts: opts.withDefaults()}
+	if err := l.readBody(data); err != nil {
+		return nil, nil, err
+	}
+	specs, err := l.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, specs, nil
+}
+
+// readBody parses the YAML of the config into l.body (nil for an empty
+// config). More than one document, and tags, are refused.
+func (l *loader) readBody(data []byte) error {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, nil, l.yamlError(err)
+		return l.yamlError(err)
 	}
 	for _, d := range f.Docs {
 		if d == nil || d.Body == nil {
@@ -309,12 +337,12 @@ func parse(file string, data []byte, opts Options) (*loader, []*Spec, error) {
 		}
 		if l.body != nil {
 			p := posOf(d.Body)
-			return nil, nil, &ConfigError{File: file, Line: p.line, Column: p.col, Msg: "more than one YAML document"}
+			return &ConfigError{File: l.file, Line: p.line, Column: p.col, Msg: "more than one YAML document"}
 		}
 		l.body = d.Body
 	}
 	if l.body == nil {
-		return l, nil, nil
+		return nil
 	}
 	// Tags mean nothing in this config, and they lead the YAML library
 	// into corners where it has panicked (found by FuzzParse).
@@ -322,20 +350,29 @@ func parse(file string, data []byte, opts Options) (*loader, []*Spec, error) {
 	ast.Walk(tf, l.body)
 	if tf.tag != nil {
 		p := posOf(tf.tag)
-		return nil, nil, &ConfigError{File: file, Line: p.line, Column: p.col, Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
+		return &ConfigError{File: l.file, Line: p.line, Column: p.col, Tool: l.toolAt(start(tf.tag)), Msg: "YAML tags (!tag) are not supported"}
+	}
+	return nil
+}
+
+// load decodes l.body strictly and builds the config's tools (see build).
+// Every problem is reported, in line order.
+func (l *loader) load() ([]*Spec, error) {
+	if l.body == nil {
+		return nil, nil
 	}
 	var raw rawFile
 	if err := decode(l.body, &raw); err != nil {
-		return nil, nil, l.yamlError(err)
+		return nil, l.yamlError(err)
 	}
 	specs := l.build(raw)
 	if len(l.errs) > 0 {
 		slices.SortStableFunc(l.errs, func(a, b error) int {
 			return a.(*ConfigError).Line - b.(*ConfigError).Line
 		})
-		return nil, nil, errors.Join(l.errs...)
+		return nil, errors.Join(l.errs...)
 	}
-	return l, specs, nil
+	return specs, nil
 }
 
 // decode decodes strictly. A panic of the YAML library becomes an error:

@@ -181,6 +181,14 @@ func (l *loader) step(n ast.Node, p any) ast.Node {
 
 // child returns the value under key in a mapping node.
 func (l *loader) child(n ast.Node, key string) ast.Node {
+	if mv := mappingValue(n, key); mv != nil {
+		return mv.Value
+	}
+	return nil
+}
+
+// mappingValue returns the key-value pair of key in a mapping node, or nil.
+func mappingValue(n ast.Node, key string) *ast.MappingValueNode {
 	var values []*ast.MappingValueNode
 	switch m := unwrap(n).(type) {
 	case *ast.MappingNode:
@@ -190,7 +198,7 @@ func (l *loader) child(n ast.Node, key string) ast.Node {
 	}
 	for _, mv := range values {
 		if tk := mv.Key.GetToken(); tk != nil && tk.Value == key {
-			return mv.Value
+			return mv
 		}
 	}
 	return nil
