@@ -53,29 +53,28 @@ var compiledConfigSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 	return c.Compile(configSchemaURL)
 })
 
-// schemaReason is the description of the subschema that holds the false
-// schema at url (".../then/properties/url"): why the key is not allowed
-// there; "" when it has none.
+// schemaReason is the description of the nearest subschema that holds
+// the false schema at url (".../else/properties/pending"): why the key is
+// not allowed there; "" when none has one.
 func schemaReason(url string) string {
-	_, frag, ok := strings.Cut(url, "#")
-	tokens := strings.Split(strings.TrimPrefix(frag, "/"), "/")
-	if !ok || len(tokens) < 2 || tokens[len(tokens)-2] != "properties" {
-		return ""
-	}
+	_, frag, _ := strings.Cut(url, "#")
 	doc, err := configSchemaDoc()
-	if err != nil {
+	if err != nil || frag == "" {
 		return ""
 	}
-	for _, t := range tokens[:len(tokens)-2] {
+	tokens := strings.Split(strings.TrimPrefix(frag, "/"), "/")
+	reason := ""
+	for _, t := range tokens[:len(tokens)-1] {
 		m, ok := doc.(map[string]any)
 		if !ok {
 			return ""
 		}
+		if d, ok := m["description"].(string); ok {
+			reason = d
+		}
 		doc = m[t]
 	}
-	m, _ := doc.(map[string]any)
-	d, _ := m["description"].(string)
-	return d
+	return reason
 }
 
 // schemaProblems validates l.body against the config schema and returns
