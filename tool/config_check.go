@@ -115,6 +115,23 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
+// ConfigErrors lists the config problems an error of Load, Parse, Open,
+// Reload or Check holds, in order; none when it holds none (the file could
+// not be read, for one).
+func ConfigErrors(err error) []*ConfigError {
+	var out []*ConfigError
+	if err == nil {
+		return nil
+	}
+	for _, e := range flatten(err) {
+		var ce *ConfigError
+		if errors.As(e, &ce) {
+			out = append(out, ce)
+		}
+	}
+	return out
+}
+
 // summarize counts the config's tools and mcp entries.
 func summarize(specs []*Spec, mcp []*mcpSource) Summary {
 	s := Summary{Tools: len(specs), MCP: len(mcp)}

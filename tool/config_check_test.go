@@ -240,9 +240,33 @@ tools:
 func TestCheckUnreadable(t *testing.T) {
 	t.Parallel()
 	_, err := Check(filepath.Join(t.TempDir(), "nope.yaml"), Options{})
-	if err == nil || errors.Is(err, ErrInvalidConfig) || !errors.Is(err, os.ErrNotExist) {
+	if err == nil || errors.Is(err, ErrInvalidConfig) || !errors.Is(err, os.ErrNotExist) || len(ConfigErrors(err)) != 0 {
 		t.Errorf("Check = %v, want a not-exist error", err)
 	}
+}
+
+// FuzzConfigSchema: the schema check of any YAML the loader can read never
+// panics, and each problem it finds has a place in the file.
+func FuzzConfigSchema(f *testing.F) {
+	for _, seed := range []string{fullConfig, "tools:\n  - mcp: {url: x, command: [a]}\n", "builtin: [1, {a: b}]\n",
+		"tools: &a\n  - *a\n", "? [a]\n: b\n", "tools:\n  - name: a\n    pending: {deadline: [1]}\n"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, config string) {
+		l := &loader{file: "f.yaml", opts: Options{Env: testEnv}.withDefaults()}
+		if l.readBody([]byte(config)) != nil {
+			return
+		}
+		problems, err := l.schemaProblems()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			if p.Line == 0 {
+				t.Errorf("problem without a line: %v", p)
+			}
+		}
+	})
 }
 
 // schemaNode resolves a local $ref ("#/$defs/x") of the config schema.

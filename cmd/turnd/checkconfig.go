@@ -53,25 +53,15 @@ func checkConfig(args []string, stdout, stderr io.Writer, env func(string) (stri
 		fmt.Fprintf(stdout, "%s: valid: %s\n", file, sum)
 		return nil
 	}
-	var n int
-	for _, e := range unjoin(err) {
-		var ce *tool.ConfigError
-		if !errors.As(e, &ce) {
-			return err // not a problem of the file's content: unreadable, ...
-		}
-		fmt.Fprintln(stderr, ce.Located())
-		n++
+	problems := tool.ConfigErrors(err)
+	if len(problems) == 0 {
+		return err // not about the file's content: it could not be read, ...
 	}
-	if n == 1 {
+	for _, ce := range problems {
+		fmt.Fprintln(stderr, ce.Located())
+	}
+	if len(problems) == 1 {
 		return fmt.Errorf("%s: 1 problem", file)
 	}
-	return fmt.Errorf("%s: %d problems", file, n)
-}
-
-// unjoin lists the errors an errors.Join holds (err alone otherwise).
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
+	return fmt.Errorf("%s: %d problems", file, len(problems))
 }
