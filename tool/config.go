@@ -158,7 +158,8 @@ func Load(path string, opts Options) (*Registry, error) {
 	return staticRegistry(path, data, opts)
 }
 
-// Parse builds a registry from a YAML tool config:
+// Parse builds a registry from a YAML tool config (docs/config.md describes
+// every key; ConfigSchema is its JSON Schema):
 //
 //	tools:
 //	  - name: search_docs            # ^[a-zA-Z0-9_-]{1,64}$

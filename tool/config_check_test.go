@@ -60,6 +60,11 @@ func repoExamples(t *testing.T) map[string]string {
 		t.Fatalf("configmap.yaml: no data turnd.yaml (%v)", err)
 	}
 	ex["deploy/kubernetes/configmap.yaml"] = cm.Data["turnd.yaml"]
+	// The commented-out entries, uncommented as the files say.
+	ex["examples/turnd.yaml, mcp block"] = uncomment(ex["examples/turnd.yaml"], "#  - mcp:", "#", "tools:")
+	for _, name := range []string{"deploy/compose/turnd.yaml", "deploy/kubernetes/configmap.yaml"} {
+		ex[name+", http tool"] = uncomment(ex[name], "# tools:", "# ", "")
+	}
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(read("../docs/config.md"), -1)
 	if len(blocks) < 5 {
 		t.Fatalf("docs/config.md has %d yaml blocks, want its examples", len(blocks))
@@ -68,6 +73,29 @@ func repoExamples(t *testing.T) map[string]string {
 		ex[fmt.Sprintf("docs/config.md block %d", i+1)] = b[1]
 	}
 	return ex
+}
+
+// uncomment removes strip from the start of the comment lines from the
+// first one that starts with from to the block's end, and replaces the
+// line "tools: []" with tools.
+func uncomment(text, from, strip, tools string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case line == "tools: []":
+			line = tools
+		case strings.HasPrefix(line, from):
+			in = true
+		case !strings.HasPrefix(line, "#"):
+			in = false
+		}
+		if in {
+			line = strings.TrimPrefix(line, strip)
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // TestConfigExamplesValid: every tool config the repository ships passes
@@ -80,8 +108,12 @@ func TestConfigExamplesValid(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			config = strings.ReplaceAll(config, "/srv/docs", cwd)
-			if _, err := checkString(t, config, docsEnv); err != nil {
+			sum, err := checkString(t, config, docsEnv)
+			if err != nil {
 				t.Errorf("%v\n%s", err, config)
+			}
+			if strings.Contains(name, ", ") && sum.HTTP+sum.MCP == 0 {
+				t.Errorf("uncommented, the file has no http tool or mcp entry:\n%s", config)
 			}
 		})
 	}
