@@ -143,7 +143,7 @@ func (l *loader) schemaProblem(leaf *jsonschema.ValidationError) *ConfigError {
 	field := fieldName(path)
 	switch k := leaf.ErrorKind.(type) {
 	case *kind.AdditionalProperties:
-		return l.problemAt(l.keyPos(path, k.Properties[0]), "schema: unknown key %q%s", k.Properties[0], in(field))
+		return l.problemAt(l.keyPos(path, k.Properties[0]), "schema: unknown key %q%s", k.Properties[0], inField(field))
 	case *kind.FalseSchema:
 		at := l.keyPos(path[:len(path)-1], leaf.InstanceLocation[len(path)-1])
 		if why := schemaReason(leaf.SchemaURL); why != "" {
@@ -151,7 +151,7 @@ func (l *loader) schemaProblem(leaf *jsonschema.ValidationError) *ConfigError {
 		}
 		return l.problemAt(at, "schema: %s is not allowed here", field)
 	case *kind.Required:
-		return l.problemAt(l.pos(path...), "schema: missing key %q%s", k.Missing[0], in(field))
+		return l.problemAt(l.pos(path...), "schema: missing key %q%s", k.Missing[0], inField(field))
 	case *kind.Type:
 		return l.problemAt(l.pos(path...), "schema: %s: expected %s, got %s", field, strings.Join(k.Want, " or "), k.Got)
 	case *kind.Pattern:
@@ -168,8 +168,8 @@ func (l *loader) problemAt(p pos, format string, args ...any) *ConfigError {
 		Tool: l.toolAt(&token.Position{Line: p.line, Column: p.col}), Msg: fmt.Sprintf(format, args...)}
 }
 
-// in is " in field", or "" at the top level.
-func in(field string) string {
+// inField is " in field", or "" at the top level.
+func inField(field string) string {
 	if field == "" {
 		return ""
 	}
