@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,90 +32,6 @@ const (
 	// may still hold it).
 	mcpPipeDrain = time.Second
 )
-
-// mcpInheritedEnv are the variables of turnd's environment that a stdio MCP
-// server gets without listing them in mcp.env: enough to find programs and
-// a home directory, nothing that may be a secret of turnd's.
-var mcpInheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ"}
-
-// stdioCommand is what a stdio mcp entry runs.
-type stdioCommand struct {
-	argv []string
-	env  []string // KEY=VALUE, sorted; ${VAR} expanded: may hold secrets
-	dir  string
-}
-
-// buildStdio checks the command, env and cwd of an mcp entry.
-func (l *loader) buildStdio(rm rawMCP, at func(...any) int, add func(int, string, ...any)) *stdioCommand {
-	c := &stdioCommand{}
-	switch {
-	case len(rm.Command) == 0:
-		add(at("mcp", "command"), "mcp.command must be a non-empty list: the program, then its arguments")
-	case rm.Command[0] == "":
-		add(at("mcp", "command", 0), "mcp.command[0] must name the program to run")
-	default:
-		for i, a := range rm.Command {
-			if strings.IndexByte(a, 0) >= 0 {
-				add(at("mcp", "command", i), "mcp.command[%d] contains a NUL byte", i)
-			}
-		}
-		c.argv = slices.Clone(rm.Command)
-	}
-
-	vars := map[string]string{}
-	for _, k := range mcpInheritedEnv {
-		if v, ok := l.opts.Env(k); ok {
-			vars[k] = v
-		}
-	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range rm.Env {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		ln := at("mcp", "env", k)
-		if !envName.MatchString(k) {
-			add(ln, "mcp.env: %q is not a valid variable name", k)
-			continue
-		}
-		v, err := expandEnv(rm.Env[k], l.opts.Env)
-		if err != nil {
-			add(ln, "mcp.env.%s: %v", k, err)
-			continue
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			add(ln, "mcp.env.%s: the value contains a NUL byte", k) // not the value: it may be a secret
-			continue
-		}
-		vars[k] = v
-	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range vars {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		c.env = append(c.env, k+"="+vars[k])
-	}
-
-	if rm.Cwd != nil {
-		ln := at("mcp", "cwd")
-		switch fi, err := os.Stat(*rm.Cwd); {
-		case *rm.Cwd == "":
-			add(ln, "mcp.cwd must not be empty (leave it out to run in turnd's working directory)")
-		case err != nil:
-			add(ln, "mcp.cwd %q: %v", *rm.Cwd, statReason(err))
-		case !fi.IsDir():
-			add(ln, "mcp.cwd %q is not a directory", *rm.Cwd)
-		default:
-			c.dir = *rm.Cwd
-		}
-	}
-	return c
-}
 
 // statReason says why os.Stat failed, without repeating the path.
 func statReason(err error) string {

@@ -160,18 +160,7 @@ func describeValidation(err error) string {
 	if !errors.As(err, &ve) {
 		return err.Error()
 	}
-	var leaves []*jsonschema.ValidationError
-	var walk func(*jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			leaves = append(leaves, e)
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
+	leaves := validationLeaves(ve)
 	// The validator walks objects in map order; sort for a stable message.
 	slices.SortStableFunc(leaves, func(a, b *jsonschema.ValidationError) int {
 		return strings.Compare(jsonPointer(a.InstanceLocation), jsonPointer(b.InstanceLocation))

@@ -53,6 +53,7 @@ Usage:
   turnd version           print version information
   turnd bench   [flags]   measure a turnd under load (see BENCHMARKS.md)
   turnd healthcheck       exit 0 when the local turnd is ready (for containers)
+  turnd check-config FILE check a tool config (docs/config.md) and exit
 
 Clients of a running turnd (--url or TURND_URL, --token or TURND_TOKEN):
   turnd tail     SESSION                 follow a session's ledger
@@ -100,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runComplete(ctx, args[1:], os.Stdin, stdout, stderr, env)
 	case "healthcheck":
 		return healthcheck(ctx, args[1:], stdout, stderr, env)
+	case "check-config":
+		return checkConfig(args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
 		printVersion(stdout)
 		return nil

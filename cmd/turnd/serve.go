@@ -105,20 +105,12 @@ const serveGCPercent = 400
 // 60 MiB), where it changes nothing.
 const serveMemoryLimit = 192 << 20
 
+// serve runs turnd until ctx ends: it builds everything (tools, store,
+// service, HTTP servers), serves, and shuts down in reverse order.
 func serve(ctx context.Context, c config, stderr io.Writer) error {
 	log := newLogger(c, stderr)
-	if !c.KeepGC {
-		debug.SetGCPercent(serveGCPercent)
-	}
-	if c.GOMEMLIMIT == "" {
-		debug.SetMemoryLimit(serveMemoryLimit)
-	}
-	if c.Demo {
-		log.Warn("demo mode: the approval tool shows each call's complete_url, which carries its completion key, in the log and as the parked call's output; never run a deployment with --demo")
-	}
-	for _, d := range c.Deprecated {
-		log.Warn("a deprecated environment variable is set; use the new name", "old", d[0], "new", d[1])
-	}
+	tuneRuntime(c)
+	logStartWarnings(c, log)
 	if err := checkTokens(c); err != nil {
 		return err
 	}
@@ -132,11 +124,61 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	defer tools.Close()
 	defer stopReload()
 
-	st, err := openStore(ctx, c, log)
+	st, err := openCurrentStore(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// cancels carries cancel_url requests off the service's goroutines; they
+	// are best effort with retries inside CancelExternal.
+	cancelCtx, stopCancels := context.WithCancel(context.Background())
+	defer stopCancels()
+	srv, err := newServer(ctx, c, log, st, tools, cancelCtx)
+	if err != nil {
+		return err
+	}
+	return srv.run(ctx)
+}
+
+// tuneRuntime sets the garbage collector's target and the soft memory
+// limit to turnd's defaults, unless GOGC and GOMEMLIMIT are set.
+func tuneRuntime(c config) {
+	if !c.KeepGC {
+		debug.SetGCPercent(serveGCPercent)
+	}
+	if c.GOMEMLIMIT == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
+	}
+}
+
+// logStartWarnings logs what an operator should know about the settings:
+// demo mode and deprecated variables.
+func logStartWarnings(c config, log *slog.Logger) {
+	if c.Demo {
+		log.Warn("demo mode: the approval tool shows each call's complete_url, which carries its completion key, in the log and as the parked call's output; never run a deployment with --demo")
+	}
+	for _, d := range c.Deprecated {
+		log.Warn("a deprecated environment variable is set; use the new name", "old", d[0], "new", d[1])
+	}
+}
+
+// openCurrentStore opens the store and migrates it (unless --no-migrate);
+// it fails when the schema is still behind this turnd.
+func openCurrentStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedStore, error) {
+	st, err := openStore(ctx, c, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(ctx, c, st); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// checkSchema migrates st unless --no-migrate and fails when its schema is
+// behind this turnd.
+func checkSchema(ctx context.Context, c config, st turn.MigratedStore) error {
 	if !c.NoMigrate {
 		if err := st.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrating at start: %w", err)
@@ -149,19 +191,27 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if cur < latest {
 		return fmt.Errorf("the database schema is at version %d, this turnd needs %d: run `turnd migrate`", cur, latest)
 	}
+	return nil
+}
 
-	var webhookSigner, completionSigner *completion.Signer
-	if c.WebhookSecret != "" {
-		if webhookSigner, err = completion.NewSigner(c.WebhookSecret); err != nil {
-			return fmt.Errorf("TURND_WEBHOOK_SIGNING_SECRET: %w", err)
-		}
-	} else {
-		log.Info("TURND_WEBHOOK_SIGNING_SECRET is not set: turn.settled webhooks to sessions' callback URLs go out unsigned")
-	}
-	if c.CompletionSigningSecret != "" {
-		if completionSigner, err = completion.NewSigner(c.CompletionSigningSecret); err != nil {
-			return fmt.Errorf("TURND_COMPLETION_SIGNING_SECRET: %w", err)
-		}
+// server is a built turnd, ready to listen: the service, its metrics and
+// the HTTP server in front of it.
+type server struct {
+	c        config
+	log      *slog.Logger
+	svc      *turn.Service
+	promReg  *prometheus.Registry
+	http     *http.Server
+	draining *atomic.Bool // /readyz answers 503 once set
+}
+
+// newServer builds the metrics, the turn service (started) and the HTTP
+// server of a turnd on store st with the given tools; cancelCtx bounds the
+// cancel_url requests the service makes.
+func newServer(ctx context.Context, c config, log *slog.Logger, st turn.MigratedStore, tools *tool.Live, cancelCtx context.Context) (*server, error) {
+	webhookSigner, completionSigner, err := signers(c, log)
+	if err != nil {
+		return nil, err
 	}
 	// One registry for the process, passed down: nothing registers globally.
 	promReg := prometheus.NewRegistry()
@@ -169,23 +219,53 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	m, err := metrics.New(promReg, metrics.Options{PendingCount: st.PendingCount, Runtime: true,
 		Build: &metrics.Build{Version: v, Revision: rev, GoVersion: goVersion}})
 	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	// cancels carries cancel_url requests off the service's goroutines; they
-	// are best effort with retries inside CancelExternal.
-	cancelCtx, stopCancels := context.WithCancel(context.Background())
-	defer stopCancels()
+	svc, err := newService(ctx, c, log, st, m, tools, webhookSigner, cancelCtx)
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, err
+	}
+	s := &server{c: c, log: log, svc: svc, promReg: promReg, draining: new(atomic.Bool)}
+	s.http = s.newHTTPServer(m, completionSigner)
+	return s, nil
+}
+
+// signers makes the signers of turn.settled webhooks and of completion
+// deliveries; either is nil when its secret is not set.
+func signers(c config, log *slog.Logger) (webhook, completions *completion.Signer, err error) {
+	if c.WebhookSecret != "" {
+		if webhook, err = completion.NewSigner(c.WebhookSecret); err != nil {
+			return nil, nil, fmt.Errorf("TURND_WEBHOOK_SIGNING_SECRET: %w", err)
+		}
+	} else {
+		log.Info("TURND_WEBHOOK_SIGNING_SECRET is not set: turn.settled webhooks to sessions' callback URLs go out unsigned")
+	}
+	if c.CompletionSigningSecret != "" {
+		if completions, err = completion.NewSigner(c.CompletionSigningSecret); err != nil {
+			return nil, nil, fmt.Errorf("TURND_COMPLETION_SIGNING_SECRET: %w", err)
+		}
+	}
+	return webhook, completions, nil
+}
+
+// newService makes the turn service (not started) on store st, observed
+// by m; a turn's cancellation calls its tools' cancel_url within cancelCtx.
+func newService(ctx context.Context, c config, log *slog.Logger, st turn.MigratedStore, m *metrics.Metrics,
+	tools *tool.Live, webhookSigner *completion.Signer, cancelCtx context.Context) (*turn.Service, error) {
 	// Replicas on one Postgres tell each other about turn changes; the
 	// embedded store serves one process and needs no notifier.
 	var notifier turn.Notifier
 	if pg, ok := st.(*postgres.Store); ok {
 		n, err := postgres.NewNotifier(ctx, pg, postgres.NotifierOptions{Logger: log})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		notifier = n
 	}
-	svc, err := turn.New(turn.Config{
+	return turn.New(turn.Config{
 		Store:            m.Store(st),
 		Observer:         m,
 		Notifier:         notifier,
@@ -210,17 +290,15 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 			}()
 		},
 	})
-	if err != nil {
-		return err
-	}
-	if err := svc.Start(ctx); err != nil {
-		return err
-	}
-	var draining atomic.Bool
+}
+
+// newHTTPServer is the API's HTTP server (not listening yet).
+func (s *server) newHTTPServer(m *metrics.Metrics, completionSigner *completion.Signer) *http.Server {
+	c := s.c
 	acfg := api.Config{
-		Service:          svc,
+		Service:          s.svc,
 		Tokens:           c.Tokens,
-		Logger:           log,
+		Logger:           s.log,
 		MaxBodyBytes:     c.MaxBodyBytes,
 		CompletionSigner: completionSigner,
 		// A streamed turn's body has deadlines of its own, which replace
@@ -229,7 +307,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		StreamMaxDuration: c.StreamMaxDuration,
 		ObserveRequest:    m.ObserveRequest,
 		MetricsToken:      c.MetricsToken,
-		Draining:          draining.Load,
+		Draining:          s.draining.Load,
 		// On loopback without tokens any web page could otherwise reach
 		// turnd through a rebound DNS name; --allowed-hosts restricts too.
 		RestrictHosts: (len(c.Tokens) == 0 && isLoopback(c.Addr)) || len(c.AllowedHosts) > 0,
@@ -237,15 +315,14 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		CORSOrigins:   c.CORSOrigins,
 	}
 	if c.MetricsAddr == "" {
-		acfg.Metrics = metrics.Handler(promReg)
+		acfg.Metrics = metrics.Handler(s.promReg)
 	}
 	if c.UI {
 		acfg.UI = ui.Handler()
 	}
-	handler := api.New(acfg)
-	srv := &http.Server{
+	return &http.Server{
 		Addr:              c.Addr,
-		Handler:           handler,
+		Handler:           api.New(acfg),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		// A synchronous POST of a turn holds its response while the turn
@@ -255,13 +332,44 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		// Above api.Config.MaxHeaderBytes (64 KiB), so that the handler
 		// refuses large headers as a problem before net/http does in text.
 		MaxHeaderBytes: api.ServerMaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// run listens and serves until ctx ends or a listener fails, then shuts
+// down: see shutdown. The service is shut down on every path.
+func (s *server) run(ctx context.Context) error {
+	c := s.c
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		_ = svc.Shutdown(context.Background())
+		_ = s.svc.Shutdown(context.Background())
 		return fmt.Errorf("listening on %s: %w", c.Addr, err)
 	}
+	s.logServing(ln.Addr().String())
+	errc := make(chan error, 2)
+	go func() { errc <- s.http.Serve(ln) }()
+	var metricsSrv *http.Server
+	if c.MetricsAddr != "" {
+		if metricsSrv, err = serveMetrics(c, s.promReg, s.log, errc); err != nil {
+			_ = s.http.Close()
+			_ = s.svc.Shutdown(context.Background())
+			return err
+		}
+	}
+	select {
+	case err := <-errc:
+		_ = s.http.Close()
+		_ = s.svc.Shutdown(context.Background())
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	s.shutdown(errc, metricsSrv)
+	return nil
+}
+
+// logServing logs the address served and the runtime's memory settings.
+func (s *server) logServing(addr string) {
+	c := s.c
 	gomemlimit := c.GOMEMLIMIT
 	if gomemlimit == "" {
 		gomemlimit = fmt.Sprintf("%dMiB (turnd's default; GOMEMLIMIT overrides it)", serveMemoryLimit>>20)
@@ -270,31 +378,21 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if c.KeepGC {
 		gogc, gogcFrom = c.GOGC, "GOGC"
 	}
-	log.Info("turnd serving", "addr", ln.Addr().String(), "version", v, "revision", rev,
+	v, rev, _ := thisBuild()
+	s.log.Info("turnd serving", "addr", addr, "version", v, "revision", rev,
 		"gogc", gogc, "gogc_from", gogcFrom, "gomemlimit", gomemlimit)
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
-	var metricsSrv *http.Server
-	if c.MetricsAddr != "" {
-		if metricsSrv, err = serveMetrics(c, promReg, log, errc); err != nil {
-			_ = srv.Close()
-			_ = svc.Shutdown(context.Background())
-			return err
-		}
-	}
+}
 
-	select {
-	case err := <-errc:
-		_ = srv.Close()
-		_ = svc.Shutdown(context.Background())
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-	}
+// shutdown drains: /readyz fails at once, everything else serves for the
+// shutdown delay; then the service and the HTTP server stop within the
+// grace, and the metrics server last. A listener failure on errc during
+// the delay is logged.
+func (s *server) shutdown(errc <-chan error, metricsSrv *http.Server) {
+	c, log := s.c, s.log
 	log.Info("shutting down", "grace", c.ShutdownGrace, "delay", c.ShutdownDelay)
-	// /readyz answers 503 from now on; for the delay everything else still
-	// serves, so that load balancers take the replica out before it stops
+	// For the delay load balancers take the replica out before it stops
 	// taking requests. A second signal ends the process (see main).
-	draining.Store(true)
+	s.draining.Store(true)
 	if c.ShutdownDelay > 0 {
 		t := time.NewTimer(c.ShutdownDelay)
 		select {
@@ -310,23 +408,23 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	// within the grace; the HTTP server meanwhile drains its requests,
 	// which end when their waves do.
 	svcDone := make(chan error, 1)
-	go func() { svcDone <- svc.Shutdown(graceCtx) }()
+	go func() { svcDone <- s.svc.Shutdown(graceCtx) }()
 	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), c.ShutdownGrace+5*time.Second)
 	defer cancelHTTP()
-	if err := srv.Shutdown(httpCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := s.http.Shutdown(httpCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
 	if err := <-svcDone; err != nil {
 		log.Warn("waves cancelled at the end of the grace period", "err", err)
 	}
-	// Metrics are scraped until the end, then the store closes (deferred).
+	// Metrics are scraped until the end, then the store closes (serve's
+	// defer).
 	if metricsSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = metricsSrv.Shutdown(ctx)
 		cancel()
 	}
 	log.Info("stopped")
-	return nil
 }
 
 // serveMetrics serves /metrics (guarded by the metrics token, if any) on
