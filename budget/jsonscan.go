@@ -13,6 +13,10 @@ var ErrInvalidJSON = errors.New("budget: invalid JSON")
 
 // validateJSON checks raw without building anything or limiting its depth.
 func validateJSON(raw []byte) error {
+	if rawjson.Valid(raw) {
+		return nil
+	}
+	// Not JSON: the tokenizer says where.
 	s := rawjson.Tokenizer{Data: raw}
 	for {
 		tok, err := s.Next()

@@ -42,6 +42,9 @@ func FuzzAgainstEncodingJSON(f *testing.F) {
 		if got := tokenize(raw) == nil; got != valid && depth < 10000 {
 			t.Fatalf("Tokenizer says valid = %v of %q, json.Valid %v", got, raw, valid)
 		}
+		if got := rawjson.Valid(raw); got != valid && depth < 10000 {
+			t.Fatalf("Valid(%q) = %v, json.Valid %v", raw, got, valid)
+		}
 
 		// Compaction equals json.Compact.
 		var want bytes.Buffer
@@ -184,6 +187,9 @@ func TestTokenizerCompactAndErrors(t *testing.T) {
 	deep := append(bytes.Repeat([]byte("["), 20000), bytes.Repeat([]byte("]"), 20000)...)
 	if err := tokenize(deep); err != nil {
 		t.Errorf("deep array refused: %v", err)
+	}
+	if !rawjson.Valid(deep) || rawjson.Valid(deep[1:]) {
+		t.Error("Valid misjudges deep arrays")
 	}
 }
 

@@ -12,6 +12,30 @@ const MaxDepth = 512
 type Scanner struct {
 	B        []byte
 	SawSpace bool // whitespace was skipped somewhere
+	TooDeep  bool // Value declined a value for its depth
+}
+
+// Valid reports whether raw is one JSON value between optional whitespace,
+// as json.Valid does but without a depth limit. Scanner judges what it can
+// follow; a deeper value goes to the Tokenizer.
+func Valid(raw []byte) bool {
+	s := Scanner{B: raw}
+	if end := s.Value(s.Space(0), 0); end >= 0 {
+		return s.Space(end) == len(raw)
+	}
+	if !s.TooDeep {
+		return false
+	}
+	t := Tokenizer{Data: raw}
+	for {
+		tok, err := t.Next()
+		if err != nil {
+			return false
+		}
+		if tok.Kind == TokenEOF {
+			return true
+		}
+	}
 }
 
 // Space returns the index of the first byte at or after i that is not JSON
@@ -53,6 +77,7 @@ func (s *Scanner) Value(i, depth int) int {
 	switch c := b[i]; c {
 	case '{', '[':
 		if depth >= MaxDepth {
+			s.TooDeep = true
 			return -1
 		}
 		end := byte(']')
