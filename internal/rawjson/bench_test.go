@@ -26,7 +26,7 @@ var benchOutput = func() []byte {
 	}{Query: "func (s *Server) ServeHTTP", Total: 20}
 	for i := range 20 {
 		v.Entries = append(v.Entries, entry{Path: "src/server/handler.go", Line: 10 * i,
-			Text: "\tif err := s.handle(w, r); err != nil {\n\t\treturn fmt.Errorf(\"serving: %w\", err)\n\t}",
+			Text:  "\tif err := s.handle(w, r); err != nil {\n\t\treturn fmt.Errorf(\"serving: %w\", err)\n\t}",
 			Score: 0.5 + float64(i)/40, Tags: []string{"go", "server"}})
 	}
 	b, _ := json.MarshalIndent(v, "", "  ")

@@ -94,16 +94,7 @@ func (w *Canonicalizer) Append(dst, raw []byte) ([]byte, bool) {
 	return out, ok
 }
 
-func (w *Canonicalizer) skipSpace() {
-	for w.i < len(w.in) {
-		switch w.in[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
+func (w *Canonicalizer) skipSpace() { w.i = spaceEnd(w.in, w.i) }
 
 func (w *Canonicalizer) value() bool {
 	w.skipSpace()

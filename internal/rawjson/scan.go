@@ -120,6 +120,20 @@ func (s *Scanner) Value(i, depth int) int {
 	}
 }
 
+// spaceEnd returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func spaceEnd(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
 // plainStringByte marks the bytes a string holds as they are: all but '"',
 // '\\' and control characters. Bytes of invalid UTF-8 are plain, as they
 // are to encoding/json.

@@ -179,16 +179,7 @@ func (s *Tokenizer) close() Token {
 	return Token{Kind: kind, Start: start, End: s.pos}
 }
 
-func (s *Tokenizer) skipSpace() {
-	for s.pos < len(s.Data) {
-		switch s.Data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
+func (s *Tokenizer) skipSpace() { s.pos = spaceEnd(s.Data, s.pos) }
 
 func syntaxError(reason string, offset int) error {
 	return &SyntaxError{Offset: offset, Reason: reason}
