@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnd/turnd/api/provider"
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/rawjson"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -227,13 +228,13 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 // encoding/json would, where callObject is sure to (see scanTurnRequest),
 // and reports false otherwise.
 func scanCallLine(line []byte) (turn.Call, bool) {
-	s := jsonScanner{b: line}
-	i := s.space(0)
+	s := rawjson.Scanner{B: line}
+	i := s.Space(0)
 	if i >= len(line) || line[i] != '{' {
 		return turn.Call{}, false
 	}
 	j, sp, ok := callObject(&s, i)
-	if !ok || s.space(j) != len(line) {
+	if !ok || s.Space(j) != len(line) {
 		return turn.Call{}, false
 	}
 	c := turn.Call{ID: string(line[sp.id.start:sp.id.end]), Name: string(line[sp.name.start:sp.name.end])}

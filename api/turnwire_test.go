@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/rawjson"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -227,7 +228,7 @@ func trimName(s string) string {
 	return s
 }
 
-// TestAppendCompactJSON holds appendCompactJSON to json.Compact and
+// TestAppendCompactJSON holds rawjson.AppendCompact, which writes outputs, to json.Compact and
 // json.Valid on the awkward outputs.
 func TestAppendCompactJSON(t *testing.T) {
 	t.Parallel()
@@ -240,15 +241,15 @@ func checkCompact(t testing.TB, src []byte) {
 	t.Helper()
 	var want bytes.Buffer
 	wantErr := json.Compact(&want, src)
-	got, ok := appendCompactJSON([]byte("prefix"), src)
+	got, ok := rawjson.AppendCompact([]byte("prefix"), src)
 	switch {
 	case ok && wantErr != nil:
-		t.Fatalf("appendCompactJSON(%q) accepted what json.Compact refuses: %v", src, wantErr)
+		t.Fatalf("AppendCompact(%q) accepted what json.Compact refuses: %v", src, wantErr)
 	case ok && string(got) != "prefix"+want.String():
-		t.Fatalf("appendCompactJSON(%q) = %q, json.Compact gives %q", src, got[len("prefix"):], want.String())
-	case !ok && wantErr == nil && len(src) < maxScanDepth:
+		t.Fatalf("AppendCompact(%q) = %q, json.Compact gives %q", src, got[len("prefix"):], want.String())
+	case !ok && wantErr == nil && len(src) < rawjson.MaxDepth:
 		// Too shallow to be declined for depth: it should have been taken.
-		t.Fatalf("appendCompactJSON(%q) declined valid JSON", src)
+		t.Fatalf("AppendCompact(%q) declined valid JSON", src)
 	}
 }
 

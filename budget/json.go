@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/turnd/turnd/internal/rawjson"
 )
 
 // bytesPerItem sets the least number of items an array keeps at a level:
@@ -98,7 +100,7 @@ func (p *Projector) projectTree(raw []byte) (Result, error) {
 		// Compact JSON is one line, so a zero line cap leaves only text.
 		return p.Project(raw), nil
 	case t.compactSize <= p.sizeCap:
-		r.Text = appendCompact(make([]byte, 0, t.compactSize), raw)
+		r.Text = rawjson.AppendCompactValid(make([]byte, 0, t.compactSize), raw)
 	case t.tooDeep:
 		return p.Project(raw), nil
 	default:
@@ -341,7 +343,7 @@ func (w *writer) value(id int) {
 	n := &t.nodes[id]
 	raw := t.raw[n.start:n.end]
 	if w.plan.leavesWhole(n) {
-		w.out = appendCompact(w.out, raw)
+		w.out = rawjson.AppendCompactValid(w.out, raw)
 		return
 	}
 	switch n.kind {
@@ -535,45 +537,4 @@ func escapeDecodedLen(content []byte, i, l int) int {
 
 func hex4(b []byte) int {
 	return hexValue(b[0])<<12 | hexValue(b[1])<<8 | hexValue(b[2])<<4 | hexValue(b[3])
-}
-
-// appendCompact appends JSON without insignificant white space.
-func appendCompact(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
-		switch src[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		case '"':
-			end := stringEnd(src, i)
-			dst = append(dst, src[i:end]...)
-			i = end
-		default:
-			j := i + 1
-			for j < len(src) && !isSpaceOrQuote(src[j]) {
-				j++
-			}
-			dst = append(dst, src[i:j]...)
-			i = j
-		}
-	}
-	return dst
-}
-
-func isSpaceOrQuote(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"'
-}
-
-// stringEnd returns the offset after the string that starts at i.
-func stringEnd(src []byte, i int) int {
-	for j := i + 1; j < len(src); {
-		switch c := src[j]; {
-		case c == '"':
-			return j + 1
-		case c == '\\':
-			j += 2
-		default:
-			j++
-		}
-	}
-	return len(src)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/turnd/turnd/internal/rawjson"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -62,39 +63,13 @@ func LinesJSON(k turn.TurnKey, lines []turn.Line) ([]byte, error) {
 }
 
 // appendString appends s as a JSON string: quotes, backslashes and control
-// characters escaped, the rest as is. A string that is not valid UTF-8
-// goes through encoding/json, which replaces the invalid bytes.
+// characters escaped, the rest as is. A string that is not valid UTF-8 is
+// written as json.Marshal writes it, the invalid bytes replaced.
 func appendString[S string | []byte](b []byte, s S) []byte {
 	if !validUTF8(s) {
-		q, err := json.Marshal(string(s))
-		if err != nil {
-			panic(fmt.Sprintf("codec: encoding a string: %v", err)) // a Go string always marshals
-		}
-		return append(b, q...)
+		return rawjson.AppendString(b, s, rawjson.EscapeHTML)
 	}
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		// The run of bytes that need no escape, at once.
-		j := i
-		for j < len(s) && s[j] >= 0x20 && s[j] != '"' && s[j] != '\\' {
-			j++
-		}
-		b = append(b, s[i:j]...)
-		if j == len(s) {
-			break
-		}
-		switch c := s[j]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		i = j + 1
-	}
-	return append(b, '"')
+	return rawjson.AppendString(b, s, rawjson.EscapeMinimal)
 }
 
 func validUTF8[S string | []byte](s S) bool {
