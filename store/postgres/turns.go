@@ -318,10 +318,7 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	sids, tids := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		sids[i], tids[i] = k.SessionID, k.TurnID
-	}
+	sids, tids := keyColumns(keys)
 	rows, err := s.pool.Query(ctx, sqlRenewLeases, owner, until, sids, tids)
 	if err != nil {
 		return nil, wrap("renewing leases", err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -46,15 +47,11 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if len(keys) == 0 {
 		return []turn.TurnKey{}, nil
 	}
-	pairs := make([][2]string, len(keys))
-	for i, k := range keys {
-		pairs[i] = [2]string{k.SessionID, k.TurnID}
-	}
-	arg, err := json.Marshal(pairs)
+	arg, err := keyPairs(keys)
 	if err != nil {
 		return nil, fmt.Errorf("reading cancel requests: %w", err)
 	}
-	rows, err := s.read.QueryContext(ctx, sqlCancelRequested, string(arg))
+	rows, err := s.read.QueryContext(ctx, sqlCancelRequested, arg)
 	if err != nil {
 		return nil, wrap("reading cancel requests", err)
 	}
@@ -62,16 +59,16 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if err != nil {
 		return nil, wrap("reading cancel requests", err)
 	}
-	set := make(map[turn.TurnKey]bool, len(found))
-	for _, k := range found {
-		set[k] = true
+	return codec.InOrder(keys, found), nil
+}
+
+// keyPairs encodes keys as a JSON array of [session, turn] pairs, which
+// the statements read with json_each.
+func keyPairs(keys []turn.TurnKey) (string, error) {
+	pairs := make([][2]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = [2]string{k.SessionID, k.TurnID}
 	}
-	out := []turn.TurnKey{}
-	for _, k := range keys {
-		if set[k] {
-			out = append(out, k)
-			delete(set, k)
-		}
-	}
-	return out, nil
+	b, err := json.Marshal(pairs)
+	return string(b), err
 }

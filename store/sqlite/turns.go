@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -411,15 +410,11 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	pairs := make([][2]string, len(keys))
-	for i, k := range keys {
-		pairs[i] = [2]string{k.SessionID, k.TurnID}
-	}
-	arg, err := json.Marshal(pairs)
+	arg, err := keyPairs(keys)
 	if err != nil {
 		return nil, fmt.Errorf("renewing leases: %w", err)
 	}
-	rows, err := s.write.QueryContext(ctx, sqlRenewLeases, owner, micros(until), string(arg))
+	rows, err := s.write.QueryContext(ctx, sqlRenewLeases, owner, micros(until), arg)
 	if err != nil {
 		return nil, wrap("renewing leases", err)
 	}

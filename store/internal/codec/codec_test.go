@@ -115,3 +115,21 @@ func TestRawJSON(t *testing.T) {
 		t.Error("RawJSON accepted invalid JSON")
 	}
 }
+
+func TestInOrder(t *testing.T) {
+	t.Parallel()
+	a, b, c := turn.TurnKey{SessionID: "s", TurnID: "a"}, turn.TurnKey{SessionID: "s", TurnID: "b"}, turn.TurnKey{SessionID: "s", TurnID: "c"}
+	tests := []struct {
+		keys, found, want []turn.TurnKey
+	}{
+		{nil, nil, []turn.TurnKey{}},
+		{[]turn.TurnKey{a, b, c}, []turn.TurnKey{c, a}, []turn.TurnKey{a, c}},
+		{[]turn.TurnKey{a, b, a}, []turn.TurnKey{a, a}, []turn.TurnKey{a}},
+		{[]turn.TurnKey{a}, []turn.TurnKey{b}, []turn.TurnKey{}},
+	}
+	for _, tt := range tests {
+		if got := InOrder(tt.keys, tt.found); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("InOrder(%v, %v) = %v, want %v", tt.keys, tt.found, got, tt.want)
+		}
+	}
+}
