@@ -69,30 +69,14 @@ func sessionColumnArgs(sess turn.Session, c codec.SessionCols) []any {
 // sessionRow scans the columns tools, budget, callback_url, metadata,
 // created_at.
 type sessionRow struct {
-	tools, budget, metadata []byte
-	callbackURL             string
-	createdAt               pgtype.Timestamptz
+	codec.SessionRow
+	createdAt pgtype.Timestamptz
 }
 
 func (r *sessionRow) dest() []any {
-	return []any{&r.tools, &r.budget, &r.callbackURL, &r.metadata, &r.createdAt}
+	return []any{&r.Tools, &r.Budget, &r.CallbackURL, &r.Metadata, &r.createdAt}
 }
 
 func (r *sessionRow) session(id string) (turn.Session, error) {
-	tools, err := codec.DecodeTools(r.tools)
-	if err != nil {
-		return turn.Session{}, err
-	}
-	budget, err := codec.DecodeBudget(r.budget)
-	if err != nil {
-		return turn.Session{}, err
-	}
-	return turn.Session{
-		ID:          id,
-		Tools:       tools,
-		Budget:      budget,
-		CallbackURL: r.callbackURL,
-		Metadata:    r.metadata,
-		CreatedAt:   fromNullTime(r.createdAt),
-	}, nil
+	return r.Session(id, fromNullTime(r.createdAt))
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -131,5 +133,33 @@ func TestInOrder(t *testing.T) {
 		if got := InOrder(tt.keys, tt.found); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("InOrder(%v, %v) = %v, want %v", tt.keys, tt.found, got, tt.want)
 		}
+	}
+}
+
+// A session's columns, as SessionColumns encodes them, decode back to the
+// session; tools nil (every tool) stays distinct from none.
+func TestSessionRowRoundTrip(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	for _, sess := range []turn.Session{
+		{ID: "s1", CallbackURL: "http://cb", Metadata: json.RawMessage(`{"a": 1}`), Budget: budget.Config{Limit: 10, MaxLines: 3}, CreatedAt: created},
+		{ID: "s2", Tools: []string{}, CreatedAt: created},
+		{ID: "s3", Tools: []string{"ls", "cat"}, CreatedAt: created},
+	} {
+		c, err := SessionColumns(sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := SessionRow{Tools: c.Tools, Budget: c.Budget, Metadata: c.Metadata, CallbackURL: sess.CallbackURL}
+		got, err := row.Session(sess.ID, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, sess) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, sess)
+		}
+	}
+	if _, err := (&SessionRow{Budget: []byte(`[`)}).Session("s", created); err == nil {
+		t.Error("a corrupt budget decoded")
 	}
 }

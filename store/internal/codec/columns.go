@@ -3,6 +3,7 @@ package codec
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/turnd/turnd/turn"
 )
@@ -28,6 +29,34 @@ func SessionColumns(sess turn.Session) (SessionCols, error) {
 		return SessionCols{}, err
 	}
 	return SessionCols{Tools: tools, Budget: budget, Metadata: meta}, nil
+}
+
+// SessionRow is a session's row as read, but for its creation time, which
+// each store scans as its own type: the columns tools, budget, metadata
+// (SessionColumns' encodings) and callback_url.
+type SessionRow struct {
+	Tools, Budget, Metadata []byte
+	CallbackURL             string
+}
+
+// Session decodes r as the session id, created at createdAt.
+func (r *SessionRow) Session(id string, createdAt time.Time) (turn.Session, error) {
+	tools, err := DecodeTools(r.Tools)
+	if err != nil {
+		return turn.Session{}, err
+	}
+	budget, err := DecodeBudget(r.Budget)
+	if err != nil {
+		return turn.Session{}, err
+	}
+	return turn.Session{
+		ID:          id,
+		Tools:       tools,
+		Budget:      budget,
+		CallbackURL: r.CallbackURL,
+		Metadata:    r.Metadata,
+		CreatedAt:   createdAt,
+	}, nil
 }
 
 // ReceiveCols are the encoded parts of a turn.Receive.
