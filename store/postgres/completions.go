@@ -15,9 +15,7 @@ import (
 )
 
 // completionColumns are the columns completionRow scans, in order.
-const completionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
-    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at`
+const completionColumns = codec.CompletionColumns
 
 const (
 	// A key already recorded is left as it is: issuing is idempotent. The
@@ -388,16 +386,7 @@ func lockResolve(ctx context.Context, tx pgx.Tx, b turn.ResolveBatch, keys [][]b
 	if err != nil {
 		return err
 	}
-	for _, it := range b.Items {
-		st, ok := statuses[it.KeyHash]
-		if !ok {
-			return fmt.Errorf("completion %s: %w", codec.Fingerprint(it.KeyHash), turn.ErrNotFound)
-		}
-		if st != it.Expect {
-			return codec.StateError(it.KeyHash, st, it.Expect)
-		}
-	}
-	return nil
+	return codec.CheckExpected(b.Items, statuses)
 }
 
 func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.CompletionStatus, error) {
@@ -509,50 +498,20 @@ func collectCompletions(rows pgx.Rows) ([]turn.Completion, error) {
 
 // completionRow scans completionColumns.
 type completionRow struct {
-	key, payload, payloadHash               []byte
-	sessionID, turnID, callID, name, status string
-	onTimeout, onCancel, cancelURL          string
-	idx                                     int32
-	hbTimeout                               int64
+	codec.CompletionRow
 	deadline, hbDeadline, created, resolved pgtype.Timestamptz
 }
 
 func (r *completionRow) dest() []any {
-	return []any{&r.key, &r.sessionID, &r.turnID, &r.idx, &r.callID, &r.name, &r.status, &r.deadline,
-		&r.hbTimeout, &r.hbDeadline, &r.onTimeout, &r.onCancel, &r.cancelURL, &r.payload, &r.payloadHash,
-		&r.created, &r.resolved}
+	return r.Dest(&r.deadline, &r.hbDeadline, &r.created, &r.resolved)
 }
 
 func (r *completionRow) completion() (turn.Completion, error) {
-	key, err := codec.DecodeHash(r.key)
+	c, err := r.Completion()
 	if err != nil {
-		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
+		return turn.Completion{}, err
 	}
-	ph, err := codec.DecodeHash(r.payloadHash)
-	if err != nil {
-		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", codec.Fingerprint(key), err)
-	}
-	var payload json.RawMessage
-	if r.payload != nil {
-		payload = append(json.RawMessage(nil), r.payload...) // rows reuse their buffers
-	}
-	return turn.Completion{
-		KeyHash:           key,
-		SessionID:         r.sessionID,
-		TurnID:            r.turnID,
-		CallIndex:         int(r.idx),
-		CallID:            r.callID,
-		CallName:          r.name,
-		Status:            turn.CompletionStatus(r.status),
-		Deadline:          fromNullTime(r.deadline),
-		HeartbeatTimeout:  codec.FromMicros(r.hbTimeout),
-		HeartbeatDeadline: fromNullTime(r.hbDeadline),
-		OnTimeout:         r.onTimeout,
-		OnCancel:          r.onCancel,
-		CancelURL:         r.cancelURL,
-		Payload:           payload,
-		PayloadHash:       ph,
-		CreatedAt:         fromNullTime(r.created),
-		ResolvedAt:        fromNullTime(r.resolved),
-	}, nil
+	c.Deadline, c.HeartbeatDeadline = fromNullTime(r.deadline), fromNullTime(r.hbDeadline)
+	c.CreatedAt, c.ResolvedAt = fromNullTime(r.created), fromNullTime(r.resolved)
+	return c, nil
 }

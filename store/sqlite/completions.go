@@ -13,9 +13,7 @@ import (
 )
 
 // completionColumns are the columns scanCompletion reads, in order.
-const completionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
-    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at`
+const completionColumns = codec.CompletionColumns
 
 // dueAt is the expression of the completions_due index: the earlier of the
 // deadline and the heartbeat deadline that are set (SQLite's min() of
@@ -300,18 +298,20 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 		if err := tx.QueryRowContext(ctx, sqlTurnExists, b.Key.SessionID, b.Key.TurnID).Scan(&one); err != nil {
 			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
 		}
+		statuses := make(map[[32]byte]turn.CompletionStatus, len(b.Items))
 		for _, it := range b.Items {
 			var st string
 			err := tx.QueryRowContext(ctx, sqlCompletionStatus, it.KeyHash[:], b.Key.SessionID, b.Key.TurnID).Scan(&st)
 			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("completion %s: %w", codec.Fingerprint(it.KeyHash), turn.ErrNotFound)
+				continue // not a completion of this turn: CheckExpected says so
 			}
 			if err != nil {
 				return err
 			}
-			if turn.CompletionStatus(st) != it.Expect {
-				return codec.StateError(it.KeyHash, turn.CompletionStatus(st), it.Expect)
-			}
+			statuses[it.KeyHash] = turn.CompletionStatus(st)
+		}
+		if err := codec.CheckExpected(b.Items, statuses); err != nil {
+			return err
 		}
 		for i, it := range b.Items {
 			if _, err := tx.ExecContext(ctx, sqlResolveCompletion, it.KeyHash[:], string(it.Status),
@@ -348,31 +348,18 @@ type scanner interface{ Scan(dest ...any) error }
 // scanCompletion scans one row of completionColumns.
 func scanCompletion(row scanner) (turn.Completion, error) {
 	var (
-		c                                  turn.Completion
-		key, payloadHash                   []byte
-		payload                            sql.NullString
-		status                             string
-		hbTimeout, created                 int64
+		r                                  codec.CompletionRow
+		created                            int64
 		deadline, hbDeadline, resolvedTime sql.NullInt64
 	)
-	err := row.Scan(&key, &c.SessionID, &c.TurnID, &c.CallIndex, &c.CallID, &c.CallName, &status, &deadline,
-		&hbTimeout, &hbDeadline, &c.OnTimeout, &c.OnCancel, &c.CancelURL, &payload, &payloadHash,
-		&created, &resolvedTime)
+	if err := row.Scan(r.Dest(&deadline, &hbDeadline, &created, &resolvedTime)...); err != nil {
+		return turn.Completion{}, err
+	}
+	c, err := r.Completion()
 	if err != nil {
 		return turn.Completion{}, err
 	}
-	if c.KeyHash, err = codec.DecodeHash(key); err != nil {
-		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
-	}
-	if c.PayloadHash, err = codec.DecodeHash(payloadHash); err != nil {
-		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", codec.Fingerprint(c.KeyHash), err)
-	}
-	if payload.Valid {
-		c.Payload = json.RawMessage(payload.String)
-	}
-	c.Status = turn.CompletionStatus(status)
 	c.Deadline, c.HeartbeatDeadline = fromNullMicros(deadline), fromNullMicros(hbDeadline)
-	c.HeartbeatTimeout = codec.FromMicros(hbTimeout)
 	c.CreatedAt, c.ResolvedAt = fromMicros(created), fromNullMicros(resolvedTime)
 	return c, nil
 }
