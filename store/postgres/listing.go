@@ -3,16 +3,15 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
 // The listings read one index each (migration 11), backwards from the
-// cursor; the first page starts from a cursor after every row (listStart).
+// cursor; the first page starts from a cursor after every row (codec.ListStart).
 // A listed session's counts and last activity are probes of the turns'
 // primary key, completions_turn and the ledger's primary key: a page of n
 // sessions costs n of each, whatever the number of sessions.
@@ -44,20 +43,10 @@ ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
 LIMIT $5`
 )
 
-// listStart is the cursor of a first page: after every row.
-var listStart = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
-
-func cursorTime(c turn.Cursor) time.Time {
-	if c.IsZero() {
-		return listStart
-	}
-	return c.At
-}
-
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
 	const op = "listing sessions"
-	rows, err := s.pool.Query(ctx, ListSessionsSQL, cursorTime(after), after.ID, limit)
+	rows, err := s.pool.Query(ctx, ListSessionsSQL, codec.CursorTime(after), after.ID, limit)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -76,10 +65,7 @@ func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) 
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		sum.Session = sess
-		sum.LastActivity = sess.CreatedAt
-		if last.Valid {
-			sum.LastActivity = time.UnixMicro(last.Int64).UTC()
-		}
+		sum.LastActivity = codec.LastActivity(sess.CreatedAt, last.Int64, last.Valid)
 		out = append(out, sum)
 	}
 	if err := rows.Err(); err != nil {
@@ -91,7 +77,7 @@ func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) 
 // ListTurns returns a page of a session's turns; see turn.Lister.
 func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
 	op := "listing turns of session " + sessionID
-	rows, err := s.pool.Query(ctx, ListTurnsSQL, sessionID, cursorTime(after), after.ID, string(status), limit)
+	rows, err := s.pool.Query(ctx, ListTurnsSQL, sessionID, codec.CursorTime(after), after.ID, string(status), limit)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -116,13 +102,9 @@ func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Curs
 // ListParked returns a page of the pending completions; see turn.Lister.
 func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	const op = "listing parked calls"
-	at, sid, tid, idx := listStart, "", "", math.MaxInt32
-	if !after.IsZero() {
-		var ok bool
-		if sid, tid, idx, ok = turn.SplitParkedID(after.ID); !ok {
-			return nil, fmt.Errorf("%s: the cursor's id %q is not a parked call's", op, after.ID)
-		}
-		at = after.At
+	at, sid, tid, idx, err := codec.ParkedCursor(after)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.pool.Query(ctx, ListParkedSQL, at, sid, tid, idx, limit)
 	if err != nil {
@@ -139,7 +121,7 @@ func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([
 			return nil, wrap(op, err)
 		}
 		p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
-		p.HeartbeatTimeout = time.Duration(hbTimeout) * time.Microsecond
+		p.HeartbeatTimeout = codec.FromMicros(hbTimeout)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {

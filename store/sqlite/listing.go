@@ -4,9 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
-	"time"
 
+	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -39,17 +38,10 @@ ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
 LIMIT ?`
 )
 
-func cursorMicros(c turn.Cursor) int64 {
-	if c.IsZero() {
-		return math.MaxInt64
-	}
-	return micros(c.At)
-}
-
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
 	const op = "listing sessions"
-	rows, err := s.read.QueryContext(ctx, sqlListSessions, cursorMicros(after), after.ID, limit)
+	rows, err := s.read.QueryContext(ctx, sqlListSessions, micros(codec.CursorTime(after)), after.ID, limit)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -68,10 +60,7 @@ func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) 
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		sum.Session = sess
-		sum.LastActivity = sess.CreatedAt
-		if last.Valid {
-			sum.LastActivity = fromMicros(last.Int64)
-		}
+		sum.LastActivity = codec.LastActivity(sess.CreatedAt, last.Int64, last.Valid)
 		out = append(out, sum)
 	}
 	if err := rows.Err(); err != nil {
@@ -83,7 +72,7 @@ func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) 
 // ListTurns returns a page of a session's turns; see turn.Lister.
 func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
 	op := "listing turns of session " + sessionID
-	rows, err := s.read.QueryContext(ctx, sqlListTurns, sessionID, cursorMicros(after), after.ID, string(status), limit)
+	rows, err := s.read.QueryContext(ctx, sqlListTurns, sessionID, micros(codec.CursorTime(after)), after.ID, string(status), limit)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -109,15 +98,11 @@ func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Curs
 // ListParked returns a page of the pending completions; see turn.Lister.
 func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	const op = "listing parked calls"
-	at, sid, tid, idx := int64(math.MaxInt64), "", "", math.MaxInt32
-	if !after.IsZero() {
-		var ok bool
-		if sid, tid, idx, ok = turn.SplitParkedID(after.ID); !ok {
-			return nil, fmt.Errorf("%s: the cursor's id %q is not a parked call's", op, after.ID)
-		}
-		at = micros(after.At)
+	at, sid, tid, idx, err := codec.ParkedCursor(after)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	rows, err := s.read.QueryContext(ctx, sqlListParked, at, sid, tid, idx, limit)
+	rows, err := s.read.QueryContext(ctx, sqlListParked, micros(at), sid, tid, idx, limit)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -132,7 +117,7 @@ func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([
 			return nil, wrap(op, err)
 		}
 		p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
-		p.HeartbeatTimeout = time.Duration(hbTimeout) * time.Microsecond
+		p.HeartbeatTimeout = codec.FromMicros(hbTimeout)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
