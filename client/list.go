@@ -90,50 +90,6 @@ func (c *Client) TurnsPage(ctx context.Context, sessionID string, opts ListOptio
 	return &p, nil
 }
 
-// Sessions iterates over every session, newest first, page by page.
-func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[SessionSummary, error] {
-	return func(yield func(SessionSummary, error) bool) {
-		for {
-			p, err := c.SessionsPage(ctx, opts)
-			if err != nil {
-				yield(SessionSummary{}, err)
-				return
-			}
-			for _, s := range p.Sessions {
-				if !yield(s, nil) {
-					return
-				}
-			}
-			if p.NextAfter == "" {
-				return
-			}
-			opts.After = p.NextAfter
-		}
-	}
-}
-
-// Turns iterates over a session's turns, newest first, page by page.
-func (c *Client) Turns(ctx context.Context, sessionID string, opts ListOptions) iter.Seq2[TurnSummary, error] {
-	return func(yield func(TurnSummary, error) bool) {
-		for {
-			p, err := c.TurnsPage(ctx, sessionID, opts)
-			if err != nil {
-				yield(TurnSummary{}, err)
-				return
-			}
-			for _, t := range p.Turns {
-				if !yield(t, nil) {
-					return
-				}
-			}
-			if p.NextAfter == "" {
-				return
-			}
-			opts.After = p.NextAfter
-		}
-	}
-}
-
 // ParkedCall is a call parked on a completion key, as the pending listing
 // gives it: never the key itself.
 type ParkedCall struct {
@@ -166,24 +122,48 @@ func (c *Client) PendingPage(ctx context.Context, opts ListOptions) (*PendingPag
 	return &p, nil
 }
 
+// Sessions iterates over every session, newest first, page by page.
+func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[SessionSummary, error] {
+	return pages(opts, func(o ListOptions) (*SessionPage, error) { return c.SessionsPage(ctx, o) })
+}
+
+// Turns iterates over a session's turns, newest first, page by page.
+func (c *Client) Turns(ctx context.Context, sessionID string, opts ListOptions) iter.Seq2[TurnSummary, error] {
+	return pages(opts, func(o ListOptions) (*TurnPage, error) { return c.TurnsPage(ctx, sessionID, o) })
+}
+
 // Pending iterates over the calls parked now, newest first, page by page.
 func (c *Client) Pending(ctx context.Context, opts ListOptions) iter.Seq2[ParkedCall, error] {
-	return func(yield func(ParkedCall, error) bool) {
+	return pages(opts, func(o ListOptions) (*PendingPage, error) { return c.PendingPage(ctx, o) })
+}
+
+func (p *SessionPage) page() ([]SessionSummary, string) { return p.Sessions, p.NextAfter }
+func (p *TurnPage) page() ([]TurnSummary, string)       { return p.Turns, p.NextAfter }
+func (p *PendingPage) page() ([]ParkedCall, string)     { return p.Pending, p.NextAfter }
+
+// pages iterates over a listing's rows, reading its pages with read from
+// opts on: each page's rows, then the page after its NextAfter, until a
+// page without one. An error is yielded once, with a zero row, and ends
+// the iteration.
+func pages[T any, P interface{ page() ([]T, string) }](opts ListOptions, read func(ListOptions) (P, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		for {
-			p, err := c.PendingPage(ctx, opts)
+			p, err := read(opts)
 			if err != nil {
-				yield(ParkedCall{}, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, pc := range p.Pending {
-				if !yield(pc, nil) {
+			rows, next := p.page()
+			for _, row := range rows {
+				if !yield(row, nil) {
 					return
 				}
 			}
-			if p.NextAfter == "" {
+			if next == "" {
 				return
 			}
-			opts.After = p.NextAfter
+			opts.After = next
 		}
 	}
 }
