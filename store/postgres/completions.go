@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnd/turnd/store/internal/codec"
 	"github.com/turnd/turnd/turn"
@@ -133,15 +134,7 @@ func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([
 	if limit <= 0 {
 		return []turn.Completion{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlDueCompletions, now, limit)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.pool, "reading due completions", collectCompletions, sqlDueCompletions, now, limit)
 }
 
 // PendingCount returns how many calls are parked on a completion key, in
@@ -158,15 +151,7 @@ func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 // an unknown turn).
 func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Completion, error) {
 	op := fmt.Sprintf("reading completions of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.pool.Query(ctx, sqlTurnCompletions, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.pool, op, collectCompletions, sqlTurnCompletions, k.SessionID, k.TurnID)
 }
 
 // Secret returns the completion secret, storing generate's first; see
@@ -467,6 +452,20 @@ func settleArgs(b turn.ResolveBatch) (int, map[string]any, error) {
 		parts |= settleWebhook
 	}
 	return parts, args, nil
+}
+
+// queryAll runs query on q and reads its rows with collect, which closes
+// them; an error of either is wrapped with op.
+func queryAll[T any](ctx context.Context, q *pgxpool.Pool, op string, collect func(pgx.Rows) ([]T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out, err := collect(rows)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
 }
 
 // scanCompletion scans one row of completionColumns.

@@ -59,13 +59,9 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 		return []turn.TurnKey{}, nil
 	}
 	sids, tids := keyColumns(keys)
-	rows, err := s.pool.Query(ctx, sqlCancelRequested, sids, tids)
+	found, err := queryAll(ctx, s.pool, "reading cancel requests", collectKeys, sqlCancelRequested, sids, tids)
 	if err != nil {
-		return nil, wrap("reading cancel requests", err)
-	}
-	found, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("reading cancel requests", err)
+		return nil, err
 	}
 	return codec.InOrder(keys, found), nil
 }

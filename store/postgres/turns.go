@@ -319,13 +319,9 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 		return nil, nil
 	}
 	sids, tids := keyColumns(keys)
-	rows, err := s.pool.Query(ctx, sqlRenewLeases, owner, until, sids, tids)
+	renewed, err := queryAll(ctx, s.pool, "renewing leases", collectKeys, sqlRenewLeases, owner, until, sids, tids)
 	if err != nil {
-		return nil, wrap("renewing leases", err)
-	}
-	renewed, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("renewing leases", err)
+		return nil, err
 	}
 	return codec.Lost(keys, renewed), nil
 }

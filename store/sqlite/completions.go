@@ -153,15 +153,7 @@ func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([
 	if limit <= 0 {
 		return []turn.Completion{}, nil
 	}
-	rows, err := s.read.QueryContext(ctx, sqlDueCompletions, micros(now), limit)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.read, "reading due completions", collectCompletions, sqlDueCompletions, micros(now), limit)
 }
 
 // PendingCount returns how many calls are parked on a completion key, in
@@ -178,15 +170,7 @@ func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 // an unknown turn).
 func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Completion, error) {
 	op := fmt.Sprintf("reading completions of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.read.QueryContext(ctx, sqlTurnCompletions, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.read, op, collectCompletions, sqlTurnCompletions, k.SessionID, k.TurnID)
 }
 
 // Secret returns the completion secret, storing generate's first; see
@@ -340,6 +324,20 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 		return false, wrap(op, err)
 	}
 	return settled, nil
+}
+
+// queryAll runs query on q and reads its rows with collect, which closes
+// them; an error of either is wrapped with op.
+func queryAll[T any](ctx context.Context, q querier, op string, collect func(*sql.Rows) ([]T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out, err := collect(rows)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return out, nil
 }
 
 // scanner is a *sql.Row or *sql.Rows.

@@ -51,13 +51,9 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if err != nil {
 		return nil, fmt.Errorf("reading cancel requests: %w", err)
 	}
-	rows, err := s.read.QueryContext(ctx, sqlCancelRequested, arg)
+	found, err := queryAll(ctx, s.read, "reading cancel requests", collectKeys, sqlCancelRequested, arg)
 	if err != nil {
-		return nil, wrap("reading cancel requests", err)
-	}
-	found, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("reading cancel requests", err)
+		return nil, err
 	}
 	return codec.InOrder(keys, found), nil
 }

@@ -414,13 +414,9 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if err != nil {
 		return nil, fmt.Errorf("renewing leases: %w", err)
 	}
-	rows, err := s.write.QueryContext(ctx, sqlRenewLeases, owner, micros(until), arg)
+	renewed, err := queryAll(ctx, s.write, "renewing leases", collectKeys, sqlRenewLeases, owner, micros(until), arg)
 	if err != nil {
-		return nil, wrap("renewing leases", err)
-	}
-	renewed, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("renewing leases", err)
+		return nil, err
 	}
 	return codec.Lost(keys, renewed), nil
 }

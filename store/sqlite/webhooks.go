@@ -10,9 +10,8 @@ import (
 	"github.com/turnd/turnd/turn"
 )
 
-// webhookColumns are the columns scanWebhook reads, in order.
-const webhookColumns = `id, session_id, turn_id, url, event, body, attempts, next_attempt_at, last_error,
-    created_at, delivered_at, dead_at`
+// webhookColumns are the columns collectWebhooks reads, in order.
+const webhookColumns = codec.WebhookColumns
 
 const (
 	sqlInsertWebhook = `INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
@@ -77,15 +76,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 	if limit <= 0 {
 		return []turn.Webhook{}, nil
 	}
-	rows, err := s.write.QueryContext(ctx, sqlClaimWebhooks, micros(now), micros(now.Add(lease)), limit)
-	if err != nil {
-		return nil, wrap("claiming webhooks", err)
-	}
-	ws, err := collectWebhooks(rows)
-	if err != nil {
-		return nil, wrap("claiming webhooks", err)
-	}
-	return ws, nil
+	return queryAll(ctx, s.write, "claiming webhooks", collectWebhooks, sqlClaimWebhooks, micros(now), micros(now.Add(lease)), limit)
 }
 
 // MarkWebhook records the outcome of an attempt on webhook id; see
@@ -112,15 +103,7 @@ func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) 
 // TurnWebhooks returns the webhooks of a turn, oldest first.
 func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhook, error) {
 	op := fmt.Sprintf("reading webhooks of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.read.QueryContext(ctx, sqlTurnWebhooks, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	ws, err := collectWebhooks(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return ws, nil
+	return queryAll(ctx, s.read, op, collectWebhooks, sqlTurnWebhooks, k.SessionID, k.TurnID)
 }
 
 // collectWebhooks reads rows of webhookColumns and closes rows.
@@ -129,16 +112,14 @@ func collectWebhooks(rows *sql.Rows) ([]turn.Webhook, error) {
 	ws := []turn.Webhook{}
 	for rows.Next() {
 		var (
-			w               turn.Webhook
-			body            string
+			r               codec.WebhookRow
 			next, created   int64
 			delivered, dead sql.NullInt64
 		)
-		if err := rows.Scan(&w.ID, &w.SessionID, &w.TurnID, &w.URL, &w.Event, &body, &w.Attempts,
-			&next, &w.LastError, &created, &delivered, &dead); err != nil {
+		if err := rows.Scan(r.Dest(&next, &created, &delivered, &dead)...); err != nil {
 			return nil, err
 		}
-		w.Body = []byte(body)
+		w := r.Webhook()
 		w.NextAttemptAt, w.CreatedAt = fromMicros(next), fromMicros(created)
 		w.DeliveredAt, w.DeadAt = fromNullMicros(delivered), fromNullMicros(dead)
 		ws = append(ws, w)
