@@ -46,6 +46,22 @@ type parkedCallWire struct {
 	OnCancel          string     `json:"on_cancel"`
 }
 
+// The pages' bodies: the rows and the next page's cursor.
+type (
+	sessionPageWire struct {
+		Sessions  []sessionSummaryWire `json:"sessions"`
+		NextAfter string               `json:"next_after"`
+	}
+	turnPageWire struct {
+		Turns     []turnSummaryWire `json:"turns"`
+		NextAfter string            `json:"next_after"`
+	}
+	pendingPageWire struct {
+		Pending   []parkedCallWire `json:"pending"`
+		NextAfter string           `json:"next_after"`
+	}
+)
+
 // listQuery reads a listing's after and limit (default 50, 1-500).
 func listQuery(r *http.Request) (turn.Cursor, int, error) {
 	q := r.URL.Query()
@@ -109,12 +125,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		wire: func(sum turn.SessionSummary) sessionSummaryWire {
 			return sessionSummaryWire{toSessionWire(sum.Session), sum.Turns, sum.Pending, sum.LastActivity.UTC()}
 		},
-		body: func(rows []sessionSummaryWire, next string) any {
-			return struct {
-				Sessions  []sessionSummaryWire `json:"sessions"`
-				NextAfter string               `json:"next_after"`
-			}{rows, next}
-		},
+		body: func(rows []sessionSummaryWire, next string) any { return sessionPageWire{rows, next} },
 	}.serve(s, w, r)
 }
 
@@ -134,12 +145,7 @@ func (s *server) listTurns(w http.ResponseWriter, r *http.Request) {
 			return turnSummaryWire{ID: t.ID, Status: string(t.Status), Calls: t.Calls, Pending: t.Pending,
 				CreatedAt: t.CreatedAt.UTC(), SettledAt: timePtr(t.SettledAt)}
 		},
-		body: func(rows []turnSummaryWire, next string) any {
-			return struct {
-				Turns     []turnSummaryWire `json:"turns"`
-				NextAfter string            `json:"next_after"`
-			}{rows, next}
-		},
+		body: func(rows []turnSummaryWire, next string) any { return turnPageWire{rows, next} },
 	}.serve(s, w, r)
 }
 
@@ -161,12 +167,7 @@ func (s *server) listPending(w http.ResponseWriter, r *http.Request) {
 			}
 			return pw
 		},
-		body: func(rows []parkedCallWire, next string) any {
-			return struct {
-				Pending   []parkedCallWire `json:"pending"`
-				NextAfter string           `json:"next_after"`
-			}{rows, next}
-		},
+		body: func(rows []parkedCallWire, next string) any { return pendingPageWire{rows, next} },
 	}.serve(s, w, r)
 }
 

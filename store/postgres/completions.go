@@ -479,20 +479,26 @@ func scanCompletion(row pgx.Row) (turn.Completion, error) {
 
 // collectCompletions reads rows of completionColumns and closes rows.
 func collectCompletions(rows pgx.Rows) ([]turn.Completion, error) {
-	cs := []turn.Completion{}
 	var r completionRow
-	_, err := pgx.ForEachRow(rows, r.dest(), func() error {
-		c, err := r.completion()
+	return forEach(rows, r.dest(), r.completion)
+}
+
+// forEach reads rows into dest, one value a row from row (which reads dest),
+// and closes rows; the first error ends it.
+func forEach[T any](rows pgx.Rows, dest []any, row func() (T, error)) ([]T, error) {
+	out := []T{}
+	_, err := pgx.ForEachRow(rows, dest, func() error {
+		v, err := row()
 		if err != nil {
 			return err
 		}
-		cs = append(cs, c)
+		out = append(out, v)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return cs, nil
+	return out, nil
 }
 
 // completionRow scans completionColumns.

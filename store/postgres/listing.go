@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/store/internal/codec"
@@ -45,58 +46,40 @@ LIMIT $5`
 
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
-	const op = "listing sessions"
-	rows, err := s.pool.Query(ctx, ListSessionsSQL, codec.CursorTime(after), after.ID, limit)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	defer rows.Close()
-	var out []turn.SessionSummary
-	for rows.Next() {
-		var id string
-		var row sessionRow
-		var sum turn.SessionSummary
-		var last pgtype.Int8
-		if err := rows.Scan(append([]any{&id}, append(row.dest(), &sum.Turns, &sum.Pending, &last)...)...); err != nil {
-			return nil, wrap(op, err)
-		}
+	return queryAll(ctx, s.pool, "listing sessions", collectSessionSummaries,
+		ListSessionsSQL, codec.CursorTime(after), after.ID, limit)
+}
+
+func collectSessionSummaries(rows pgx.Rows) ([]turn.SessionSummary, error) {
+	var (
+		id             string
+		row            sessionRow
+		turns, pending int64
+		last           pgtype.Int8
+	)
+	return forEach(rows, append([]any{&id}, append(row.dest(), &turns, &pending, &last)...), func() (turn.SessionSummary, error) {
 		sess, err := row.session(id)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		sum.Session = sess
-		sum.LastActivity = codec.LastActivity(sess.CreatedAt, last.Int64, last.Valid)
-		out = append(out, sum)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+		return turn.SessionSummary{Session: sess, Turns: turns, Pending: pending,
+			LastActivity: codec.LastActivity(sess.CreatedAt, last.Int64, last.Valid)}, err
+	})
 }
 
 // ListTurns returns a page of a session's turns; see turn.Lister.
 func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
-	op := "listing turns of session " + sessionID
-	rows, err := s.pool.Query(ctx, ListTurnsSQL, sessionID, codec.CursorTime(after), after.ID, string(status), limit)
-	if err != nil {
-		return nil, wrap(op, err)
+	collect := func(rows pgx.Rows) ([]turn.TurnSummary, error) {
+		var (
+			t                turn.TurnSummary
+			st               string
+			created, settled pgtype.Timestamptz
+		)
+		return forEach(rows, []any{&t.ID, &st, &t.Calls, &created, &settled, &t.Pending}, func() (turn.TurnSummary, error) {
+			x := t
+			x.SessionID, x.Status, x.CreatedAt, x.SettledAt = sessionID, turn.Status(st), fromNullTime(created), fromNullTime(settled)
+			return x, nil
+		})
 	}
-	defer rows.Close()
-	var out []turn.TurnSummary
-	for rows.Next() {
-		t := turn.TurnSummary{SessionID: sessionID}
-		var st string
-		var created, settled pgtype.Timestamptz
-		if err := rows.Scan(&t.ID, &st, &t.Calls, &created, &settled, &t.Pending); err != nil {
-			return nil, wrap(op, err)
-		}
-		t.Status, t.CreatedAt, t.SettledAt = turn.Status(st), fromNullTime(created), fromNullTime(settled)
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.pool, "listing turns of session "+sessionID, collect,
+		ListTurnsSQL, sessionID, codec.CursorTime(after), after.ID, string(status), limit)
 }
 
 // ListParked returns a page of the pending completions; see turn.Lister.
@@ -106,26 +89,20 @@ func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	rows, err := s.pool.Query(ctx, ListParkedSQL, at, sid, tid, idx, limit)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	defer rows.Close()
-	var out []turn.ParkedCall
-	for rows.Next() {
-		var p turn.ParkedCall
-		var deadline, hbDeadline, created pgtype.Timestamptz
-		var hbTimeout int64
-		if err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-			&hbDeadline, &p.OnTimeout, &p.OnCancel, &created); err != nil {
-			return nil, wrap(op, err)
-		}
-		p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
-		p.HeartbeatTimeout = codec.FromMicros(hbTimeout)
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.pool, op, collectParked, ListParkedSQL, at, sid, tid, idx, limit)
+}
+
+func collectParked(rows pgx.Rows) ([]turn.ParkedCall, error) {
+	var (
+		p                             turn.ParkedCall
+		deadline, hbDeadline, created pgtype.Timestamptz
+		hbTimeout                     int64
+	)
+	return forEach(rows, []any{&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
+		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created}, func() (turn.ParkedCall, error) {
+		x := p
+		x.Deadline, x.HeartbeatDeadline, x.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
+		x.HeartbeatTimeout = codec.FromMicros(hbTimeout)
+		return x, nil
+	})
 }

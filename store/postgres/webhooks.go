@@ -109,20 +109,14 @@ func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhoo
 
 // collectWebhooks reads rows of webhookColumns and closes rows.
 func collectWebhooks(rows pgx.Rows) ([]turn.Webhook, error) {
-	ws := []turn.Webhook{}
 	var (
 		r                            codec.WebhookRow
 		next, created, deliv, deadAt pgtype.Timestamptz
 	)
-	_, err := pgx.ForEachRow(rows, r.Dest(&next, &created, &deliv, &deadAt), func() error {
+	return forEach(rows, r.Dest(&next, &created, &deliv, &deadAt), func() (turn.Webhook, error) {
 		w := r.Webhook()
 		w.NextAttemptAt, w.CreatedAt = fromNullTime(next), fromNullTime(created)
 		w.DeliveredAt, w.DeadAt = fromNullTime(deliv), fromNullTime(deadAt)
-		ws = append(ws, w)
-		return nil
+		return w, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ws, nil
 }

@@ -363,18 +363,24 @@ func scanCompletion(row scanner) (turn.Completion, error) {
 }
 
 // collectCompletions reads rows of completionColumns and closes rows.
-func collectCompletions(rows *sql.Rows) ([]turn.Completion, error) {
-	defer rows.Close()
-	cs := []turn.Completion{}
-	for rows.Next() {
-		c, err := scanCompletion(rows)
-		if err != nil {
+var collectCompletions = collectRows(scanCompletion)
+
+// collectRows returns a function that reads rows, a value a row with
+// scan, and closes rows; the first error ends it.
+func collectRows[T any](scan func(scanner) (T, error)) func(*sql.Rows) ([]T, error) {
+	return func(rows *sql.Rows) ([]T, error) {
+		defer rows.Close()
+		out := []T{}
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		cs = append(cs, c)
+		return out, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return cs, nil
 }

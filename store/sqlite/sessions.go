@@ -74,7 +74,7 @@ type sessionRow struct {
 }
 
 func (r *sessionRow) dest() []any {
-	return []any{&r.Tools, &r.Budget, &r.CallbackURL, &r.Metadata, &r.createdAt}
+	return r.Dest(&r.createdAt)
 }
 
 func (r *sessionRow) session(id string) (turn.Session, error) {

@@ -422,15 +422,8 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 }
 
 // collectKeys reads (session_id, id) rows and closes rows.
-func collectKeys(rows *sql.Rows) ([]turn.TurnKey, error) {
-	defer rows.Close()
-	keys := []turn.TurnKey{}
-	for rows.Next() {
-		var k turn.TurnKey
-		if err := rows.Scan(&k.SessionID, &k.TurnID); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
-}
+var collectKeys = collectRows(func(row scanner) (turn.TurnKey, error) {
+	var k turn.TurnKey
+	err := row.Scan(&k.SessionID, &k.TurnID)
+	return k, err
+})

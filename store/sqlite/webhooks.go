@@ -107,25 +107,17 @@ func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhoo
 }
 
 // collectWebhooks reads rows of webhookColumns and closes rows.
-func collectWebhooks(rows *sql.Rows) ([]turn.Webhook, error) {
-	defer rows.Close()
-	ws := []turn.Webhook{}
-	for rows.Next() {
-		var (
-			r               codec.WebhookRow
-			next, created   int64
-			delivered, dead sql.NullInt64
-		)
-		if err := rows.Scan(r.Dest(&next, &created, &delivered, &dead)...); err != nil {
-			return nil, err
-		}
-		w := r.Webhook()
-		w.NextAttemptAt, w.CreatedAt = fromMicros(next), fromMicros(created)
-		w.DeliveredAt, w.DeadAt = fromNullMicros(delivered), fromNullMicros(dead)
-		ws = append(ws, w)
+var collectWebhooks = collectRows(func(row scanner) (turn.Webhook, error) {
+	var (
+		r               codec.WebhookRow
+		next, created   int64
+		delivered, dead sql.NullInt64
+	)
+	if err := row.Scan(r.Dest(&next, &created, &delivered, &dead)...); err != nil {
+		return turn.Webhook{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return ws, nil
-}
+	w := r.Webhook()
+	w.NextAttemptAt, w.CreatedAt = fromMicros(next), fromMicros(created)
+	w.DeliveredAt, w.DeadAt = fromNullMicros(delivered), fromNullMicros(dead)
+	return w, nil
+})

@@ -39,6 +39,13 @@ type SessionRow struct {
 	CallbackURL             string
 }
 
+// Dest returns the scan destinations of the columns tools, budget,
+// callback_url, metadata and created_at: r's fields and the store's
+// destination of created_at.
+func (r *SessionRow) Dest(created any) []any {
+	return []any{&r.Tools, &r.Budget, &r.CallbackURL, &r.Metadata, created}
+}
+
 // Session decodes r as the session id, created at createdAt.
 func (r *SessionRow) Session(id string, createdAt time.Time) (turn.Session, error) {
 	tools, err := DecodeTools(r.Tools)
