@@ -18,10 +18,7 @@ import (
 // foreign key violations → turn.ErrNotFound); for an unreachable database
 // both turn.ErrUnavailable and the cause stay in the chain.
 func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return codec.Wrap(op, err, kind(err))
+	return codec.Wrap(op, err, kind)
 }
 
 // kind classifies a driver error: the domain error it stands for, or nil.

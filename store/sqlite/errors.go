@@ -15,10 +15,7 @@ import (
 // wrap translates err at the store boundary and says what was being done;
 // see codec.Wrap and kind.
 func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return codec.Wrap(op, err, kind(err))
+	return codec.Wrap(op, err, kind)
 }
 
 // kind classifies a driver error: sql.ErrNoRows and foreign key violations

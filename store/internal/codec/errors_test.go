@@ -24,7 +24,7 @@ func TestWrap(t *testing.T) {
 		{turn.ErrRejected, true},
 	}
 	for _, tt := range tests {
-		got := codec.Wrap("doing it", cause, tt.kind)
+		got := codec.Wrap("doing it", cause, func(error) error { return tt.kind })
 		if tt.kind != nil && !errors.Is(got, tt.kind) {
 			t.Errorf("Wrap(kind %v) = %v, not that kind", tt.kind, got)
 		}
@@ -35,7 +35,7 @@ func TestWrap(t *testing.T) {
 			t.Errorf("Wrap(kind %v) = %q, without what was being done", tt.kind, got)
 		}
 	}
-	if codec.Wrap("x", nil, turn.ErrNotFound) != nil {
+	if codec.Wrap("x", nil, func(error) error { panic("a nil error classified") }) != nil {
 		t.Error("Wrap of a nil error is not nil")
 	}
 }
