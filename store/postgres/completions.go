@@ -458,14 +458,7 @@ func settleArgs(b turn.ResolveBatch) (int, map[string]any, error) {
 // them; an error of either is wrapped with op.
 func queryAll[T any](ctx context.Context, q *pgxpool.Pool, op string, collect func(pgx.Rows) ([]T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	out, err := collect(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return codec.Collect(op, rows, err, collect, kind)
 }
 
 // scanCompletion scans one row of completionColumns.

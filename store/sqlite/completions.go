@@ -330,14 +330,7 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 // them; an error of either is wrapped with op.
 func queryAll[T any](ctx context.Context, q querier, op string, collect func(*sql.Rows) ([]T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	out, err := collect(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return codec.Collect(op, rows, err, collect, kind)
 }
 
 // scanner is a *sql.Row or *sql.Rows.

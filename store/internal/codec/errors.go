@@ -26,3 +26,16 @@ func Wrap(op string, err error, kind func(error) error) error {
 		return fmt.Errorf("%s: %w", op, k)
 	}
 }
+
+// Collect reads with collect the rows of a query that returned err (nil:
+// it ran); an error of either is wrapped with op as Wrap does.
+func Collect[R, T any](op string, rows R, err error, collect func(R) ([]T, error), kind func(error) error) ([]T, error) {
+	if err != nil {
+		return nil, Wrap(op, err, kind)
+	}
+	out, err := collect(rows)
+	if err != nil {
+		return nil, Wrap(op, err, kind)
+	}
+	return out, nil
+}

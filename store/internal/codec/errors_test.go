@@ -39,3 +39,23 @@ func TestWrap(t *testing.T) {
 		t.Error("Wrap of a nil error is not nil")
 	}
 }
+
+func TestCollect(t *testing.T) {
+	t.Parallel()
+	notFound := func(error) error { return turn.ErrNotFound }
+	collect := func(rows []int) ([]int, error) {
+		if rows == nil {
+			return nil, errors.New("no rows to read")
+		}
+		return rows, nil
+	}
+	if got, err := codec.Collect("reading", []int{1, 2}, nil, collect, notFound); err != nil || len(got) != 2 {
+		t.Errorf("Collect = %v, %v", got, err)
+	}
+	if _, err := codec.Collect("reading", []int{1}, errors.New("query failed"), collect, notFound); !errors.Is(err, turn.ErrNotFound) || !strings.HasPrefix(err.Error(), "reading: ") {
+		t.Errorf("a failed query: %v", err)
+	}
+	if _, err := codec.Collect[[]int, int]("reading", nil, nil, collect, notFound); !errors.Is(err, turn.ErrNotFound) {
+		t.Errorf("a failed read: %v", err)
+	}
+}
