@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // completionColumns are the columns completionRow scans, in order.
-const completionColumns = codec.CompletionColumns
+const completionColumns = sqlstore.CompletionColumns
 
 const (
 	// A key already recorded is left as it is: issuing is idempotent. The
@@ -66,7 +66,7 @@ ORDER BY call_idx, created_at, key_hash`
 // options when its call parks. A key of a turn that does not exist is
 // turn.ErrNotFound.
 func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
-	op := fmt.Sprintf("issuing completion %s of turn %s/%s", codec.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
+	op := fmt.Sprintf("issuing completion %s of turn %s/%s", sqlstore.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
 	_, err := s.pool.Exec(ctx, sqlIssueCompletion,
 		c.KeyHash[:], c.SessionID, c.TurnID, int32(c.CallIndex), c.CallID, c.CallName, c.CreatedAt)
 	return wrap(op, err)
@@ -75,7 +75,7 @@ func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 // GetCompletion returns the completion with that key hash, or
 // turn.ErrNotFound.
 func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
-	op := "getting completion " + codec.Fingerprint(keyHash)
+	op := "getting completion " + sqlstore.Fingerprint(keyHash)
 	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, keyHash[:]))
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
@@ -87,12 +87,12 @@ func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Compl
 // see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
 // the payload arrived) until the completion is resolved.
 func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
-	op := "delivering early to completion " + codec.Fingerprint(keyHash)
-	p, err := codec.RawJSON("payload", payload)
+	op := "delivering early to completion " + sqlstore.Fingerprint(keyHash)
+	p, err := sqlstore.RawJSON("payload", payload)
 	if err != nil {
 		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
 	}
-	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, keyHash[:], nullText(p), codec.Hash(payloadHash), nullTime(now)))
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullTime(now)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.stateError(ctx, op, keyHash, turn.CompletionIssued)
 	}
@@ -107,7 +107,7 @@ func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json
 // at the Deadline, and never back; a completion without a heartbeat clock
 // is returned unchanged.
 func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
-	op := "extending heartbeat of completion " + codec.Fingerprint(keyHash)
+	op := "extending heartbeat of completion " + sqlstore.Fingerprint(keyHash)
 	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlHeartbeat, keyHash[:], now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.stateError(ctx, op, keyHash, turn.CompletionPending)
@@ -125,7 +125,7 @@ func (s *Store) stateError(ctx context.Context, op string, keyHash [32]byte, wan
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
 	}
-	return c, fmt.Errorf("%s: %w", op, codec.StateError(keyHash, c.Status, want))
+	return c, fmt.Errorf("%s: %w", op, sqlstore.StateError(keyHash, c.Status, want))
 }
 
 // DueCompletions returns up to limit pending completions whose deadline or
@@ -160,17 +160,17 @@ func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Com
 func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
 	get := func() (string, bool, error) {
 		var v string
-		err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
+		err := s.pool.QueryRow(ctx, sqlGetSetting, sqlstore.SecretName).Scan(&v)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return "", false, nil
 		}
 		return v, err == nil, wrap("reading completion secret", err)
 	}
 	insert := func(v string) error {
-		_, err := s.pool.Exec(ctx, sqlInsertSetting, codec.SecretName, v)
+		_, err := s.pool.Exec(ctx, sqlInsertSetting, sqlstore.SecretName, v)
 		return wrap("storing completion secret", err)
 	}
-	return codec.Secret(get, insert, generate)
+	return sqlstore.Secret(get, insert, generate)
 }
 
 // RecordLate's statements. The completion's row is locked first (FOR
@@ -213,7 +213,7 @@ func lateArgs(k turn.TurnKey, l turn.Late) (int, map[string]any, error) {
 // most l.Max times per key; see turn.CompletionStore.
 func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
 	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
-	if err := codec.CheckLate(k, l); err != nil {
+	if err := sqlstore.CheckLate(k, l); err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	variant, args, err := lateArgs(k, l)
@@ -226,7 +226,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 		if err := tx.QueryRow(ctx, sqlLockLate, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
 			return err
 		}
-		outcome = codec.LateDecision(hashes, l)
+		outcome = sqlstore.LateDecision(hashes, l)
 		switch outcome {
 		case turn.LateRepeated:
 			return nil
@@ -321,7 +321,7 @@ const (
 // status. Either way nothing is written.
 func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
 	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
-	if err := codec.CheckResolve(b); err != nil {
+	if err := sqlstore.CheckResolve(b); err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	wparts, wargs, err := resolveArgs(b)
@@ -371,7 +371,7 @@ func lockResolve(ctx context.Context, tx pgx.Tx, b turn.ResolveBatch, keys [][]b
 	if err != nil {
 		return err
 	}
-	return codec.CheckExpected(b.Items, statuses)
+	return sqlstore.CheckExpected(b.Items, statuses)
 }
 
 func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.CompletionStatus, error) {
@@ -390,7 +390,7 @@ func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.Complet
 	var key []byte
 	var status string
 	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
-		h, err := codec.DecodeHash(key)
+		h, err := sqlstore.DecodeHash(key)
 		if err != nil {
 			return err
 		}
@@ -407,18 +407,18 @@ func resolveArgs(b turn.ResolveBatch) (int, map[string]any, error) {
 	keys, hashes := make([][]byte, n), make([][]byte, n)
 	statuses, payloads := make([]string, n), make([]*string, n)
 	for i, it := range b.Items {
-		p, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
+		p, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
 		if err != nil {
 			return 0, nil, err
 		}
-		keys[i], hashes[i] = it.KeyHash[:], codec.Hash(it.PayloadHash)
+		keys[i], hashes[i] = it.KeyHash[:], sqlstore.Hash(it.PayloadHash)
 		statuses[i], payloads[i] = string(it.Status), nullText(p)
 	}
 	args := map[string]any{
 		"session": b.Key.SessionID, "turn": b.Key.TurnID, "now": b.Now,
 		"c_key": keys, "c_status": statuses, "c_payload": payloads, "c_hash": hashes,
 	}
-	results, outputs := codec.ResolveWrites(b)
+	results, outputs := sqlstore.ResolveWrites(b)
 	parts, err := writeArgs(args, b.Key, b.Lines, results, outputs)
 	if err != nil {
 		return 0, nil, err
@@ -458,7 +458,7 @@ func settleArgs(b turn.ResolveBatch) (int, map[string]any, error) {
 // them; an error of either is wrapped with op.
 func queryAll[T any](ctx context.Context, q *pgxpool.Pool, op string, collect func(pgx.Rows) ([]T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, query, args...)
-	return codec.Collect(op, rows, err, collect, kind)
+	return sqlstore.Collect(op, rows, err, collect, kind)
 }
 
 // scanCompletion scans one row of completionColumns.
@@ -496,7 +496,7 @@ func forEach[T any](rows pgx.Rows, dest []any, row func() (T, error)) ([]T, erro
 
 // completionRow scans completionColumns.
 type completionRow struct {
-	codec.CompletionRow
+	sqlstore.CompletionRow
 	deadline, hbDeadline, created, resolved pgtype.Timestamptz
 }
 

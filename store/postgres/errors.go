@@ -9,16 +9,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // wrap translates err at the store boundary and says what was being done;
-// see codec.Wrap. Domain errors replace driver ones (pgx.ErrNoRows and
+// see sqlstore.Wrap. Domain errors replace driver ones (pgx.ErrNoRows and
 // foreign key violations → turn.ErrNotFound); for an unreachable database
 // both turn.ErrUnavailable and the cause stay in the chain.
 func wrap(op string, err error) error {
-	return codec.Wrap(op, err, kind)
+	return sqlstore.Wrap(op, err, kind)
 }
 
 // kind classifies a driver error: the domain error it stands for, or nil.

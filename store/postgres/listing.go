@@ -7,12 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // The listings read one index each (migration 11), backwards from the
-// cursor; the first page starts from a cursor after every row (codec.ListStart).
+// cursor; the first page starts from a cursor after every row (sqlstore.ListStart).
 // A listed session's counts and last activity are probes of the turns'
 // primary key, completions_turn and the ledger's primary key: a page of n
 // sessions costs n of each, whatever the number of sessions.
@@ -47,7 +47,7 @@ LIMIT $5`
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
 	return queryAll(ctx, s.pool, "listing sessions", collectSessionSummaries,
-		ListSessionsSQL, codec.CursorTime(after), after.ID, limit)
+		ListSessionsSQL, sqlstore.CursorTime(after), after.ID, limit)
 }
 
 func collectSessionSummaries(rows pgx.Rows) ([]turn.SessionSummary, error) {
@@ -60,7 +60,7 @@ func collectSessionSummaries(rows pgx.Rows) ([]turn.SessionSummary, error) {
 	return forEach(rows, append([]any{&id}, append(row.dest(), &turns, &pending, &last)...), func() (turn.SessionSummary, error) {
 		sess, err := row.session(id)
 		return turn.SessionSummary{Session: sess, Turns: turns, Pending: pending,
-			LastActivity: codec.LastActivity(sess.CreatedAt, last.Int64, last.Valid)}, err
+			LastActivity: sqlstore.LastActivity(sess.CreatedAt, last.Int64, last.Valid)}, err
 	})
 }
 
@@ -79,13 +79,13 @@ func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Curs
 		})
 	}
 	return queryAll(ctx, s.pool, "listing turns of session "+sessionID, collect,
-		ListTurnsSQL, sessionID, codec.CursorTime(after), after.ID, string(status), limit)
+		ListTurnsSQL, sessionID, sqlstore.CursorTime(after), after.ID, string(status), limit)
 }
 
 // ListParked returns a page of the pending completions; see turn.Lister.
 func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	const op = "listing parked calls"
-	at, sid, tid, idx, err := codec.ParkedCursor(after)
+	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -102,7 +102,7 @@ func collectParked(rows pgx.Rows) ([]turn.ParkedCall, error) {
 		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created}, func() (turn.ParkedCall, error) {
 		x := p
 		x.Deadline, x.HeartbeatDeadline, x.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
-		x.HeartbeatTimeout = codec.FromMicros(hbTimeout)
+		x.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
 		return x, nil
 	})
 }

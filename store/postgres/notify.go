@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -63,7 +63,7 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if err != nil {
 		return nil, err
 	}
-	return codec.InOrder(keys, found), nil
+	return sqlstore.InOrder(keys, found), nil
 }
 
 // keyColumns returns keys as two arrays, of session ids and turn ids, for

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -475,7 +475,7 @@ type encodedRecord struct {
 	key   turn.TurnKey
 	r     turn.Record
 	calls []byte
-	lines []byte    // the lines as a ledger batch (codec.LinesJSON)
+	lines []byte    // the lines as a ledger batch (sqlstore.LinesJSON)
 	outs  []*string // result outputs
 	res   []turn.Result
 }
@@ -487,22 +487,22 @@ func (e *encodedRecord) op() string {
 
 // encode checks r and encodes it into e.
 func (e *encodedRecord) encode(r *turn.Record) error {
-	if err := codec.CheckRecord(r); err != nil {
+	if err := sqlstore.CheckRecord(r); err != nil {
 		return err
 	}
 	e.key = turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
 	e.r = *r
 	var err error
-	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
+	if e.calls, err = sqlstore.Calls(r.Turn.Calls); err != nil {
 		return fmt.Errorf("%s: %w", e.op(), err)
 	}
-	if e.lines, err = codec.LinesJSON(e.key, r.Lines); err != nil {
+	if e.lines, err = sqlstore.LinesJSON(e.key, r.Lines); err != nil {
 		return fmt.Errorf("%s: %w", e.op(), err)
 	}
-	e.res = codec.Results(r.Results)
+	e.res = sqlstore.Results(r.Results)
 	e.outs = make([]*string, len(e.res))
 	for i, res := range e.res {
-		out, err := codec.OutputJSON(res.Index, res.Output)
+		out, err := sqlstore.OutputJSON(res.Index, res.Output)
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.op(), err)
 		}
@@ -579,13 +579,13 @@ func recordArgs(batch []*recordCall) (map[string]any, int) {
 			if data == nil {
 				data = []byte{} // data is NOT NULL; nil means empty
 			}
-			oTurn, oID, oTurnID = append(oTurn, ord), append(oID, o.ID), append(oTurnID, codec.OutputTurn(o, e.key))
+			oTurn, oID, oTurnID = append(oTurn, ord), append(oID, o.ID), append(oTurnID, sqlstore.OutputTurn(o, e.key))
 			oCall, oType, oData = append(oCall, o.CallID), append(oType, o.ContentType), append(oData, data)
 			oCreated, oExpires = append(oCreated, pgtype.Timestamptz{Time: o.CreatedAt, Valid: true}), append(oExpires, nullTime(o.ExpiresAt))
 		}
 		if w := e.r.Webhook; w != nil {
 			wTurn, wID, wURL, wEvent, wBody = append(wTurn, ord), append(wID, w.ID), append(wURL, w.URL), append(wEvent, w.Event), append(wBody, string(w.Body))
-			wNext, wCreated = append(wNext, pgtype.Timestamptz{Time: codec.WebhookDue(w), Valid: true}), append(wCreated, pgtype.Timestamptz{Time: w.CreatedAt, Valid: true})
+			wNext, wCreated = append(wNext, pgtype.Timestamptz{Time: sqlstore.WebhookDue(w), Valid: true}), append(wCreated, pgtype.Timestamptz{Time: w.CreatedAt, Valid: true})
 		}
 	}
 	args := map[string]any{

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -24,7 +24,7 @@ import (
 // RETURNING row is the session as stored and carries the line's seq.
 //
 // $1 session id, $2 turn id, $3–$11 the turn's other columns, $12–$16 the
-// session's, $17 the line as a ledger batch of one (codec.LinesJSON).
+// session's, $17 the line as a ledger batch of one (sqlstore.LinesJSON).
 const sqlReceiveTurn = `WITH t AS (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
     VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
@@ -47,12 +47,12 @@ SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`
 // turn.ErrTurnExists the recorded turn is read afterwards (the rare path),
 // and ReceiveResult.Session is left zero.
 func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
-	rc, err := codec.ReceiveColumns(&r)
+	rc, err := sqlstore.ReceiveColumns(&r)
 	if err != nil {
 		return turn.ReceiveResult{}, err
 	}
 	op, calls := rc.Op, rc.Calls
-	line, err := codec.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
+	line, err := sqlstore.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
 	if err != nil {
 		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -140,7 +140,7 @@ var commitSQL = variants(commitLease, commitEnd, writeLines, writeResults, write
 // current expiry. Parks of keys that are not this turn's are ignored.
 func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
-	if err := codec.CheckCommit(c); err != nil {
+	if err := sqlstore.CheckCommit(c); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	parts, args, err := commitArgs(c)
@@ -162,7 +162,7 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 // one array per column of the lines, results, outputs and parks — and says
 // which parts the statement needs.
 func commitArgs(c turn.Commit) (int, map[string]any, error) {
-	release := c.Status != "" && codec.ReleasesLease(c.Status)
+	release := c.Status != "" && sqlstore.ReleasesLease(c.Status)
 	until := nullTime(c.LeaseUntil) // NULL (zero) keeps the current expiry
 	settled := nullTime(c.SettledAt)
 	if c.Status != "" && !c.Status.Settled() {
@@ -185,7 +185,7 @@ func commitArgs(c turn.Commit) (int, map[string]any, error) {
 		for i, p := range c.Parks {
 			keys[i] = p.KeyHash[:]
 			deadlines[i], hbDeadlines[i] = nullTime(p.Deadline), nullTime(p.HeartbeatDeadline)
-			hbTimeouts[i] = codec.Micros(p.HeartbeatTimeout)
+			hbTimeouts[i] = sqlstore.Micros(p.HeartbeatTimeout)
 			onTimeout[i], onCancel[i], cancelURL[i] = p.OnTimeout, p.OnCancel, p.CancelURL
 		}
 		args["p_key"], args["p_deadline"], args["p_hb_timeout"], args["p_hb_deadline"] = keys, deadlines, hbTimeouts, hbDeadlines
@@ -252,7 +252,7 @@ func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
 	}
 	t.Status, t.Mode, t.FailurePolicy = turn.Status(status), dispatch.Mode(mode), dispatch.FailurePolicy(policy)
 	t.CreatedAt, t.SettledAt = fromNullTime(created), fromNullTime(settled)
-	if t.Calls, err = codec.DecodeCalls(calls); err != nil {
+	if t.Calls, err = sqlstore.DecodeCalls(calls); err != nil {
 		return turn.Turn{}, err
 	}
 	rows, err := br.Query()
@@ -323,7 +323,7 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	return codec.Lost(keys, renewed), nil
+	return sqlstore.Lost(keys, renewed), nil
 }
 
 // collectKeys reads (session_id, id) rows and closes rows.

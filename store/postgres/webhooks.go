@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -24,16 +24,16 @@ const writeWebhook = `, hook AS (
 
 // webhookArgs encodes w, written under k, as the arguments of writeWebhook.
 func webhookArgs(args map[string]any, k turn.TurnKey, w *turn.Webhook) error {
-	if err := codec.CheckWebhook(k, w); err != nil {
+	if err := sqlstore.CheckWebhook(k, w); err != nil {
 		return err
 	}
 	args["w_id"], args["w_url"], args["w_event"], args["w_body"] = w.ID, w.URL, w.Event, string(w.Body)
-	args["w_next"], args["w_created"] = codec.WebhookDue(w), w.CreatedAt
+	args["w_next"], args["w_created"] = sqlstore.WebhookDue(w), w.CreatedAt
 	return nil
 }
 
 // webhookColumns are the columns collectWebhooks scans, in order.
-const webhookColumns = codec.WebhookColumns
+const webhookColumns = sqlstore.WebhookColumns
 
 const (
 	// sqlClaimWebhooks leases due open webhooks. As in ClaimTurns, SKIP
@@ -86,7 +86,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 // turn.WebhookStore.
 func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
 	op := "recording an attempt of webhook " + id
-	if err := codec.CheckWebhookMark(id, m); err != nil {
+	if err := sqlstore.CheckWebhookMark(id, m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	var marked, exists bool
@@ -110,7 +110,7 @@ func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhoo
 // collectWebhooks reads rows of webhookColumns and closes rows.
 func collectWebhooks(rows pgx.Rows) ([]turn.Webhook, error) {
 	var (
-		r                            codec.WebhookRow
+		r                            sqlstore.WebhookRow
 		next, created, deliv, deadAt pgtype.Timestamptz
 	)
 	return forEach(rows, r.Dest(&next, &created, &deliv, &deadAt), func() (turn.Webhook, error) {

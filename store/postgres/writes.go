@@ -3,7 +3,7 @@ package postgres
 import (
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -100,7 +100,7 @@ func linesArgs(args map[string]any, k turn.TurnKey, lines []turn.Line) (int, err
 	if n == 0 {
 		return 0, nil
 	}
-	batch, err := codec.LinesJSON(k, lines)
+	batch, err := sqlstore.LinesJSON(k, lines)
 	if err != nil {
 		return 0, err
 	}
@@ -112,7 +112,7 @@ func linesArgs(args map[string]any, k turn.TurnKey, lines []turn.Line) (int, err
 // partResults, or 0 when there are none. Results with the same Index
 // collapse to the last of them (one statement cannot upsert a row twice).
 func resultsArgs(args map[string]any, results []turn.Result) (int, error) {
-	rs := codec.Results(results)
+	rs := sqlstore.Results(results)
 	m := len(rs)
 	if m == 0 {
 		return 0, nil
@@ -125,7 +125,7 @@ func resultsArgs(args map[string]any, results []turn.Result) (int, error) {
 	outputIDs, replayed := make([]string, m), make([]string, m)
 	started, finished := make([]pgtype.Timestamptz, m), make([]pgtype.Timestamptz, m)
 	for i, r := range rs {
-		out, err := codec.OutputJSON(r.Index, r.Output)
+		out, err := sqlstore.OutputJSON(r.Index, r.Output)
 		if err != nil {
 			return 0, err
 		}
@@ -157,7 +157,7 @@ func outputsArgs(args map[string]any, k turn.TurnKey, outputs []turn.Output) int
 	data := make([][]byte, n)
 	created, expires := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 	for i, o := range outputs {
-		ids[i], turns[i], calls[i], types[i] = o.ID, codec.OutputTurn(o, k), o.CallID, o.ContentType
+		ids[i], turns[i], calls[i], types[i] = o.ID, sqlstore.OutputTurn(o, k), o.CallID, o.ContentType
 		data[i] = o.Data
 		if data[i] == nil {
 			data[i] = []byte{} // data is NOT NULL; nil means empty

@@ -8,14 +8,14 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // wrap translates err at the store boundary and says what was being done;
-// see codec.Wrap and kind.
+// see sqlstore.Wrap and kind.
 func wrap(op string, err error) error {
-	return codec.Wrap(op, err, kind)
+	return sqlstore.Wrap(op, err, kind)
 }
 
 // kind classifies a driver error: sql.ErrNoRows and foreign key violations

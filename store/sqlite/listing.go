@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -41,7 +41,7 @@ LIMIT ?`
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
 	return queryAll(ctx, s.read, "listing sessions", collectRows(scanSessionSummary),
-		sqlListSessions, micros(codec.CursorTime(after)), after.ID, limit)
+		sqlListSessions, micros(sqlstore.CursorTime(after)), after.ID, limit)
 }
 
 func scanSessionSummary(rows scanner) (turn.SessionSummary, error) {
@@ -54,7 +54,7 @@ func scanSessionSummary(rows scanner) (turn.SessionSummary, error) {
 	}
 	sess, err := row.session(id)
 	sum.Session = sess
-	sum.LastActivity = codec.LastActivity(sess.CreatedAt, last.Int64, last.Valid)
+	sum.LastActivity = sqlstore.LastActivity(sess.CreatedAt, last.Int64, last.Valid)
 	return sum, err
 }
 
@@ -70,13 +70,13 @@ func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Curs
 		return t, err
 	}
 	return queryAll(ctx, s.read, "listing turns of session "+sessionID, collectRows(scan),
-		sqlListTurns, sessionID, micros(codec.CursorTime(after)), after.ID, string(status), limit)
+		sqlListTurns, sessionID, micros(sqlstore.CursorTime(after)), after.ID, string(status), limit)
 }
 
 // ListParked returns a page of the pending completions; see turn.Lister.
 func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	const op = "listing parked calls"
-	at, sid, tid, idx, err := codec.ParkedCursor(after)
+	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -90,6 +90,6 @@ func scanParked(rows scanner) (turn.ParkedCall, error) {
 	err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
 		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created)
 	p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
-	p.HeartbeatTimeout = codec.FromMicros(hbTimeout)
+	p.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
 	return p, err
 }

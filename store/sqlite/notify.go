@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -55,7 +55,7 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if err != nil {
 		return nil, err
 	}
-	return codec.InOrder(keys, found), nil
+	return sqlstore.InOrder(keys, found), nil
 }
 
 // keyPairs encodes keys as a JSON array of [session, turn] pairs, which

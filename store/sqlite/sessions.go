@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -54,7 +54,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (turn.Session, error)
 // sessionArgs encodes sess as the arguments id, tools, budget, callback_url,
 // metadata, created_at.
 func sessionArgs(sess turn.Session) ([]any, error) {
-	c, err := codec.SessionColumns(sess)
+	c, err := sqlstore.SessionColumns(sess)
 	if err != nil {
 		return nil, err
 	}
@@ -62,14 +62,14 @@ func sessionArgs(sess turn.Session) ([]any, error) {
 }
 
 // sessionColumnArgs is sessionArgs with sess's columns already encoded.
-func sessionColumnArgs(sess turn.Session, c codec.SessionCols) []any {
+func sessionColumnArgs(sess turn.Session, c sqlstore.SessionCols) []any {
 	return []any{sess.ID, nullText(c.Tools), string(c.Budget), sess.CallbackURL, nullText(c.Metadata), micros(sess.CreatedAt)}
 }
 
 // sessionRow scans the columns tools, budget, callback_url, metadata,
 // created_at.
 type sessionRow struct {
-	codec.SessionRow
+	sqlstore.SessionRow
 	createdAt int64
 }
 

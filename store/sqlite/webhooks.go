@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // webhookColumns are the columns collectWebhooks reads, in order.
-const webhookColumns = codec.WebhookColumns
+const webhookColumns = sqlstore.WebhookColumns
 
 const (
 	sqlInsertWebhook = `INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
@@ -54,7 +54,7 @@ func encodeWebhook(k turn.TurnKey, w *turn.Webhook) (webhook, error) {
 	if w == nil {
 		return webhook{}, nil
 	}
-	if err := codec.CheckWebhook(k, w); err != nil {
+	if err := sqlstore.CheckWebhook(k, w); err != nil {
 		return webhook{}, err
 	}
 	return webhook{w: w}, nil
@@ -66,7 +66,7 @@ func (h webhook) insert(ctx context.Context, tx *sql.Tx, k turn.TurnKey) error {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, sqlInsertWebhook, h.w.ID, k.SessionID, k.TurnID, h.w.URL, h.w.Event,
-		string(h.w.Body), micros(codec.WebhookDue(h.w)), micros(h.w.CreatedAt))
+		string(h.w.Body), micros(sqlstore.WebhookDue(h.w)), micros(h.w.CreatedAt))
 	return err
 }
 
@@ -83,7 +83,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 // turn.WebhookStore.
 func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
 	op := "recording an attempt of webhook " + id
-	if err := codec.CheckWebhookMark(id, m); err != nil {
+	if err := sqlstore.CheckWebhookMark(id, m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -109,7 +109,7 @@ func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhoo
 // collectWebhooks reads rows of webhookColumns and closes rows.
 var collectWebhooks = collectRows(func(row scanner) (turn.Webhook, error) {
 	var (
-		r               codec.WebhookRow
+		r               sqlstore.WebhookRow
 		next, created   int64
 		delivered, dead sql.NullInt64
 	)

@@ -1,4 +1,4 @@
-package codec_test
+package sqlstore_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -16,7 +16,7 @@ func TestCompletionRow(t *testing.T) {
 	t.Parallel()
 	key, ph := [32]byte{1, 2, 3, 4}, [32]byte{9}
 	payload := []byte(` {"ok": true} `)
-	r := codec.CompletionRow{Key: key[:], Payload: payload, PayloadHash: ph[:], SessionID: "s", TurnID: "t",
+	r := sqlstore.CompletionRow{Key: key[:], Payload: payload, PayloadHash: ph[:], SessionID: "s", TurnID: "t",
 		CallID: "c", CallName: "wait", Status: "early", OnTimeout: "fail", OnCancel: "ignore", CancelURL: "http://x",
 		CallIndex: 3, HeartbeatTimeout: 1500}
 	c, err := r.Completion()
@@ -38,11 +38,11 @@ func TestCompletionRow(t *testing.T) {
 		t.Errorf("Completion() =\n %+v\nwant %+v", c, want)
 	}
 
-	r = codec.CompletionRow{Key: key[:], Status: "issued"}
+	r = sqlstore.CompletionRow{Key: key[:], Status: "issued"}
 	if c, err := r.Completion(); err != nil || c.Payload != nil || c.PayloadHash != ([32]byte{}) {
 		t.Errorf("NULL payload: %+v, %v", c, err)
 	}
-	for _, bad := range []codec.CompletionRow{{Key: key[:5]}, {Key: key[:], PayloadHash: []byte{1}}} {
+	for _, bad := range []sqlstore.CompletionRow{{Key: key[:5]}, {Key: key[:], PayloadHash: []byte{1}}} {
 		if _, err := bad.Completion(); err == nil {
 			t.Errorf("a corrupt hash decoded: %+v", bad)
 		}
@@ -67,7 +67,7 @@ func TestCheckExpected(t *testing.T) {
 		{"first item first", map[[32]byte]turn.CompletionStatus{a: turn.CompletionEarly}, turn.ErrCompletionState},
 	}
 	for _, tt := range tests {
-		err := codec.CheckExpected(items, tt.statuses)
+		err := sqlstore.CheckExpected(items, tt.statuses)
 		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 			t.Errorf("%s: CheckExpected = %v, want %v", tt.name, err, tt.want)
 		}

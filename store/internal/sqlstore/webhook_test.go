@@ -1,10 +1,10 @@
-package codec_test
+package sqlstore_test
 
 import (
 	"reflect"
 	"testing"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -13,7 +13,7 @@ import (
 func TestWebhookRow(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"event": "turn.settled"}`)
-	r := codec.WebhookRow{ID: "w", SessionID: "s", TurnID: "t", URL: "http://x", Event: "turn.settled", Body: body, Attempts: 2, LastError: "503"}
+	r := sqlstore.WebhookRow{ID: "w", SessionID: "s", TurnID: "t", URL: "http://x", Event: "turn.settled", Body: body, Attempts: 2, LastError: "503"}
 	got := r.Webhook()
 	want := turn.Webhook{ID: "w", SessionID: "s", TurnID: "t", URL: "http://x", Event: "turn.settled", Body: []byte(`{"event": "turn.settled"}`), Attempts: 2, LastError: "503"}
 	if !reflect.DeepEqual(got, want) {

@@ -1,11 +1,11 @@
-package codec_test
+package sqlstore_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -24,7 +24,7 @@ func TestWrap(t *testing.T) {
 		{turn.ErrRejected, true},
 	}
 	for _, tt := range tests {
-		got := codec.Wrap("doing it", cause, func(error) error { return tt.kind })
+		got := sqlstore.Wrap("doing it", cause, func(error) error { return tt.kind })
 		if tt.kind != nil && !errors.Is(got, tt.kind) {
 			t.Errorf("Wrap(kind %v) = %v, not that kind", tt.kind, got)
 		}
@@ -35,7 +35,7 @@ func TestWrap(t *testing.T) {
 			t.Errorf("Wrap(kind %v) = %q, without what was being done", tt.kind, got)
 		}
 	}
-	if codec.Wrap("x", nil, func(error) error { panic("a nil error classified") }) != nil {
+	if sqlstore.Wrap("x", nil, func(error) error { panic("a nil error classified") }) != nil {
 		t.Error("Wrap of a nil error is not nil")
 	}
 }
@@ -49,13 +49,13 @@ func TestCollect(t *testing.T) {
 		}
 		return rows, nil
 	}
-	if got, err := codec.Collect("reading", []int{1, 2}, nil, collect, notFound); err != nil || len(got) != 2 {
+	if got, err := sqlstore.Collect("reading", []int{1, 2}, nil, collect, notFound); err != nil || len(got) != 2 {
 		t.Errorf("Collect = %v, %v", got, err)
 	}
-	if _, err := codec.Collect("reading", []int{1}, errors.New("query failed"), collect, notFound); !errors.Is(err, turn.ErrNotFound) || !strings.HasPrefix(err.Error(), "reading: ") {
+	if _, err := sqlstore.Collect("reading", []int{1}, errors.New("query failed"), collect, notFound); !errors.Is(err, turn.ErrNotFound) || !strings.HasPrefix(err.Error(), "reading: ") {
 		t.Errorf("a failed query: %v", err)
 	}
-	if _, err := codec.Collect[[]int, int]("reading", nil, nil, collect, notFound); !errors.Is(err, turn.ErrNotFound) {
+	if _, err := sqlstore.Collect[[]int, int]("reading", nil, nil, collect, notFound); !errors.Is(err, turn.ErrNotFound) {
 		t.Errorf("a failed read: %v", err)
 	}
 }
