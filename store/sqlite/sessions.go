@@ -20,11 +20,11 @@ FROM sessions WHERE id = ?`
 
 // CreateSession inserts sess; turn.ErrSessionExists when the id is taken.
 func (s *Store) CreateSession(ctx context.Context, sess turn.Session) error {
-	args, err := sessionArgs(sess)
+	c, err := sqlstore.SessionColumns(sess)
 	if err != nil {
 		return fmt.Errorf("creating session %s: %w", sess.ID, err)
 	}
-	res, err := s.write.ExecContext(ctx, sqlCreateSession, args...)
+	res, err := s.write.ExecContext(ctx, sqlCreateSession, sessionColumnArgs(sess, c)...)
 	if err != nil {
 		return wrap("creating session "+sess.ID, err)
 	}
@@ -51,17 +51,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (turn.Session, error)
 	return sess, nil
 }
 
-// sessionArgs encodes sess as the arguments id, tools, budget, callback_url,
-// metadata, created_at.
-func sessionArgs(sess turn.Session) ([]any, error) {
-	c, err := sqlstore.SessionColumns(sess)
-	if err != nil {
-		return nil, err
-	}
-	return sessionColumnArgs(sess, c), nil
-}
-
-// sessionColumnArgs is sessionArgs with sess's columns already encoded.
+// sessionColumnArgs returns sess, its columns encoded as c, as the
+// arguments id, tools, budget, callback_url, metadata, created_at.
 func sessionColumnArgs(sess turn.Session, c sqlstore.SessionCols) []any {
 	return []any{sess.ID, nullText(c.Tools), string(c.Budget), sess.CallbackURL, nullText(c.Metadata), micros(sess.CreatedAt)}
 }

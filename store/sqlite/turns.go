@@ -40,11 +40,7 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 	if err != nil {
 		return turn.ReceiveResult{}, err
 	}
-	op, calls := rc.Op, rc.Calls
-	line, err := sqlstore.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
+	op, calls, line := rc.Op, rc.Calls, rc.Line
 	sessArgs := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 
@@ -72,11 +68,9 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 		return err
 	})
 	if exists {
-		existing, gerr := s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
-		if gerr != nil {
-			return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, gerr)
-		}
-		return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+		return sqlstore.TurnExists(op, func() (turn.Turn, error) {
+			return s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
+		})
 	}
 	if err != nil {
 		return turn.ReceiveResult{}, wrap(op, err)

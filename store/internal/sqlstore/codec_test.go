@@ -163,3 +163,39 @@ func TestSessionRowRoundTrip(t *testing.T) {
 		t.Error("a corrupt budget decoded")
 	}
 }
+
+func TestReceiveColumnsLine(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := turn.Receive{Turn: turn.Turn{SessionID: "s", ID: "t"}, Line: turn.Line{Kind: turn.LineTurnReceived, At: at, Data: json.RawMessage(`{"n":1}`)}}
+	rc, err := ReceiveColumns(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := DecodeLines(nil, "s", 7, rc.Line, 0, 10)
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("the line batch %s decodes to %v, %v", rc.Line, lines, err)
+	}
+	want := turn.Line{Seq: 7, SessionID: "s", TurnID: "t", Kind: turn.LineTurnReceived, At: at, Data: json.RawMessage(`{"n":1}`)}
+	if !reflect.DeepEqual(lines[0], want) {
+		t.Errorf("line = %+v, want %+v", lines[0], want)
+	}
+	r.Line.Data = json.RawMessage(`{`)
+	if _, err := ReceiveColumns(&r); err == nil {
+		t.Error("invalid line data accepted")
+	}
+}
+
+func TestTurnExists(t *testing.T) {
+	t.Parallel()
+	recorded := turn.Turn{SessionID: "s", ID: "t", Status: turn.StatusCompleted}
+	res, err := TurnExists("receiving turn s/t", func() (turn.Turn, error) { return recorded, nil })
+	if !errors.Is(err, turn.ErrTurnExists) || !reflect.DeepEqual(res.Existing, recorded) {
+		t.Errorf("TurnExists = %+v, %v", res, err)
+	}
+	gone := errors.New("read failed")
+	res, err = TurnExists("receiving turn s/t", func() (turn.Turn, error) { return turn.Turn{}, gone })
+	if !errors.Is(err, gone) || errors.Is(err, turn.ErrTurnExists) || res.Existing.ID != "" {
+		t.Errorf("TurnExists of an unreadable turn = %+v, %v", res, err)
+	}
+}

@@ -72,11 +72,11 @@ type ReceiveCols struct {
 	Op      string
 	Calls   []byte
 	Session SessionCols
-	Data    []byte // the line's data
+	Line    []byte // the line as a ledger batch of one (LinesJSON)
 }
 
 // ReceiveColumns checks r (CheckReceive, filling in its empty ids) and
-// encodes its turn's calls, its session's columns and its line's data. The
+// encodes its turn's calls, its session's columns and its line. The
 // errors are those of a store's ReceiveTurn.
 func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 	if err := CheckReceive(r); err != nil {
@@ -91,11 +91,24 @@ func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 	if err != nil {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
 	}
-	data, err := RawJSON("line data", r.Line.Data)
+	if _, err := RawJSON("line data", r.Line.Data); err != nil {
+		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
+	}
+	line, err := LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
 	if err != nil {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return ReceiveCols{Op: op, Calls: calls, Session: sess, Data: data}, nil
+	return ReceiveCols{Op: op, Calls: calls, Session: sess, Line: line}, nil
+}
+
+// TurnExists is ReceiveTurn's answer for a turn recorded before: the
+// recorded turn, which get reads, with turn.ErrTurnExists.
+func TurnExists(op string, get func() (turn.Turn, error)) (turn.ReceiveResult, error) {
+	existing, err := get()
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, err)
+	}
+	return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
 }
 
 // CheckRecord checks a turn.Record before it is written: ids, a settled
