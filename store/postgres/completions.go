@@ -158,13 +158,10 @@ func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Com
 // turn.CompletionStore. Replicas starting together may each generate one:
 // the insert keeps the first committed and every replica reads that back.
 func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
-	get := func() (string, bool, error) {
+	get := func() (string, error) {
 		var v string
 		err := s.pool.QueryRow(ctx, sqlGetSetting, sqlstore.SecretName).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", false, nil
-		}
-		return v, err == nil, wrap("reading completion secret", err)
+		return v, wrap("reading completion secret", err)
 	}
 	insert := func(v string) error {
 		_, err := s.pool.Exec(ctx, sqlInsertSetting, sqlstore.SecretName, v)

@@ -177,13 +177,10 @@ func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Com
 // turn.CompletionStore. Callers racing on a new file each may generate one:
 // the insert keeps the first and every caller reads that back.
 func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
-	get := func() (string, bool, error) {
+	get := func() (string, error) {
 		var v string
 		err := s.read.QueryRowContext(ctx, sqlGetSetting, sqlstore.SecretName).Scan(&v)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", false, nil
-		}
-		return v, err == nil, wrap("reading completion secret", err)
+		return v, wrap("reading completion secret", err)
 	}
 	insert := func(v string) error {
 		_, err := s.write.ExecContext(ctx, sqlInsertSetting, sqlstore.SecretName, v)

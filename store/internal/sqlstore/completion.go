@@ -69,13 +69,13 @@ func (r *CompletionRow) Completion() (turn.Completion, error) {
 const SecretName = "completion_secret"
 
 // Secret is turn.CompletionStore.Secret over a store's two statements: get
-// reads the secret (found false when there is none), insert stores one
-// unless one is already there; both return errors the store has already
-// wrapped. A secret read is returned; otherwise generate's is inserted and
-// the stored one read back, so that callers racing on an empty store all
-// return the first committed.
-func Secret(get func() (v string, found bool, err error), insert func(string) error, generate func() (string, error)) (string, error) {
-	if v, found, err := get(); err != nil || found {
+// reads the secret (an error wrapping turn.ErrNotFound when there is none),
+// insert stores one unless one is already there; both return errors the
+// store has already wrapped. A secret read is returned; otherwise
+// generate's is inserted and the stored one read back, so that callers
+// racing on an empty store all return the first committed.
+func Secret(get func() (string, error), insert func(string) error, generate func() (string, error)) (string, error) {
+	if v, err := get(); !errors.Is(err, turn.ErrNotFound) {
 		return v, err
 	}
 	gen, err := generate()
@@ -88,9 +88,9 @@ func Secret(get func() (v string, found bool, err error), insert func(string) er
 	if err := insert(gen); err != nil {
 		return "", err
 	}
-	v, found, err := get()
-	if err == nil && !found {
-		err = errors.New("reading completion secret: the secret stored is gone")
+	v, err := get()
+	if errors.Is(err, turn.ErrNotFound) {
+		return "", errors.New("reading completion secret: the secret stored is gone")
 	}
 	return v, err
 }

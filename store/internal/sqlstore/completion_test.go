@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -71,5 +72,60 @@ func TestCheckExpected(t *testing.T) {
 		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 			t.Errorf("%s: CheckExpected = %v, want %v", tt.name, err, tt.want)
 		}
+	}
+}
+
+// Secret returns the stored secret; on an empty store it inserts the one
+// generated and returns what the store kept (another caller's, when that
+// one's insert came first).
+func TestSecret(t *testing.T) {
+	t.Parallel()
+	notFound := fmt.Errorf("reading: %w", turn.ErrNotFound)
+	tests := []struct {
+		name      string
+		stored    string // "" none
+		racer     string // stored by another caller between the read and the insert
+		generated string
+		want      string
+		wantErr   bool
+	}{
+		{name: "stored", stored: "old", generated: "new", want: "old"},
+		{name: "empty store", generated: "new", want: "new"},
+		{name: "lost race", racer: "first", generated: "new", want: "first"},
+		{name: "empty secret generated", wantErr: true},
+	}
+	for _, tt := range tests {
+		stored, generates := tt.stored, 0
+		get := func() (string, error) {
+			if stored == "" {
+				return "", notFound
+			}
+			return stored, nil
+		}
+		insert := func(v string) error {
+			if tt.racer != "" {
+				stored = tt.racer
+			}
+			if stored == "" {
+				stored = v
+			}
+			return nil
+		}
+		generate := func() (string, error) { generates++; return tt.generated, nil }
+		got, err := sqlstore.Secret(get, insert, generate)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("%s: Secret = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+		if tt.stored != "" && generates > 0 {
+			t.Errorf("%s: generated a secret although one was stored", tt.name)
+		}
+	}
+	broken := errors.New("connection lost")
+	if _, err := sqlstore.Secret(func() (string, error) { return "", broken }, nil, nil); !errors.Is(err, broken) {
+		t.Errorf("a failed read: %v", err)
+	}
+	gone := func() (string, error) { return "", notFound }
+	if _, err := sqlstore.Secret(gone, func(string) error { return nil }, func() (string, error) { return "x", nil }); err == nil || errors.Is(err, turn.ErrNotFound) {
+		t.Errorf("a secret gone after its insert: %v", err)
 	}
 }
