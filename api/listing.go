@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -45,6 +46,22 @@ type parkedCallWire struct {
 	OnCancel          string     `json:"on_cancel"`
 }
 
+// The pages' bodies: the rows and the next page's cursor.
+type (
+	sessionPageWire struct {
+		Sessions  []sessionSummaryWire `json:"sessions"`
+		NextAfter string               `json:"next_after"`
+	}
+	turnPageWire struct {
+		Turns     []turnSummaryWire `json:"turns"`
+		NextAfter string            `json:"next_after"`
+	}
+	pendingPageWire struct {
+		Pending   []parkedCallWire `json:"pending"`
+		NextAfter string           `json:"next_after"`
+	}
+)
+
 // listQuery reads a listing's after and limit (default 50, 1-500).
 func listQuery(r *http.Request) (turn.Cursor, int, error) {
 	q := r.URL.Query()
@@ -63,113 +80,95 @@ func listQuery(r *http.Request) (turn.Cursor, int, error) {
 	return after, limit, nil
 }
 
-// Each listing reads one row more than the page holds: the page's
-// next_after is set only when that row exists, so that the last page says
-// it is the last.
+// listing is one listing endpoint: list reads a page (asked for one row
+// more than it holds, so that the last page says it is the last), cursor
+// is a row's position, wire its JSON form and body the page's JSON body.
+type listing[T, W any] struct {
+	list   func(ctx context.Context, after turn.Cursor, limit int) ([]T, error)
+	cursor func(T) turn.Cursor
+	wire   func(T) W
+	body   func(rows []W, nextAfter string) any
+}
 
-// nextAfter is a page's next_after: the last row's cursor when more rows
-// follow (n, the rows read, exceeds limit), else "".
-func nextAfter(n, limit int, last func() turn.Cursor) string {
-	if n <= limit {
-		return ""
+// serve answers a listing request: the page after the query's cursor, and
+// as its next_after the last row's cursor when more rows follow, else "".
+func (l listing[T, W]) serve(s *server, w http.ResponseWriter, r *http.Request) {
+	after, limit, err := listQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	return last().String()
+	page, err := l.list(r.Context(), after, limit+1)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n := len(page)
+	page = page[:min(n, limit)]
+	rows := make([]W, len(page))
+	for i, row := range page {
+		rows[i] = l.wire(row)
+	}
+	next := ""
+	if n > limit {
+		next = l.cursor(page[len(page)-1]).String()
+	}
+	writeJSON(w, http.StatusOK, l.body(rows, next))
 }
 
 func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
-	after, limit, err := listQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	page, err := s.svc.ListSessions(r.Context(), after, limit+1)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	n := len(page)
-	page = page[:min(n, limit)]
-	out := struct {
-		Sessions  []sessionSummaryWire `json:"sessions"`
-		NextAfter string               `json:"next_after"`
-	}{Sessions: make([]sessionSummaryWire, len(page))}
-	for i, sum := range page {
-		out.Sessions[i] = sessionSummaryWire{toSessionWire(sum.Session), sum.Turns, sum.Pending, sum.LastActivity.UTC()}
-	}
-	out.NextAfter = nextAfter(n, limit, func() turn.Cursor {
-		l := page[len(page)-1]
-		return turn.Cursor{At: l.CreatedAt, ID: l.ID}
-	})
-	writeJSON(w, http.StatusOK, out)
+	listing[turn.SessionSummary, sessionSummaryWire]{
+		list: s.svc.ListSessions,
+		cursor: func(sum turn.SessionSummary) turn.Cursor {
+			return turn.Cursor{At: sum.CreatedAt, ID: sum.ID}
+		},
+		wire: func(sum turn.SessionSummary) sessionSummaryWire {
+			return sessionSummaryWire{toSessionWire(sum.Session), sum.Turns, sum.Pending, sum.LastActivity.UTC()}
+		},
+		body: func(rows []sessionSummaryWire, next string) any { return sessionPageWire{rows, next} },
+	}.serve(s, w, r)
 }
 
 func (s *server) listTurns(w http.ResponseWriter, r *http.Request) {
-	after, limit, err := listQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	status := turn.Status(r.URL.Query().Get("status"))
-	switch status {
-	case "", turn.StatusRunning, turn.StatusWaiting, turn.StatusCompleted, turn.StatusFailed, turn.StatusCancelled:
-	default:
-		s.writeError(w, r, errHTTP(http.StatusBadRequest, "invalid_query", "status must be running, waiting, completed, failed or cancelled"))
-		return
-	}
-	page, err := s.svc.ListTurns(r.Context(), chi.URLParam(r, "session_id"), after, limit+1, status)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	n := len(page)
-	page = page[:min(n, limit)]
-	out := struct {
-		Turns     []turnSummaryWire `json:"turns"`
-		NextAfter string            `json:"next_after"`
-	}{Turns: make([]turnSummaryWire, len(page))}
-	for i, t := range page {
-		out.Turns[i] = turnSummaryWire{ID: t.ID, Status: string(t.Status), Calls: t.Calls, Pending: t.Pending,
-			CreatedAt: t.CreatedAt.UTC(), SettledAt: timePtr(t.SettledAt)}
-	}
-	out.NextAfter = nextAfter(n, limit, func() turn.Cursor {
-		l := page[len(page)-1]
-		return turn.Cursor{At: l.CreatedAt, ID: l.ID}
-	})
-	writeJSON(w, http.StatusOK, out)
+	sessionID, status := chi.URLParam(r, "session_id"), turn.Status(r.URL.Query().Get("status"))
+	listing[turn.TurnSummary, turnSummaryWire]{
+		list: func(ctx context.Context, after turn.Cursor, limit int) ([]turn.TurnSummary, error) {
+			switch status {
+			case "", turn.StatusRunning, turn.StatusWaiting, turn.StatusCompleted, turn.StatusFailed, turn.StatusCancelled:
+			default:
+				return nil, errHTTP(http.StatusBadRequest, "invalid_query", "status must be running, waiting, completed, failed or cancelled")
+			}
+			return s.svc.ListTurns(ctx, sessionID, after, limit, status)
+		},
+		cursor: func(t turn.TurnSummary) turn.Cursor { return turn.Cursor{At: t.CreatedAt, ID: t.ID} },
+		wire: func(t turn.TurnSummary) turnSummaryWire {
+			return turnSummaryWire{ID: t.ID, Status: string(t.Status), Calls: t.Calls, Pending: t.Pending,
+				CreatedAt: t.CreatedAt.UTC(), SettledAt: timePtr(t.SettledAt)}
+		},
+		body: func(rows []turnSummaryWire, next string) any { return turnPageWire{rows, next} },
+	}.serve(s, w, r)
 }
 
 func (s *server) listPending(w http.ResponseWriter, r *http.Request) {
-	after, limit, err := listQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, _, _, ok := turn.SplitParkedID(after.ID); !after.IsZero() && !ok {
-		s.writeError(w, r, errHTTP(http.StatusBadRequest, "invalid_query", "after must be a next_after value of this listing"))
-		return
-	}
-	page, err := s.svc.ListParked(r.Context(), after, limit+1)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	n := len(page)
-	page = page[:min(n, limit)]
-	out := struct {
-		Pending   []parkedCallWire `json:"pending"`
-		NextAfter string           `json:"next_after"`
-	}{Pending: make([]parkedCallWire, len(page))}
-	for i, p := range page {
-		pw := parkedCallWire{SessionID: p.SessionID, TurnID: p.TurnID, CallIndex: p.CallIndex, CallID: p.CallID, Tool: p.CallName,
-			ParkedAt: p.CreatedAt.UTC(), Deadline: timePtr(p.Deadline), HeartbeatDeadline: timePtr(p.HeartbeatDeadline),
-			OnTimeout: p.OnTimeout, OnCancel: p.OnCancel}
-		if p.HeartbeatTimeout > 0 {
-			pw.HeartbeatTimeout = p.HeartbeatTimeout.String()
-		}
-		out.Pending[i] = pw
-	}
-	out.NextAfter = nextAfter(n, limit, func() turn.Cursor { return page[len(page)-1].Cursor() })
-	writeJSON(w, http.StatusOK, out)
+	listing[turn.ParkedCall, parkedCallWire]{
+		list: func(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+			if _, _, _, ok := turn.SplitParkedID(after.ID); !after.IsZero() && !ok {
+				return nil, errHTTP(http.StatusBadRequest, "invalid_query", "after must be a next_after value of this listing")
+			}
+			return s.svc.ListParked(ctx, after, limit)
+		},
+		cursor: turn.ParkedCall.Cursor,
+		wire: func(p turn.ParkedCall) parkedCallWire {
+			pw := parkedCallWire{SessionID: p.SessionID, TurnID: p.TurnID, CallIndex: p.CallIndex, CallID: p.CallID, Tool: p.CallName,
+				ParkedAt: p.CreatedAt.UTC(), Deadline: timePtr(p.Deadline), HeartbeatDeadline: timePtr(p.HeartbeatDeadline),
+				OnTimeout: p.OnTimeout, OnCancel: p.OnCancel}
+			if p.HeartbeatTimeout > 0 {
+				pw.HeartbeatTimeout = p.HeartbeatTimeout.String()
+			}
+			return pw
+		},
+		body: func(rows []parkedCallWire, next string) any { return pendingPageWire{rows, next} },
+	}.serve(s, w, r)
 }
 
 // turnCalls answers a turn's calls as posted (ids, tools, arguments), in

@@ -74,64 +74,12 @@ func (o ListOptions) query() string {
 // SessionsPage reads one page of sessions, newest first.
 func (c *Client) SessionsPage(ctx context.Context, opts ListOptions) (*SessionPage, error) {
 	opts.Status = ""
-	var p SessionPage
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions" + opts.query()}, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return getPage[SessionPage](ctx, c, "/v1/sessions"+opts.query())
 }
 
 // TurnsPage reads one page of a session's turns, newest first.
 func (c *Client) TurnsPage(ctx context.Context, sessionID string, opts ListOptions) (*TurnPage, error) {
-	var p TurnPage
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID) + "/turns" + opts.query()}, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
-
-// Sessions iterates over every session, newest first, page by page.
-func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[SessionSummary, error] {
-	return func(yield func(SessionSummary, error) bool) {
-		for {
-			p, err := c.SessionsPage(ctx, opts)
-			if err != nil {
-				yield(SessionSummary{}, err)
-				return
-			}
-			for _, s := range p.Sessions {
-				if !yield(s, nil) {
-					return
-				}
-			}
-			if p.NextAfter == "" {
-				return
-			}
-			opts.After = p.NextAfter
-		}
-	}
-}
-
-// Turns iterates over a session's turns, newest first, page by page.
-func (c *Client) Turns(ctx context.Context, sessionID string, opts ListOptions) iter.Seq2[TurnSummary, error] {
-	return func(yield func(TurnSummary, error) bool) {
-		for {
-			p, err := c.TurnsPage(ctx, sessionID, opts)
-			if err != nil {
-				yield(TurnSummary{}, err)
-				return
-			}
-			for _, t := range p.Turns {
-				if !yield(t, nil) {
-					return
-				}
-			}
-			if p.NextAfter == "" {
-				return
-			}
-			opts.After = p.NextAfter
-		}
-	}
+	return getPage[TurnPage](ctx, c, "/v1/sessions/"+esc(sessionID)+"/turns"+opts.query())
 }
 
 // ParkedCall is a call parked on a completion key, as the pending listing
@@ -159,31 +107,60 @@ type PendingPage struct {
 // PendingPage reads one page of the calls parked now, across sessions.
 func (c *Client) PendingPage(ctx context.Context, opts ListOptions) (*PendingPage, error) {
 	opts.Status = ""
-	var p PendingPage
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/pending" + opts.query()}, &p); err != nil {
+	return getPage[PendingPage](ctx, c, "/v1/pending"+opts.query())
+}
+
+// Sessions iterates over every session, newest first, page by page.
+func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[SessionSummary, error] {
+	return pages(opts, func(o ListOptions) (*SessionPage, error) { return c.SessionsPage(ctx, o) })
+}
+
+// Turns iterates over a session's turns, newest first, page by page.
+func (c *Client) Turns(ctx context.Context, sessionID string, opts ListOptions) iter.Seq2[TurnSummary, error] {
+	return pages(opts, func(o ListOptions) (*TurnPage, error) { return c.TurnsPage(ctx, sessionID, o) })
+}
+
+// Pending iterates over the calls parked now, newest first, page by page.
+func (c *Client) Pending(ctx context.Context, opts ListOptions) iter.Seq2[ParkedCall, error] {
+	return pages(opts, func(o ListOptions) (*PendingPage, error) { return c.PendingPage(ctx, o) })
+}
+
+func (p *SessionPage) page() ([]SessionSummary, string) { return p.Sessions, p.NextAfter }
+func (p *TurnPage) page() ([]TurnSummary, string)       { return p.Turns, p.NextAfter }
+func (p *PendingPage) page() ([]ParkedCall, string)     { return p.Pending, p.NextAfter }
+
+// getPage reads the listing page at path.
+func getPage[P any](ctx context.Context, c *Client, path string) (*P, error) {
+	var p P
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path}, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
 }
 
-// Pending iterates over the calls parked now, newest first, page by page.
-func (c *Client) Pending(ctx context.Context, opts ListOptions) iter.Seq2[ParkedCall, error] {
-	return func(yield func(ParkedCall, error) bool) {
+// pages iterates over a listing's rows, reading its pages with read from
+// opts on: each page's rows, then the page after its NextAfter, until a
+// page without one. An error is yielded once, with a zero row, and ends
+// the iteration.
+func pages[T any, P interface{ page() ([]T, string) }](opts ListOptions, read func(ListOptions) (P, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		for {
-			p, err := c.PendingPage(ctx, opts)
+			p, err := read(opts)
 			if err != nil {
-				yield(ParkedCall{}, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, pc := range p.Pending {
-				if !yield(pc, nil) {
+			rows, next := p.page()
+			for _, row := range rows {
+				if !yield(row, nil) {
 					return
 				}
 			}
-			if p.NextAfter == "" {
+			if next == "" {
 				return
 			}
-			opts.After = p.NextAfter
+			opts.After = next
 		}
 	}
 }

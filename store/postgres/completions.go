@@ -9,15 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // completionColumns are the columns completionRow scans, in order.
-const completionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
-    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at`
+const completionColumns = sqlstore.CompletionColumns
 
 const (
 	// A key already recorded is left as it is: issuing is idempotent. The
@@ -67,7 +66,7 @@ ORDER BY call_idx, created_at, key_hash`
 // options when its call parks. A key of a turn that does not exist is
 // turn.ErrNotFound.
 func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
-	op := fmt.Sprintf("issuing completion %s of turn %s/%s", codec.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
+	op := fmt.Sprintf("issuing completion %s of turn %s/%s", sqlstore.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
 	_, err := s.pool.Exec(ctx, sqlIssueCompletion,
 		c.KeyHash[:], c.SessionID, c.TurnID, int32(c.CallIndex), c.CallID, c.CallName, c.CreatedAt)
 	return wrap(op, err)
@@ -76,7 +75,7 @@ func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 // GetCompletion returns the completion with that key hash, or
 // turn.ErrNotFound.
 func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
-	op := "getting completion " + codec.Fingerprint(keyHash)
+	op := "getting completion " + sqlstore.Fingerprint(keyHash)
 	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, keyHash[:]))
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
@@ -88,12 +87,12 @@ func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Compl
 // see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
 // the payload arrived) until the completion is resolved.
 func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
-	op := "delivering early to completion " + codec.Fingerprint(keyHash)
-	p, err := codec.RawJSON("payload", payload)
+	op := "delivering early to completion " + sqlstore.Fingerprint(keyHash)
+	p, err := sqlstore.RawJSON("payload", payload)
 	if err != nil {
 		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
 	}
-	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, keyHash[:], nullText(p), codec.Hash(payloadHash), nullTime(now)))
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullTime(now)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.stateError(ctx, op, keyHash, turn.CompletionIssued)
 	}
@@ -108,7 +107,7 @@ func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json
 // at the Deadline, and never back; a completion without a heartbeat clock
 // is returned unchanged.
 func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
-	op := "extending heartbeat of completion " + codec.Fingerprint(keyHash)
+	op := "extending heartbeat of completion " + sqlstore.Fingerprint(keyHash)
 	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlHeartbeat, keyHash[:], now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.stateError(ctx, op, keyHash, turn.CompletionPending)
@@ -126,7 +125,7 @@ func (s *Store) stateError(ctx context.Context, op string, keyHash [32]byte, wan
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
 	}
-	return c, fmt.Errorf("%s: %w", op, codec.StateError(keyHash, c.Status, want))
+	return c, fmt.Errorf("%s: %w", op, sqlstore.StateError(keyHash, c.Status, want))
 }
 
 // DueCompletions returns up to limit pending completions whose deadline or
@@ -135,15 +134,7 @@ func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([
 	if limit <= 0 {
 		return []turn.Completion{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlDueCompletions, now, limit)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.pool, "reading due completions", collectCompletions, sqlDueCompletions, now, limit)
 }
 
 // PendingCount returns how many calls are parked on a completion key, in
@@ -160,34 +151,23 @@ func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 // an unknown turn).
 func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Completion, error) {
 	op := fmt.Sprintf("reading completions of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.pool.Query(ctx, sqlTurnCompletions, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.pool, op, collectCompletions, sqlTurnCompletions, k.SessionID, k.TurnID)
 }
 
 // Secret returns the completion secret, storing generate's first; see
 // turn.CompletionStore. Replicas starting together may each generate one:
 // the insert keeps the first committed and every replica reads that back.
 func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
-	get := func() (string, bool, error) {
+	get := func() (string, error) {
 		var v string
-		err := s.pool.QueryRow(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", false, nil
-		}
-		return v, err == nil, wrap("reading completion secret", err)
+		err := s.pool.QueryRow(ctx, sqlGetSetting, sqlstore.SecretName).Scan(&v)
+		return v, wrap("reading completion secret", err)
 	}
 	insert := func(v string) error {
-		_, err := s.pool.Exec(ctx, sqlInsertSetting, codec.SecretName, v)
+		_, err := s.pool.Exec(ctx, sqlInsertSetting, sqlstore.SecretName, v)
 		return wrap("storing completion secret", err)
 	}
-	return codec.Secret(get, insert, generate)
+	return sqlstore.Secret(get, insert, generate)
 }
 
 // RecordLate's statements. The completion's row is locked first (FOR
@@ -227,7 +207,7 @@ func lateArgs(k turn.TurnKey, l turn.Late) (lateParams, error) {
 // most l.Max times per key; see turn.CompletionStore.
 func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
 	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
-	if err := codec.CheckLate(k, l); err != nil {
+	if err := sqlstore.CheckLate(k, l); err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	args, err := lateArgs(k, l)
@@ -240,7 +220,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 		if err := tx.QueryRow(ctx, sqlLockLate, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
 			return err
 		}
-		outcome = codec.LateDecision(hashes, l)
+		outcome = sqlstore.LateDecision(hashes, l)
 		switch outcome {
 		case turn.LateRepeated:
 			return nil
@@ -334,7 +314,7 @@ const (
 // status. Either way nothing is written.
 func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
 	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
-	if err := codec.CheckResolve(b); err != nil {
+	if err := sqlstore.CheckResolve(b); err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	wargs, err := resolveArgs(b)
@@ -382,16 +362,7 @@ func lockResolve(ctx context.Context, tx pgx.Tx, b turn.ResolveBatch, keys [][]b
 	if err != nil {
 		return err
 	}
-	for _, it := range b.Items {
-		st, ok := statuses[it.KeyHash]
-		if !ok {
-			return fmt.Errorf("completion %s: %w", codec.Fingerprint(it.KeyHash), turn.ErrNotFound)
-		}
-		if st != it.Expect {
-			return codec.StateError(it.KeyHash, st, it.Expect)
-		}
-	}
-	return nil
+	return sqlstore.CheckExpected(b.Items, statuses)
 }
 
 func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.CompletionStatus, error) {
@@ -410,7 +381,7 @@ func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.Complet
 	var key []byte
 	var status string
 	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
-		h, err := codec.DecodeHash(key)
+		h, err := sqlstore.DecodeHash(key)
 		if err != nil {
 			return err
 		}
@@ -425,13 +396,13 @@ func resolveArgs(b turn.ResolveBatch) (resolveParams, error) {
 	p := resolveParams{key: b.Key, now: b.Now}
 	for i := range b.Items {
 		it := &b.Items[i]
-		payload, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
+		payload, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
 		if err != nil {
 			return resolveParams{}, err
 		}
 		p.completions.add(it, nullText(payload))
 	}
-	results, outputs := codec.ResolveWrites(b)
+	results, outputs := sqlstore.ResolveWrites(b)
 	if err := p.writes.set(b.Key, b.Lines, results, outputs); err != nil {
 		return resolveParams{}, err
 	}
@@ -458,6 +429,13 @@ func settleArgs(b turn.ResolveBatch) (settleParams, error) {
 	return p, nil
 }
 
+// queryAll runs query on q and reads its rows with collect, which closes
+// them; an error of either is wrapped with op.
+func queryAll[T any](ctx context.Context, q *pgxpool.Pool, op string, collect func(pgx.Rows) ([]T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	return sqlstore.Collect(op, rows, err, collect, kind)
+}
+
 // scanCompletion scans one row of completionColumns.
 func scanCompletion(row pgx.Row) (turn.Completion, error) {
 	var r completionRow
@@ -469,68 +447,44 @@ func scanCompletion(row pgx.Row) (turn.Completion, error) {
 
 // collectCompletions reads rows of completionColumns and closes rows.
 func collectCompletions(rows pgx.Rows) ([]turn.Completion, error) {
-	cs := []turn.Completion{}
 	var r completionRow
-	_, err := pgx.ForEachRow(rows, r.dest(), func() error {
-		c, err := r.completion()
+	return forEach(rows, r.dest(), r.completion)
+}
+
+// forEach reads rows into dest, one value a row from row (which reads dest),
+// and closes rows; the first error ends it.
+func forEach[T any](rows pgx.Rows, dest []any, row func() (T, error)) ([]T, error) {
+	out := []T{}
+	_, err := pgx.ForEachRow(rows, dest, func() error {
+		v, err := row()
 		if err != nil {
 			return err
 		}
-		cs = append(cs, c)
+		out = append(out, v)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return cs, nil
+	return out, nil
 }
 
 // completionRow scans completionColumns.
 type completionRow struct {
-	key, payload, payloadHash               []byte
-	sessionID, turnID, callID, name, status string
-	onTimeout, onCancel, cancelURL          string
-	idx                                     int32
-	hbTimeout                               int64
+	sqlstore.CompletionRow
 	deadline, hbDeadline, created, resolved pgtype.Timestamptz
 }
 
 func (r *completionRow) dest() []any {
-	return []any{&r.key, &r.sessionID, &r.turnID, &r.idx, &r.callID, &r.name, &r.status, &r.deadline,
-		&r.hbTimeout, &r.hbDeadline, &r.onTimeout, &r.onCancel, &r.cancelURL, &r.payload, &r.payloadHash,
-		&r.created, &r.resolved}
+	return r.Dest(&r.deadline, &r.hbDeadline, &r.created, &r.resolved)
 }
 
 func (r *completionRow) completion() (turn.Completion, error) {
-	key, err := codec.DecodeHash(r.key)
+	c, err := r.Completion()
 	if err != nil {
-		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
+		return turn.Completion{}, err
 	}
-	ph, err := codec.DecodeHash(r.payloadHash)
-	if err != nil {
-		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", codec.Fingerprint(key), err)
-	}
-	var payload json.RawMessage
-	if r.payload != nil {
-		payload = append(json.RawMessage(nil), r.payload...) // rows reuse their buffers
-	}
-	return turn.Completion{
-		KeyHash:           key,
-		SessionID:         r.sessionID,
-		TurnID:            r.turnID,
-		CallIndex:         int(r.idx),
-		CallID:            r.callID,
-		CallName:          r.name,
-		Status:            turn.CompletionStatus(r.status),
-		Deadline:          fromNullTime(r.deadline),
-		HeartbeatTimeout:  codec.FromMicros(r.hbTimeout),
-		HeartbeatDeadline: fromNullTime(r.hbDeadline),
-		OnTimeout:         r.onTimeout,
-		OnCancel:          r.onCancel,
-		CancelURL:         r.cancelURL,
-		Payload:           payload,
-		PayloadHash:       ph,
-		CreatedAt:         fromNullTime(r.created),
-		ResolvedAt:        fromNullTime(r.resolved),
-	}, nil
+	c.Deadline, c.HeartbeatDeadline = fromNullTime(r.deadline), fromNullTime(r.hbDeadline)
+	c.CreatedAt, c.ResolvedAt = fromNullTime(r.created), fromNullTime(r.resolved)
+	return c, nil
 }

@@ -9,7 +9,7 @@
 // serialises the session's writers and a rollback returns the seqs, so a
 // session's ledger never has gaps. A write's lines are one row
 // (ledger_batches: a seq range, the turn and the lines as a JSON array;
-// see codec.LinesJSON), read back line by line in pages bounded by lines
+// see sqlstore.LinesJSON), read back line by line in pages bounded by lines
 // and bytes; a turn's rows are read by their own index.
 //
 // A turn of reads only is recorded whole once it ran (RecordTurn, which
@@ -52,6 +52,6 @@
 // server connections it shares (set plan_cache_mode in the URL to keep
 // turnd from setting it).
 //
-// postgres may import turn, migrations, store/internal/codec and pgx; it
+// postgres may import turn, migrations, store/internal/sqlstore and pgx; it
 // must not import api, dispatch internals or any HTTP package.
 package postgres

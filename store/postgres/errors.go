@@ -3,48 +3,48 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
-// wrap translates err at the store boundary and says what was being done.
-// Domain errors replace driver ones (pgx.ErrNoRows and foreign key
-// violations → turn.ErrNotFound); for
-// an unreachable database both turn.ErrUnavailable and the cause stay in the
-// chain, so callers test errors.Is(err, turn.ErrUnavailable) and logs keep
-// the detail.
+// wrap translates err at the store boundary and says what was being done;
+// see sqlstore.Wrap. Domain errors replace driver ones (pgx.ErrNoRows and
+// foreign key violations → turn.ErrNotFound); for an unreachable database
+// both turn.ErrUnavailable and the cause stay in the chain.
 func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
+	return sqlstore.Wrap(op, err, kind)
+}
+
+// kind classifies a driver error: the domain error it stands for, or nil.
+func kind(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+		return turn.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
 		// foreign_key_violation: the row written refers to one that does
 		// not exist (a completion of an unknown turn).
-		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
+		return turn.ErrNotFound
 	}
 	switch uniqueViolation(err) {
 	case "sessions_pkey":
-		return fmt.Errorf("%s: %w", op, turn.ErrSessionExists)
+		return turn.ErrSessionExists
 	case "turns_pkey":
-		return fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+		return turn.ErrTurnExists
 	}
 	if unavailable(err) {
-		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
+		return turn.ErrUnavailable
 	}
 	if rejected(err) {
-		return fmt.Errorf("%s: %w: %w", op, turn.ErrRejected, err)
+		return turn.ErrRejected
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return nil
 }
 
 // rejected reports whether err is the database refusing a statement for

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -15,14 +15,14 @@ import (
 // the server: of the rows a page may need (limit rows; every row holds at
 // least one line), only those after which fewer than maxBytes bytes of
 // stored lines come before are sent. A row's stored bytes are at least its
-// lines' turn.LineBytes, so every row codec.Page would take from is sent;
-// codec.Page then cuts the page at a line.
+// lines' turn.LineBytes, so every row sqlstore.Page would take from is sent;
+// sqlstore.Page then cuts the page at a line.
 const pageRows = `
         SELECT first_seq, last_seq, lines,
             coalesce(sum(octet_length(lines::text)) OVER (ORDER BY last_seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
         FROM ledger_batches`
 
-// sqlLedger reads the ledger rows (batches of lines, see codec.LinesJSON)
+// sqlLedger reads the ledger rows (batches of lines, see sqlstore.LinesJSON)
 // that hold a page of a session's lines and tells an unknown session from
 // an empty page in the same round trip: the session row is always returned
 // (with NULL batch columns when the page is empty) unless the session does
@@ -61,7 +61,7 @@ func (s *Store) Ledger(ctx context.Context, sessionID string, after int64, limit
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	page := codec.NewPage(after, limit, maxBytes)
+	page := sqlstore.NewPage(after, limit, maxBytes)
 	found := false
 	var (
 		first pgtype.Int8
@@ -95,7 +95,7 @@ func (s *Store) TurnLedger(ctx context.Context, sessionID, turnID string, after 
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	page := codec.NewPage(after, limit, maxBytes)
+	page := sqlstore.NewPage(after, limit, maxBytes)
 	var (
 		first int64
 		batch []byte

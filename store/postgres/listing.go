@@ -3,16 +3,16 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
-	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // The listings read one index each (migration 11), backwards from the
-// cursor; the first page starts from a cursor after every row (listStart).
+// cursor; the first page starts from a cursor after every row (sqlstore.ListStart).
 // A listed session's counts and last activity are probes of the turns'
 // primary key, completions_turn and the ledger's primary key: a page of n
 // sessions costs n of each, whatever the number of sessions.
@@ -44,106 +44,65 @@ ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
 LIMIT $5`
 )
 
-// listStart is the cursor of a first page: after every row.
-var listStart = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
-
-func cursorTime(c turn.Cursor) time.Time {
-	if c.IsZero() {
-		return listStart
-	}
-	return c.At
-}
-
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
-	const op = "listing sessions"
-	rows, err := s.pool.Query(ctx, ListSessionsSQL, cursorTime(after), after.ID, limit)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	defer rows.Close()
-	var out []turn.SessionSummary
-	for rows.Next() {
-		var id string
-		var row sessionRow
-		var sum turn.SessionSummary
-		var last pgtype.Int8
-		if err := rows.Scan(append([]any{&id}, append(row.dest(), &sum.Turns, &sum.Pending, &last)...)...); err != nil {
-			return nil, wrap(op, err)
-		}
+	return queryAll(ctx, s.pool, "listing sessions", collectSessionSummaries,
+		ListSessionsSQL, sqlstore.CursorTime(after), after.ID, limit)
+}
+
+func collectSessionSummaries(rows pgx.Rows) ([]turn.SessionSummary, error) {
+	var (
+		id             string
+		row            sessionRow
+		turns, pending int64
+		last           pgtype.Int8
+	)
+	return forEach(rows, append([]any{&id}, append(row.dest(), &turns, &pending, &last)...), func() (turn.SessionSummary, error) {
 		sess, err := row.session(id)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		sum.Session = sess
-		sum.LastActivity = sess.CreatedAt
-		if last.Valid {
-			sum.LastActivity = time.UnixMicro(last.Int64).UTC()
-		}
-		out = append(out, sum)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+		return turn.SessionSummary{Session: sess, Turns: turns, Pending: pending,
+			LastActivity: sqlstore.LastActivity(sess.CreatedAt, last.Int64, last.Valid)}, err
+	})
 }
 
 // ListTurns returns a page of a session's turns; see turn.Lister.
 func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
-	op := "listing turns of session " + sessionID
-	rows, err := s.pool.Query(ctx, ListTurnsSQL, sessionID, cursorTime(after), after.ID, string(status), limit)
-	if err != nil {
-		return nil, wrap(op, err)
+	collect := func(rows pgx.Rows) ([]turn.TurnSummary, error) {
+		var (
+			t                turn.TurnSummary
+			st               string
+			created, settled pgtype.Timestamptz
+		)
+		return forEach(rows, []any{&t.ID, &st, &t.Calls, &created, &settled, &t.Pending}, func() (turn.TurnSummary, error) {
+			x := t
+			x.SessionID, x.Status, x.CreatedAt, x.SettledAt = sessionID, turn.Status(st), fromNullTime(created), fromNullTime(settled)
+			return x, nil
+		})
 	}
-	defer rows.Close()
-	var out []turn.TurnSummary
-	for rows.Next() {
-		t := turn.TurnSummary{SessionID: sessionID}
-		var st string
-		var created, settled pgtype.Timestamptz
-		if err := rows.Scan(&t.ID, &st, &t.Calls, &created, &settled, &t.Pending); err != nil {
-			return nil, wrap(op, err)
-		}
-		t.Status, t.CreatedAt, t.SettledAt = turn.Status(st), fromNullTime(created), fromNullTime(settled)
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.pool, "listing turns of session "+sessionID, collect,
+		ListTurnsSQL, sessionID, sqlstore.CursorTime(after), after.ID, string(status), limit)
 }
 
 // ListParked returns a page of the pending completions; see turn.Lister.
 func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	const op = "listing parked calls"
-	at, sid, tid, idx := listStart, "", "", math.MaxInt32
-	if !after.IsZero() {
-		var ok bool
-		if sid, tid, idx, ok = turn.SplitParkedID(after.ID); !ok {
-			return nil, fmt.Errorf("%s: the cursor's id %q is not a parked call's", op, after.ID)
-		}
-		at = after.At
-	}
-	rows, err := s.pool.Query(ctx, ListParkedSQL, at, sid, tid, idx, limit)
+	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	defer rows.Close()
-	var out []turn.ParkedCall
-	for rows.Next() {
-		var p turn.ParkedCall
-		var deadline, hbDeadline, created pgtype.Timestamptz
-		var hbTimeout int64
-		if err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-			&hbDeadline, &p.OnTimeout, &p.OnCancel, &created); err != nil {
-			return nil, wrap(op, err)
-		}
-		p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
-		p.HeartbeatTimeout = time.Duration(hbTimeout) * time.Microsecond
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.pool, op, collectParked, ListParkedSQL, at, sid, tid, idx, limit)
+}
+
+func collectParked(rows pgx.Rows) ([]turn.ParkedCall, error) {
+	var (
+		p                             turn.ParkedCall
+		deadline, hbDeadline, created pgtype.Timestamptz
+		hbTimeout                     int64
+	)
+	return forEach(rows, []any{&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
+		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created}, func() (turn.ParkedCall, error) {
+		x := p
+		x.Deadline, x.HeartbeatDeadline, x.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
+		x.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
+		return x, nil
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -57,35 +58,22 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if len(keys) == 0 {
 		return []turn.TurnKey{}, nil
 	}
-	sids, tids := make([]string, len(keys)), make([]string, len(keys))
+	sids, tids := keyColumns(keys)
+	found, err := queryAll(ctx, s.pool, "reading cancel requests", collectKeys, sqlCancelRequested, sids, tids)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.InOrder(keys, found), nil
+}
+
+// keyColumns returns keys as two arrays, of session ids and turn ids, for
+// unnest.
+func keyColumns(keys []turn.TurnKey) (sids, tids []string) {
+	sids, tids = make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		sids[i], tids[i] = k.SessionID, k.TurnID
 	}
-	rows, err := s.pool.Query(ctx, sqlCancelRequested, sids, tids)
-	if err != nil {
-		return nil, wrap("reading cancel requests", err)
-	}
-	found, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("reading cancel requests", err)
-	}
-	return inOrder(keys, found), nil
-}
-
-// inOrder returns the keys of found in the order of keys, each once.
-func inOrder(keys, found []turn.TurnKey) []turn.TurnKey {
-	set := make(map[turn.TurnKey]bool, len(found))
-	for _, k := range found {
-		set[k] = true
-	}
-	out := []turn.TurnKey{}
-	for _, k := range keys {
-		if set[k] {
-			out = append(out, k)
-			delete(set, k)
-		}
-	}
-	return out
+	return sids, tids
 }
 
 // NotifierOptions tunes a Notifier. The zero value is ready to use.

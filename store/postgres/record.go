@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -350,7 +350,7 @@ type encodedRecord struct {
 	key   turn.TurnKey
 	r     turn.Record
 	calls []byte
-	lines []byte    // the lines as a ledger batch (codec.LinesJSON)
+	lines []byte    // the lines as a ledger batch (sqlstore.LinesJSON)
 	outs  []*string // result outputs
 	res   []turn.Result
 }
@@ -362,22 +362,22 @@ func (e *encodedRecord) op() string {
 
 // encode checks r and encodes it into e.
 func (e *encodedRecord) encode(r *turn.Record) error {
-	if err := codec.CheckRecord(r); err != nil {
+	if err := sqlstore.CheckRecord(r); err != nil {
 		return err
 	}
 	e.key = turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}
 	e.r = *r
 	var err error
-	if e.calls, err = codec.Calls(r.Turn.Calls); err != nil {
+	if e.calls, err = sqlstore.Calls(r.Turn.Calls); err != nil {
 		return fmt.Errorf("%s: %w", e.op(), err)
 	}
-	if e.lines, err = codec.LinesJSON(e.key, r.Lines); err != nil {
+	if e.lines, err = sqlstore.LinesJSON(e.key, r.Lines); err != nil {
 		return fmt.Errorf("%s: %w", e.op(), err)
 	}
-	e.res = codec.Results(r.Results)
+	e.res = sqlstore.Results(r.Results)
 	e.outs = make([]*string, len(e.res))
 	for i, res := range e.res {
-		out, err := codec.OutputJSON(res.Index, res.Output)
+		out, err := sqlstore.OutputJSON(res.Index, res.Output)
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.op(), err)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 )
 
 // The recording statement (RecordTurn's group commit) records a batch of
@@ -139,7 +139,7 @@ type turnCols struct {
 	created []time.Time
 	settled []pgtype.Timestamptz // NULL: not settled
 	nlines  []int64
-	lines   []string // a ledger batch (codec.LinesJSON)
+	lines   []string // a ledger batch (sqlstore.LinesJSON)
 }
 
 // recordResultCols are a batch's results: @r_turn, then writeResults'
@@ -219,7 +219,7 @@ func (p *recordParams) add(e *encodedRecord) {
 		c := &p.webhooks
 		c.turn, c.id, c.url = append(c.turn, ord), append(c.id, w.ID), append(c.url, w.URL)
 		c.event, c.body = append(c.event, w.Event), append(c.body, string(w.Body))
-		c.next, c.created = append(c.next, codec.WebhookDue(w)), append(c.created, w.CreatedAt)
+		c.next, c.created = append(c.next, sqlstore.WebhookDue(w)), append(c.created, w.CreatedAt)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -18,7 +18,7 @@ import (
 // and writes the turn_received line, in one statement that writes nothing
 // when the turn id is taken (then it returns no row). $1 session id, $2 turn
 // id, $3–$11 the turn's other columns, $12–$16 the session's, $17 the line
-// as a ledger batch of one (codec.LinesJSON).
+// as a ledger batch of one (sqlstore.LinesJSON).
 const sqlReceiveTurn = `WITH t AS (
     INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
     VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11)
@@ -41,15 +41,11 @@ SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`
 // turn.ErrTurnExists the recorded turn is read afterwards (the rare path),
 // and ReceiveResult.Session is left zero.
 func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
-	rc, err := codec.ReceiveColumns(&r)
+	rc, err := sqlstore.ReceiveColumns(&r)
 	if err != nil {
 		return turn.ReceiveResult{}, err
 	}
-	op, calls := rc.Op, rc.Calls
-	line, err := codec.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
+	op, calls, line := rc.Op, rc.Calls, rc.Line
 	sess := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 	args := []any{
@@ -63,11 +59,9 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 	var seq int64
 	err = s.pool.QueryRow(ctx, sqlReceiveTurn, args...).Scan(append(row.dest(), &seq)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		existing, gerr := s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
-		if gerr != nil {
-			return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, gerr)
-		}
-		return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+		return sqlstore.TurnExists(op, func() (turn.Turn, error) {
+			return s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
+		})
 	}
 	if err != nil {
 		return turn.ReceiveResult{}, wrap(op, err)
@@ -128,7 +122,7 @@ var commitSQL = writeVariants(commitLease, commitEnd, writeLines, writeResults, 
 // current expiry. Parks of keys that are not this turn's are ignored.
 func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
-	if err := codec.CheckCommit(c); err != nil {
+	if err := sqlstore.CheckCommit(c); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	var p commitParams
@@ -174,7 +168,7 @@ type parkCols struct {
 func (c *parkCols) add(p *turn.Park) {
 	c.key = append(c.key, p.KeyHash[:])
 	c.deadline = append(c.deadline, nullTime(p.Deadline))
-	c.hbTimeout = append(c.hbTimeout, codec.Micros(p.HeartbeatTimeout))
+	c.hbTimeout = append(c.hbTimeout, sqlstore.Micros(p.HeartbeatTimeout))
 	c.hbDeadline = append(c.hbDeadline, nullTime(p.HeartbeatDeadline))
 	c.onTimeout = append(c.onTimeout, p.OnTimeout)
 	c.onCancel = append(c.onCancel, p.OnCancel)
@@ -189,7 +183,7 @@ func (c *parkCols) appendArgs(a []any) []any {
 func (p *commitParams) set(c turn.Commit) error {
 	*p = commitParams{
 		key: c.Key, owner: c.LeaseOwner, status: string(c.Status),
-		release: c.Status != "" && codec.ReleasesLease(c.Status),
+		release: c.Status != "" && sqlstore.ReleasesLease(c.Status),
 		until:   nullTime(c.LeaseUntil),
 		settled: nullTime(c.SettledAt),
 	}
@@ -285,7 +279,7 @@ func readTurn(br pgx.BatchResults, k turn.TurnKey) (turn.Turn, error) {
 	}
 	t.Status, t.Mode, t.FailurePolicy = turn.Status(status), dispatch.Mode(mode), dispatch.FailurePolicy(policy)
 	t.CreatedAt, t.SettledAt = fromNullTime(created), fromNullTime(settled)
-	if t.Calls, err = codec.DecodeCalls(calls); err != nil {
+	if t.Calls, err = sqlstore.DecodeCalls(calls); err != nil {
 		return turn.Turn{}, err
 	}
 	rows, err := br.Query()
@@ -349,19 +343,12 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	sids, tids := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		sids[i], tids[i] = k.SessionID, k.TurnID
-	}
-	rows, err := s.pool.Query(ctx, sqlRenewLeases, owner, until, sids, tids)
+	sids, tids := keyColumns(keys)
+	renewed, err := queryAll(ctx, s.pool, "renewing leases", collectKeys, sqlRenewLeases, owner, until, sids, tids)
 	if err != nil {
-		return nil, wrap("renewing leases", err)
+		return nil, err
 	}
-	renewed, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("renewing leases", err)
-	}
-	return codec.Lost(keys, renewed), nil
+	return sqlstore.Lost(keys, renewed), nil
 }
 
 // collectKeys reads (session_id, id) rows and closes rows.

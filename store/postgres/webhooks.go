@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -24,16 +24,15 @@ const writeWebhook = `, hook AS (
 
 // webhookArgs encodes w, written under k, as the arguments of writeWebhook.
 func webhookArgs(k turn.TurnKey, w *turn.Webhook) (*webhookParams, error) {
-	if err := codec.CheckWebhook(k, w); err != nil {
+	if err := sqlstore.CheckWebhook(k, w); err != nil {
 		return nil, err
 	}
 	return &webhookParams{id: w.ID, url: w.URL, event: w.Event, body: string(w.Body),
-		next: codec.WebhookDue(w), created: w.CreatedAt}, nil
+		next: sqlstore.WebhookDue(w), created: w.CreatedAt}, nil
 }
 
-// webhookColumns are the columns webhookRow scans, in order.
-const webhookColumns = `id, session_id, turn_id, url, event, body, attempts, next_attempt_at, last_error,
-    created_at, delivered_at, dead_at`
+// webhookColumns are the columns collectWebhooks scans, in order.
+const webhookColumns = sqlstore.WebhookColumns
 
 const (
 	// sqlClaimWebhooks leases due open webhooks. As in ClaimTurns, SKIP
@@ -79,22 +78,14 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 	if limit <= 0 {
 		return []turn.Webhook{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sqlClaimWebhooks, now, now.Add(lease), limit)
-	if err != nil {
-		return nil, wrap("claiming webhooks", err)
-	}
-	ws, err := collectWebhooks(rows)
-	if err != nil {
-		return nil, wrap("claiming webhooks", err)
-	}
-	return ws, nil
+	return queryAll(ctx, s.pool, "claiming webhooks", collectWebhooks, sqlClaimWebhooks, now, now.Add(lease), limit)
 }
 
 // MarkWebhook records the outcome of an attempt on webhook id; see
 // turn.WebhookStore.
 func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
 	op := "recording an attempt of webhook " + id
-	if err := codec.CheckWebhookMark(id, m); err != nil {
+	if err := sqlstore.CheckWebhookMark(id, m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	var marked, exists bool
@@ -112,38 +103,19 @@ func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) 
 // TurnWebhooks returns the webhooks of a turn, oldest first.
 func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhook, error) {
 	op := fmt.Sprintf("reading webhooks of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.pool.Query(ctx, sqlTurnWebhooks, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	ws, err := collectWebhooks(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return ws, nil
+	return queryAll(ctx, s.pool, op, collectWebhooks, sqlTurnWebhooks, k.SessionID, k.TurnID)
 }
 
 // collectWebhooks reads rows of webhookColumns and closes rows.
 func collectWebhooks(rows pgx.Rows) ([]turn.Webhook, error) {
-	ws := []turn.Webhook{}
 	var (
-		w                            turn.Webhook
-		body                         []byte
-		attempts                     int32
+		r                            sqlstore.WebhookRow
 		next, created, deliv, deadAt pgtype.Timestamptz
 	)
-	_, err := pgx.ForEachRow(rows, []any{&w.ID, &w.SessionID, &w.TurnID, &w.URL, &w.Event, &body, &attempts,
-		&next, &w.LastError, &created, &deliv, &deadAt}, func() error {
-		x := w
-		x.Body = append([]byte(nil), body...) // rows reuse their buffers
-		x.Attempts = int(attempts)
-		x.NextAttemptAt, x.CreatedAt = fromNullTime(next), fromNullTime(created)
-		x.DeliveredAt, x.DeadAt = fromNullTime(deliv), fromNullTime(deadAt)
-		ws = append(ws, x)
-		return nil
+	return forEach(rows, r.Dest(&next, &created, &deliv, &deadAt), func() (turn.Webhook, error) {
+		w := r.Webhook()
+		w.NextAttemptAt, w.CreatedAt = fromNullTime(next), fromNullTime(created)
+		w.DeliveredAt, w.DeadAt = fromNullTime(deliv), fromNullTime(deadAt)
+		return w, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ws, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -87,7 +87,7 @@ func writeKeyArgs(k turn.TurnKey, n int) []any {
 }
 
 // linesParams are writeLines' parameters: @n, the number of lines, and
-// @l_lines, the lines as a ledger batch (codec.LinesJSON).
+// @l_lines, the lines as a ledger batch (sqlstore.LinesJSON).
 type linesParams struct {
 	n     int64
 	lines string
@@ -99,7 +99,7 @@ func (p *linesParams) set(k turn.TurnKey, lines []turn.Line) error {
 		*p = linesParams{}
 		return nil
 	}
-	batch, err := codec.LinesJSON(k, lines)
+	batch, err := sqlstore.LinesJSON(k, lines)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func makeResultCols(n int) resultCols {
 	}
 }
 
-// add appends r, whose output is encoded as output (codec.OutputJSON).
+// add appends r, whose output is encoded as output (sqlstore.OutputJSON).
 func (c *resultCols) add(r *turn.Result, output *string) {
 	var code, msg *string
 	if r.Error != nil {
@@ -175,10 +175,10 @@ func (c *resultCols) appendArgs(a []any) []any {
 // Index collapse to the last of them (one statement cannot upsert a row
 // twice).
 func (c *resultCols) set(results []turn.Result) error {
-	rs := codec.Results(results)
+	rs := sqlstore.Results(results)
 	*c = makeResultCols(len(rs))
 	for i := range rs {
-		out, err := codec.OutputJSON(rs[i].Index, rs[i].Output)
+		out, err := sqlstore.OutputJSON(rs[i].Index, rs[i].Output)
 		if err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (c *outputCols) add(k turn.TurnKey, o *turn.Output) {
 		data = []byte{} // data is NOT NULL; nil means empty
 	}
 	c.id = append(c.id, o.ID)
-	c.turnID = append(c.turnID, codec.OutputTurn(*o, k))
+	c.turnID = append(c.turnID, sqlstore.OutputTurn(*o, k))
 	c.call = append(c.call, o.CallID)
 	c.contentType = append(c.contentType, o.ContentType)
 	c.data = append(c.data, data)
@@ -313,7 +313,7 @@ func (c *completionCols) add(it *turn.Resolution, payload *string) {
 	c.key = append(c.key, it.KeyHash[:])
 	c.status = append(c.status, string(it.Status))
 	c.payload = append(c.payload, payload)
-	c.hash = append(c.hash, codec.Hash(it.PayloadHash))
+	c.hash = append(c.hash, sqlstore.Hash(it.PayloadHash))
 }
 
 func (p *resolveParams) variant() int { return p.writes.parts() }

@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // completionColumns are the columns scanCompletion reads, in order.
-const completionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
-    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at`
+const completionColumns = sqlstore.CompletionColumns
 
 // dueAt is the expression of the completions_due index: the earlier of the
 // deadline and the heartbeat deadline that are set (SQLite's min() of
@@ -82,7 +80,7 @@ WHERE session_id = ?1 AND id = ?2 AND status = 'waiting'
 // options when its call parks. A key of a turn that does not exist is
 // turn.ErrNotFound.
 func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
-	op := fmt.Sprintf("issuing completion %s of turn %s/%s", codec.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
+	op := fmt.Sprintf("issuing completion %s of turn %s/%s", sqlstore.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
 	_, err := s.write.ExecContext(ctx, sqlIssueCompletion,
 		c.KeyHash[:], c.SessionID, c.TurnID, c.CallIndex, c.CallID, c.CallName, micros(c.CreatedAt))
 	return wrap(op, err)
@@ -93,7 +91,7 @@ func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
 	c, err := scanCompletion(s.read.QueryRowContext(ctx, sqlGetCompletion, keyHash[:]))
 	if err != nil {
-		return turn.Completion{}, wrap("getting completion "+codec.Fingerprint(keyHash), err)
+		return turn.Completion{}, wrap("getting completion "+sqlstore.Fingerprint(keyHash), err)
 	}
 	return c, nil
 }
@@ -102,13 +100,13 @@ func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Compl
 // see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
 // the payload arrived) until the completion is resolved.
 func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
-	op := "delivering early to completion " + codec.Fingerprint(keyHash)
-	p, err := codec.RawJSON("payload", payload)
+	op := "delivering early to completion " + sqlstore.Fingerprint(keyHash)
+	p, err := sqlstore.RawJSON("payload", payload)
 	if err != nil {
 		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return s.conditional(ctx, op, keyHash, turn.CompletionIssued, sqlDeliverEarly,
-		keyHash[:], nullText(p), codec.Hash(payloadHash), nullMicros(now))
+		keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullMicros(now))
 }
 
 // Heartbeat extends a pending completion's heartbeat clock; see
@@ -116,7 +114,7 @@ func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json
 // at the Deadline, and never back; a completion without a heartbeat clock
 // is returned unchanged.
 func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
-	op := "extending heartbeat of completion " + codec.Fingerprint(keyHash)
+	op := "extending heartbeat of completion " + sqlstore.Fingerprint(keyHash)
 	return s.conditional(ctx, op, keyHash, turn.CompletionPending, sqlHeartbeat, keyHash[:], micros(now))
 }
 
@@ -136,7 +134,7 @@ func (s *Store) conditional(ctx context.Context, op string, keyHash [32]byte, wa
 		if c, err = scanCompletion(tx.QueryRowContext(ctx, sqlGetCompletion, keyHash[:])); err != nil {
 			return err
 		}
-		state = codec.StateError(keyHash, c.Status, want)
+		state = sqlstore.StateError(keyHash, c.Status, want)
 		return nil
 	})
 	if err != nil {
@@ -155,15 +153,7 @@ func (s *Store) DueCompletions(ctx context.Context, now time.Time, limit int) ([
 	if limit <= 0 {
 		return []turn.Completion{}, nil
 	}
-	rows, err := s.read.QueryContext(ctx, sqlDueCompletions, micros(now), limit)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap("reading due completions", err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.read, "reading due completions", collectCompletions, sqlDueCompletions, micros(now), limit)
 }
 
 // PendingCount returns how many calls are parked on a completion key, in
@@ -180,34 +170,23 @@ func (s *Store) PendingCount(ctx context.Context) (int64, error) {
 // an unknown turn).
 func (s *Store) TurnCompletions(ctx context.Context, k turn.TurnKey) ([]turn.Completion, error) {
 	op := fmt.Sprintf("reading completions of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.read.QueryContext(ctx, sqlTurnCompletions, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	cs, err := collectCompletions(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return cs, nil
+	return queryAll(ctx, s.read, op, collectCompletions, sqlTurnCompletions, k.SessionID, k.TurnID)
 }
 
 // Secret returns the completion secret, storing generate's first; see
 // turn.CompletionStore. Callers racing on a new file each may generate one:
 // the insert keeps the first and every caller reads that back.
 func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (string, error) {
-	get := func() (string, bool, error) {
+	get := func() (string, error) {
 		var v string
-		err := s.read.QueryRowContext(ctx, sqlGetSetting, codec.SecretName).Scan(&v)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", false, nil
-		}
-		return v, err == nil, wrap("reading completion secret", err)
+		err := s.read.QueryRowContext(ctx, sqlGetSetting, sqlstore.SecretName).Scan(&v)
+		return v, wrap("reading completion secret", err)
 	}
 	insert := func(v string) error {
-		_, err := s.write.ExecContext(ctx, sqlInsertSetting, codec.SecretName, v)
+		_, err := s.write.ExecContext(ctx, sqlInsertSetting, sqlstore.SecretName, v)
 		return wrap("storing completion secret", err)
 	}
-	return codec.Secret(get, insert, generate)
+	return sqlstore.Secret(get, insert, generate)
 }
 
 // RecordLate's statements: the completion's late payload hashes (of the
@@ -223,7 +202,7 @@ const (
 // concurrent deliveries); see turn.CompletionStore.
 func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
 	op := fmt.Sprintf("recording a late completion of turn %s/%s", k.SessionID, k.TurnID)
-	if err := codec.CheckLate(k, l); err != nil {
+	if err := sqlstore.CheckLate(k, l); err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	w, err := encodeWrites(k, []turn.Line{l.Line}, nil, l.Outputs)
@@ -236,7 +215,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 		if err := tx.QueryRowContext(ctx, sqlLateHashes, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
 			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
 		}
-		outcome = codec.LateDecision(hashes, l)
+		outcome = sqlstore.LateDecision(hashes, l)
 		switch outcome {
 		case turn.LateRepeated:
 			return nil
@@ -265,18 +244,18 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 // and its status. Either way nothing is written.
 func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
 	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
-	if err := codec.CheckResolve(b); err != nil {
+	if err := sqlstore.CheckResolve(b); err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	payloads := make([]any, len(b.Items))
 	for i, it := range b.Items {
-		p, err := codec.RawJSON(fmt.Sprintf("completion %s payload", codec.Fingerprint(it.KeyHash)), it.Payload)
+		p, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", op, err)
 		}
 		payloads[i] = nullText(p)
 	}
-	results, outputs := codec.ResolveWrites(b)
+	results, outputs := sqlstore.ResolveWrites(b)
 	w, err := encodeWrites(b.Key, b.Lines, results, outputs)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
@@ -300,22 +279,24 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 		if err := tx.QueryRowContext(ctx, sqlTurnExists, b.Key.SessionID, b.Key.TurnID).Scan(&one); err != nil {
 			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
 		}
+		statuses := make(map[[32]byte]turn.CompletionStatus, len(b.Items))
 		for _, it := range b.Items {
 			var st string
 			err := tx.QueryRowContext(ctx, sqlCompletionStatus, it.KeyHash[:], b.Key.SessionID, b.Key.TurnID).Scan(&st)
 			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("completion %s: %w", codec.Fingerprint(it.KeyHash), turn.ErrNotFound)
+				continue // not a completion of this turn: CheckExpected says so
 			}
 			if err != nil {
 				return err
 			}
-			if turn.CompletionStatus(st) != it.Expect {
-				return codec.StateError(it.KeyHash, turn.CompletionStatus(st), it.Expect)
-			}
+			statuses[it.KeyHash] = turn.CompletionStatus(st)
+		}
+		if err := sqlstore.CheckExpected(b.Items, statuses); err != nil {
+			return err
 		}
 		for i, it := range b.Items {
 			if _, err := tx.ExecContext(ctx, sqlResolveCompletion, it.KeyHash[:], string(it.Status),
-				payloads[i], codec.Hash(it.PayloadHash), micros(b.Now)); err != nil {
+				payloads[i], sqlstore.Hash(it.PayloadHash), micros(b.Now)); err != nil {
 				return err
 			}
 		}
@@ -342,54 +323,54 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 	return settled, nil
 }
 
+// queryAll runs query on q and reads its rows with collect, which closes
+// them; an error of either is wrapped with op.
+func queryAll[T any](ctx context.Context, q querier, op string, collect func(*sql.Rows) ([]T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	return sqlstore.Collect(op, rows, err, collect, kind)
+}
+
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
 // scanCompletion scans one row of completionColumns.
 func scanCompletion(row scanner) (turn.Completion, error) {
 	var (
-		c                                  turn.Completion
-		key, payloadHash                   []byte
-		payload                            sql.NullString
-		status                             string
-		hbTimeout, created                 int64
+		r                                  sqlstore.CompletionRow
+		created                            int64
 		deadline, hbDeadline, resolvedTime sql.NullInt64
 	)
-	err := row.Scan(&key, &c.SessionID, &c.TurnID, &c.CallIndex, &c.CallID, &c.CallName, &status, &deadline,
-		&hbTimeout, &hbDeadline, &c.OnTimeout, &c.OnCancel, &c.CancelURL, &payload, &payloadHash,
-		&created, &resolvedTime)
+	if err := row.Scan(r.Dest(&deadline, &hbDeadline, &created, &resolvedTime)...); err != nil {
+		return turn.Completion{}, err
+	}
+	c, err := r.Completion()
 	if err != nil {
 		return turn.Completion{}, err
 	}
-	if c.KeyHash, err = codec.DecodeHash(key); err != nil {
-		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
-	}
-	if c.PayloadHash, err = codec.DecodeHash(payloadHash); err != nil {
-		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", codec.Fingerprint(c.KeyHash), err)
-	}
-	if payload.Valid {
-		c.Payload = json.RawMessage(payload.String)
-	}
-	c.Status = turn.CompletionStatus(status)
 	c.Deadline, c.HeartbeatDeadline = fromNullMicros(deadline), fromNullMicros(hbDeadline)
-	c.HeartbeatTimeout = codec.FromMicros(hbTimeout)
 	c.CreatedAt, c.ResolvedAt = fromMicros(created), fromNullMicros(resolvedTime)
 	return c, nil
 }
 
 // collectCompletions reads rows of completionColumns and closes rows.
-func collectCompletions(rows *sql.Rows) ([]turn.Completion, error) {
-	defer rows.Close()
-	cs := []turn.Completion{}
-	for rows.Next() {
-		c, err := scanCompletion(rows)
-		if err != nil {
+var collectCompletions = collectRows(scanCompletion)
+
+// collectRows returns a function that reads rows, a value a row with
+// scan, and closes rows; the first error ends it.
+func collectRows[T any](scan func(scanner) (T, error)) func(*sql.Rows) ([]T, error) {
+	return func(rows *sql.Rows) ([]T, error) {
+		defer rows.Close()
+		out := []T{}
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		cs = append(cs, c)
+		return out, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return cs, nil
 }

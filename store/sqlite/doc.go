@@ -14,6 +14,6 @@
 // as TEXT exactly as written; the semantics match store/postgres, as the
 // shared conformance suite (turn/storetest) checks.
 //
-// sqlite may import turn, migrations, store/internal/codec and its driver;
+// sqlite may import turn, migrations, store/internal/sqlstore and its driver;
 // it must not import api or any HTTP package.
 package sqlite

@@ -4,33 +4,35 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
-// wrap translates err at the store boundary and says what was being done:
-// sql.ErrNoRows and foreign key violations (a row referring to one that
-// does not exist) → turn.ErrNotFound; a database that stayed locked past
-// busy_timeout, an I/O failure or a missed deadline → turn.ErrUnavailable
-// (with the cause kept in the chain).
+// wrap translates err at the store boundary and says what was being done;
+// see sqlstore.Wrap and kind.
 func wrap(op string, err error) error {
-	if err == nil {
-		return nil
+	return sqlstore.Wrap(op, err, kind)
+}
+
+// kind classifies a driver error: sql.ErrNoRows and foreign key violations
+// (a row referring to one that does not exist) → turn.ErrNotFound; a
+// database that stayed locked past busy_timeout, an I/O failure or a missed
+// deadline → turn.ErrUnavailable; a refused value → turn.ErrRejected;
+// anything else nil.
+func kind(err error) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || foreignKeyViolation(err):
+		return turn.ErrNotFound
+	case unavailable(err):
+		return turn.ErrUnavailable
+	case rejected(err):
+		return turn.ErrRejected
 	}
-	if errors.Is(err, sql.ErrNoRows) || foreignKeyViolation(err) {
-		return fmt.Errorf("%s: %w", op, turn.ErrNotFound)
-	}
-	if unavailable(err) {
-		return fmt.Errorf("%s: %w: %w", op, turn.ErrUnavailable, err)
-	}
-	if rejected(err) {
-		return fmt.Errorf("%s: %w: %w", op, turn.ErrRejected, err)
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return nil
 }
 
 // rejected reports whether err is SQLite refusing a statement for the data

@@ -5,21 +5,21 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
 // pageRows bounds a page by bytes in the query, as the PostgreSQL store's
 // does: of the rows a page may need (limit rows, each of at least one
 // line), only those with fewer than maxBytes bytes of stored lines before
-// them are read; codec.Page then cuts the page at a line. octet_length
+// them are read; sqlstore.Page then cuts the page at a line. octet_length
 // reads the size from the record header, not the value.
 const pageRows = `SELECT first_seq, last_seq, lines,
     coalesce(sum(octet_length(lines)) OVER (ORDER BY last_seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
 FROM ledger_batches`
 
 const (
-	// Rows are batches of lines (see codec.LinesJSON).
+	// Rows are batches of lines (see sqlstore.LinesJSON).
 	sqlLedger = `SELECT first_seq, lines FROM (` + pageRows + `
 WHERE session_id = ? AND last_seq > ?
 ORDER BY last_seq
@@ -59,7 +59,7 @@ func (s *Store) ledger(ctx context.Context, sessionID string, after int64, limit
 		return nil, err
 	}
 	defer tx.Rollback()
-	page := codec.NewPage(after, limit, maxBytes)
+	page := sqlstore.NewPage(after, limit, maxBytes)
 	if err := readPage(ctx, tx, page, sessionID, sqlLedger, sessionID, after, limit, maxBytes); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Store) TurnLedger(ctx context.Context, sessionID, turnID string, after 
 	if limit <= 0 || maxBytes <= 0 {
 		return nil, fmt.Errorf("%s: limit %d and maxBytes %d must be positive", op, limit, maxBytes)
 	}
-	page := codec.NewPage(after, limit, maxBytes)
+	page := sqlstore.NewPage(after, limit, maxBytes)
 	if err := readPage(ctx, s.read, page, sessionID, sqlTurnLedger, sessionID, turnID, after, limit, maxBytes); err != nil {
 		return nil, wrap(op, err)
 	}
@@ -96,7 +96,7 @@ type querier interface {
 
 // readPage adds the batches query returns to page, and stops reading them
 // once the page is full.
-func readPage(ctx context.Context, q querier, page *codec.Page, sessionID, query string, args ...any) error {
+func readPage(ctx context.Context, q querier, page *sqlstore.Page, sessionID, query string, args ...any) error {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err

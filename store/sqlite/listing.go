@@ -4,9 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
-	"time"
 
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -39,104 +38,58 @@ ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
 LIMIT ?`
 )
 
-func cursorMicros(c turn.Cursor) int64 {
-	if c.IsZero() {
-		return math.MaxInt64
-	}
-	return micros(c.At)
-}
-
 // ListSessions returns a page of sessions; see turn.Lister.
 func (s *Store) ListSessions(ctx context.Context, after turn.Cursor, limit int) ([]turn.SessionSummary, error) {
-	const op = "listing sessions"
-	rows, err := s.read.QueryContext(ctx, sqlListSessions, cursorMicros(after), after.ID, limit)
-	if err != nil {
-		return nil, wrap(op, err)
+	return queryAll(ctx, s.read, "listing sessions", collectRows(scanSessionSummary),
+		sqlListSessions, micros(sqlstore.CursorTime(after)), after.ID, limit)
+}
+
+func scanSessionSummary(rows scanner) (turn.SessionSummary, error) {
+	var id string
+	var row sessionRow
+	var sum turn.SessionSummary
+	var last sql.NullInt64
+	if err := rows.Scan(append([]any{&id}, append(row.dest(), &sum.Turns, &sum.Pending, &last)...)...); err != nil {
+		return sum, err
 	}
-	defer rows.Close()
-	var out []turn.SessionSummary
-	for rows.Next() {
-		var id string
-		var row sessionRow
-		var sum turn.SessionSummary
-		var last sql.NullInt64
-		if err := rows.Scan(append([]any{&id}, append(row.dest(), &sum.Turns, &sum.Pending, &last)...)...); err != nil {
-			return nil, wrap(op, err)
-		}
-		sess, err := row.session(id)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		sum.Session = sess
-		sum.LastActivity = sess.CreatedAt
-		if last.Valid {
-			sum.LastActivity = fromMicros(last.Int64)
-		}
-		out = append(out, sum)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	sess, err := row.session(id)
+	sum.Session = sess
+	sum.LastActivity = sqlstore.LastActivity(sess.CreatedAt, last.Int64, last.Valid)
+	return sum, err
 }
 
 // ListTurns returns a page of a session's turns; see turn.Lister.
 func (s *Store) ListTurns(ctx context.Context, sessionID string, after turn.Cursor, limit int, status turn.Status) ([]turn.TurnSummary, error) {
-	op := "listing turns of session " + sessionID
-	rows, err := s.read.QueryContext(ctx, sqlListTurns, sessionID, cursorMicros(after), after.ID, string(status), limit)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	defer rows.Close()
-	var out []turn.TurnSummary
-	for rows.Next() {
+	scan := func(rows scanner) (turn.TurnSummary, error) {
 		t := turn.TurnSummary{SessionID: sessionID}
 		var st string
 		var created int64
 		var settled sql.NullInt64
-		if err := rows.Scan(&t.ID, &st, &t.Calls, &created, &settled, &t.Pending); err != nil {
-			return nil, wrap(op, err)
-		}
+		err := rows.Scan(&t.ID, &st, &t.Calls, &created, &settled, &t.Pending)
 		t.Status, t.CreatedAt, t.SettledAt = turn.Status(st), fromMicros(created), fromNullMicros(settled)
-		out = append(out, t)
+		return t, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.read, "listing turns of session "+sessionID, collectRows(scan),
+		sqlListTurns, sessionID, micros(sqlstore.CursorTime(after)), after.ID, string(status), limit)
 }
 
 // ListParked returns a page of the pending completions; see turn.Lister.
 func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	const op = "listing parked calls"
-	at, sid, tid, idx := int64(math.MaxInt64), "", "", math.MaxInt32
-	if !after.IsZero() {
-		var ok bool
-		if sid, tid, idx, ok = turn.SplitParkedID(after.ID); !ok {
-			return nil, fmt.Errorf("%s: the cursor's id %q is not a parked call's", op, after.ID)
-		}
-		at = micros(after.At)
-	}
-	rows, err := s.read.QueryContext(ctx, sqlListParked, at, sid, tid, idx, limit)
+	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	defer rows.Close()
-	var out []turn.ParkedCall
-	for rows.Next() {
-		var p turn.ParkedCall
-		var deadline, hbDeadline sql.NullInt64
-		var created, hbTimeout int64
-		if err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-			&hbDeadline, &p.OnTimeout, &p.OnCancel, &created); err != nil {
-			return nil, wrap(op, err)
-		}
-		p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
-		p.HeartbeatTimeout = time.Duration(hbTimeout) * time.Microsecond
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.read, op, collectRows(scanParked), sqlListParked, micros(at), sid, tid, idx, limit)
+}
+
+func scanParked(rows scanner) (turn.ParkedCall, error) {
+	var p turn.ParkedCall
+	var deadline, hbDeadline sql.NullInt64
+	var created, hbTimeout int64
+	err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
+		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created)
+	p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
+	p.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
+	return p, err
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -46,32 +47,24 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	if len(keys) == 0 {
 		return []turn.TurnKey{}, nil
 	}
+	arg, err := keyPairs(keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading cancel requests: %w", err)
+	}
+	found, err := queryAll(ctx, s.read, "reading cancel requests", collectKeys, sqlCancelRequested, arg)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.InOrder(keys, found), nil
+}
+
+// keyPairs encodes keys as a JSON array of [session, turn] pairs, which
+// the statements read with json_each.
+func keyPairs(keys []turn.TurnKey) (string, error) {
 	pairs := make([][2]string, len(keys))
 	for i, k := range keys {
 		pairs[i] = [2]string{k.SessionID, k.TurnID}
 	}
-	arg, err := json.Marshal(pairs)
-	if err != nil {
-		return nil, fmt.Errorf("reading cancel requests: %w", err)
-	}
-	rows, err := s.read.QueryContext(ctx, sqlCancelRequested, string(arg))
-	if err != nil {
-		return nil, wrap("reading cancel requests", err)
-	}
-	found, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("reading cancel requests", err)
-	}
-	set := make(map[turn.TurnKey]bool, len(found))
-	for _, k := range found {
-		set[k] = true
-	}
-	out := []turn.TurnKey{}
-	for _, k := range keys {
-		if set[k] {
-			out = append(out, k)
-			delete(set, k)
-		}
-	}
-	return out, nil
+	b, err := json.Marshal(pairs)
+	return string(b), err
 }

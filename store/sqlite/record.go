@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -83,13 +83,13 @@ ON CONFLICT (session_id, id) DO NOTHING`
 // check of the turn's call ids against earlier answers sees every write
 // before it.
 func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
-	if err := codec.CheckRecord(&r); err != nil {
+	if err := sqlstore.CheckRecord(&r); err != nil {
 		return err
 	}
 	t := r.Turn
 	k := turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID}
 	op := fmt.Sprintf("recording turn %s/%s", k.SessionID, k.TurnID)
-	calls, err := codec.Calls(t.Calls)
+	calls, err := sqlstore.Calls(t.Calls)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

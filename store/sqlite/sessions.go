@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -20,11 +20,11 @@ FROM sessions WHERE id = ?`
 
 // CreateSession inserts sess; turn.ErrSessionExists when the id is taken.
 func (s *Store) CreateSession(ctx context.Context, sess turn.Session) error {
-	args, err := sessionArgs(sess)
+	c, err := sqlstore.SessionColumns(sess)
 	if err != nil {
 		return fmt.Errorf("creating session %s: %w", sess.ID, err)
 	}
-	res, err := s.write.ExecContext(ctx, sqlCreateSession, args...)
+	res, err := s.write.ExecContext(ctx, sqlCreateSession, sessionColumnArgs(sess, c)...)
 	if err != nil {
 		return wrap("creating session "+sess.ID, err)
 	}
@@ -51,48 +51,23 @@ func (s *Store) GetSession(ctx context.Context, id string) (turn.Session, error)
 	return sess, nil
 }
 
-// sessionArgs encodes sess as the arguments id, tools, budget, callback_url,
-// metadata, created_at.
-func sessionArgs(sess turn.Session) ([]any, error) {
-	c, err := codec.SessionColumns(sess)
-	if err != nil {
-		return nil, err
-	}
-	return sessionColumnArgs(sess, c), nil
-}
-
-// sessionColumnArgs is sessionArgs with sess's columns already encoded.
-func sessionColumnArgs(sess turn.Session, c codec.SessionCols) []any {
+// sessionColumnArgs returns sess, its columns encoded as c, as the
+// arguments id, tools, budget, callback_url, metadata, created_at.
+func sessionColumnArgs(sess turn.Session, c sqlstore.SessionCols) []any {
 	return []any{sess.ID, nullText(c.Tools), string(c.Budget), sess.CallbackURL, nullText(c.Metadata), micros(sess.CreatedAt)}
 }
 
 // sessionRow scans the columns tools, budget, callback_url, metadata,
 // created_at.
 type sessionRow struct {
-	tools, budget, metadata []byte
-	callbackURL             string
-	createdAt               int64
+	sqlstore.SessionRow
+	createdAt int64
 }
 
 func (r *sessionRow) dest() []any {
-	return []any{&r.tools, &r.budget, &r.callbackURL, &r.metadata, &r.createdAt}
+	return r.Dest(&r.createdAt)
 }
 
 func (r *sessionRow) session(id string) (turn.Session, error) {
-	tools, err := codec.DecodeTools(r.tools)
-	if err != nil {
-		return turn.Session{}, err
-	}
-	budget, err := codec.DecodeBudget(r.budget)
-	if err != nil {
-		return turn.Session{}, err
-	}
-	return turn.Session{
-		ID:          id,
-		Tools:       tools,
-		Budget:      budget,
-		CallbackURL: r.callbackURL,
-		Metadata:    r.metadata,
-		CreatedAt:   fromMicros(r.createdAt),
-	}, nil
+	return r.Session(id, fromMicros(r.createdAt))
 }

@@ -3,13 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -26,7 +25,7 @@ RETURNING tools, budget, callback_url, metadata, created_at, last_seq`
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (session_id, id) DO NOTHING`
 
-	// A write's lines are one row (see codec.LinesJSON), all of turn ?2:
+	// A write's lines are one row (see sqlstore.LinesJSON), all of turn ?2:
 	// ?3 is the seq of the last line, ?4 of the first.
 	sqlInsertLines = `INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
 VALUES (?, ?, ?, ?, ?)`
@@ -37,15 +36,11 @@ VALUES (?, ?, ?, ?, ?)`
 // turns out to exist, the transaction is rolled back, undoing it, and the
 // recorded turn is read. ReceiveResult.Session is then left zero.
 func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveResult, error) {
-	rc, err := codec.ReceiveColumns(&r)
+	rc, err := sqlstore.ReceiveColumns(&r)
 	if err != nil {
 		return turn.ReceiveResult{}, err
 	}
-	op, calls := rc.Op, rc.Calls
-	line, err := codec.LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
-	if err != nil {
-		return turn.ReceiveResult{}, fmt.Errorf("%s: %w", op, err)
-	}
+	op, calls, line := rc.Op, rc.Calls, rc.Line
 	sessArgs := sessionColumnArgs(r.Session, rc.Session)
 	t := r.Turn
 
@@ -73,11 +68,9 @@ func (s *Store) ReceiveTurn(ctx context.Context, r turn.Receive) (turn.ReceiveRe
 		return err
 	})
 	if exists {
-		existing, gerr := s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
-		if gerr != nil {
-			return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, gerr)
-		}
-		return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
+		return sqlstore.TurnExists(op, func() (turn.Turn, error) {
+			return s.GetTurn(ctx, turn.TurnKey{SessionID: t.SessionID, TurnID: t.ID})
+		})
 	}
 	if err != nil {
 		return turn.ReceiveResult{}, wrap(op, err)
@@ -152,7 +145,7 @@ WHERE key_hash = ?1 AND session_id = ?2 AND turn_id = ?3 AND status IN ('issued'
 // not this turn's are ignored.
 func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	op := fmt.Sprintf("committing turn %s/%s", c.Key.SessionID, c.Key.TurnID)
-	if err := codec.CheckCommit(c); err != nil {
+	if err := sqlstore.CheckCommit(c); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	// Encode everything before taking the write lock.
@@ -164,7 +157,7 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	release := c.Status != "" && codec.ReleasesLease(c.Status)
+	release := c.Status != "" && sqlstore.ReleasesLease(c.Status)
 	until := nullMicros(c.LeaseUntil) // NULL (zero) keeps the current expiry
 	settled := nullMicros(c.SettledAt)
 	if c.Status != "" && !c.Status.Settled() {
@@ -186,7 +179,7 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 		}
 		for _, p := range c.Parks {
 			if _, err := tx.ExecContext(ctx, sqlPark, p.KeyHash[:], c.Key.SessionID, c.Key.TurnID,
-				nullMicros(p.Deadline), codec.Micros(p.HeartbeatTimeout), nullMicros(p.HeartbeatDeadline),
+				nullMicros(p.Deadline), sqlstore.Micros(p.HeartbeatTimeout), nullMicros(p.HeartbeatDeadline),
 				p.OnTimeout, p.OnCancel, p.CancelURL); err != nil {
 				return err
 			}
@@ -216,10 +209,10 @@ func encodeWrites(k turn.TurnKey, ls []turn.Line, results []turn.Result, outputs
 	if err != nil {
 		return writes{}, err
 	}
-	w := writes{key: k, lines: encoded, results: codec.Results(results), keptOuts: outputs}
+	w := writes{key: k, lines: encoded, results: sqlstore.Results(results), keptOuts: outputs}
 	w.outputs = make([]any, len(w.results))
 	for i, r := range w.results {
-		o, err := codec.OutputJSON(r.Index, r.Output)
+		o, err := sqlstore.OutputJSON(r.Index, r.Output)
 		if err != nil {
 			return writes{}, err
 		}
@@ -250,7 +243,7 @@ func (w writes) apply(ctx context.Context, tx *sql.Tx) error {
 		if data == nil {
 			data = []byte{} // data is NOT NULL; nil means empty
 		}
-		if _, err := tx.ExecContext(ctx, sqlInsertOutput, o.ID, w.key.SessionID, codec.OutputTurn(o, w.key),
+		if _, err := tx.ExecContext(ctx, sqlInsertOutput, o.ID, w.key.SessionID, sqlstore.OutputTurn(o, w.key),
 			o.CallID, o.ContentType, data, micros(o.CreatedAt), nullMicros(o.ExpiresAt)); err != nil {
 			return err
 		}
@@ -262,14 +255,14 @@ func (w writes) apply(ctx context.Context, tx *sql.Tx) error {
 type lines struct {
 	key   turn.TurnKey
 	n     int
-	batch []byte // codec.LinesJSON
+	batch []byte // sqlstore.LinesJSON
 }
 
 func encodeLines(k turn.TurnKey, ls []turn.Line) (lines, error) {
 	if len(ls) == 0 {
 		return lines{key: k}, nil
 	}
-	batch, err := codec.LinesJSON(k, ls)
+	batch, err := sqlstore.LinesJSON(k, ls)
 	if err != nil {
 		return lines{}, err
 	}
@@ -327,7 +320,7 @@ func (s *Store) getTurn(ctx context.Context, k turn.TurnKey) (turn.Turn, error) 
 	}
 	t.Status, t.Mode, t.FailurePolicy = turn.Status(status), dispatch.Mode(mode), dispatch.FailurePolicy(policy)
 	t.CreatedAt, t.SettledAt = fromMicros(created), fromNullMicros(settled)
-	if t.Calls, err = codec.DecodeCalls(calls); err != nil {
+	if t.Calls, err = sqlstore.DecodeCalls(calls); err != nil {
 		return turn.Turn{}, err
 	}
 	rows, err := tx.QueryContext(ctx, sqlGetResults, k.SessionID, k.TurnID)
@@ -411,35 +404,20 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, 
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	pairs := make([][2]string, len(keys))
-	for i, k := range keys {
-		pairs[i] = [2]string{k.SessionID, k.TurnID}
-	}
-	arg, err := json.Marshal(pairs)
+	arg, err := keyPairs(keys)
 	if err != nil {
 		return nil, fmt.Errorf("renewing leases: %w", err)
 	}
-	rows, err := s.write.QueryContext(ctx, sqlRenewLeases, owner, micros(until), string(arg))
+	renewed, err := queryAll(ctx, s.write, "renewing leases", collectKeys, sqlRenewLeases, owner, micros(until), arg)
 	if err != nil {
-		return nil, wrap("renewing leases", err)
+		return nil, err
 	}
-	renewed, err := collectKeys(rows)
-	if err != nil {
-		return nil, wrap("renewing leases", err)
-	}
-	return codec.Lost(keys, renewed), nil
+	return sqlstore.Lost(keys, renewed), nil
 }
 
 // collectKeys reads (session_id, id) rows and closes rows.
-func collectKeys(rows *sql.Rows) ([]turn.TurnKey, error) {
-	defer rows.Close()
-	keys := []turn.TurnKey{}
-	for rows.Next() {
-		var k turn.TurnKey
-		if err := rows.Scan(&k.SessionID, &k.TurnID); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
-}
+var collectKeys = collectRows(func(row scanner) (turn.TurnKey, error) {
+	var k turn.TurnKey
+	err := row.Scan(&k.SessionID, &k.TurnID)
+	return k, err
+})

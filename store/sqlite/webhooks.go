@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
-// webhookColumns are the columns scanWebhook reads, in order.
-const webhookColumns = `id, session_id, turn_id, url, event, body, attempts, next_attempt_at, last_error,
-    created_at, delivered_at, dead_at`
+// webhookColumns are the columns collectWebhooks reads, in order.
+const webhookColumns = sqlstore.WebhookColumns
 
 const (
 	sqlInsertWebhook = `INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
@@ -55,7 +54,7 @@ func encodeWebhook(k turn.TurnKey, w *turn.Webhook) (webhook, error) {
 	if w == nil {
 		return webhook{}, nil
 	}
-	if err := codec.CheckWebhook(k, w); err != nil {
+	if err := sqlstore.CheckWebhook(k, w); err != nil {
 		return webhook{}, err
 	}
 	return webhook{w: w}, nil
@@ -67,7 +66,7 @@ func (h webhook) insert(ctx context.Context, tx *sql.Tx, k turn.TurnKey) error {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, sqlInsertWebhook, h.w.ID, k.SessionID, k.TurnID, h.w.URL, h.w.Event,
-		string(h.w.Body), micros(codec.WebhookDue(h.w)), micros(h.w.CreatedAt))
+		string(h.w.Body), micros(sqlstore.WebhookDue(h.w)), micros(h.w.CreatedAt))
 	return err
 }
 
@@ -77,22 +76,14 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 	if limit <= 0 {
 		return []turn.Webhook{}, nil
 	}
-	rows, err := s.write.QueryContext(ctx, sqlClaimWebhooks, micros(now), micros(now.Add(lease)), limit)
-	if err != nil {
-		return nil, wrap("claiming webhooks", err)
-	}
-	ws, err := collectWebhooks(rows)
-	if err != nil {
-		return nil, wrap("claiming webhooks", err)
-	}
-	return ws, nil
+	return queryAll(ctx, s.write, "claiming webhooks", collectWebhooks, sqlClaimWebhooks, micros(now), micros(now.Add(lease)), limit)
 }
 
 // MarkWebhook records the outcome of an attempt on webhook id; see
 // turn.WebhookStore.
 func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
 	op := "recording an attempt of webhook " + id
-	if err := codec.CheckWebhookMark(id, m); err != nil {
+	if err := sqlstore.CheckWebhookMark(id, m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -112,39 +103,21 @@ func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) 
 // TurnWebhooks returns the webhooks of a turn, oldest first.
 func (s *Store) TurnWebhooks(ctx context.Context, k turn.TurnKey) ([]turn.Webhook, error) {
 	op := fmt.Sprintf("reading webhooks of turn %s/%s", k.SessionID, k.TurnID)
-	rows, err := s.read.QueryContext(ctx, sqlTurnWebhooks, k.SessionID, k.TurnID)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	ws, err := collectWebhooks(rows)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return ws, nil
+	return queryAll(ctx, s.read, op, collectWebhooks, sqlTurnWebhooks, k.SessionID, k.TurnID)
 }
 
 // collectWebhooks reads rows of webhookColumns and closes rows.
-func collectWebhooks(rows *sql.Rows) ([]turn.Webhook, error) {
-	defer rows.Close()
-	ws := []turn.Webhook{}
-	for rows.Next() {
-		var (
-			w               turn.Webhook
-			body            string
-			next, created   int64
-			delivered, dead sql.NullInt64
-		)
-		if err := rows.Scan(&w.ID, &w.SessionID, &w.TurnID, &w.URL, &w.Event, &body, &w.Attempts,
-			&next, &w.LastError, &created, &delivered, &dead); err != nil {
-			return nil, err
-		}
-		w.Body = []byte(body)
-		w.NextAttemptAt, w.CreatedAt = fromMicros(next), fromMicros(created)
-		w.DeliveredAt, w.DeadAt = fromNullMicros(delivered), fromNullMicros(dead)
-		ws = append(ws, w)
+var collectWebhooks = collectRows(func(row scanner) (turn.Webhook, error) {
+	var (
+		r               sqlstore.WebhookRow
+		next, created   int64
+		delivered, dead sql.NullInt64
+	)
+	if err := row.Scan(r.Dest(&next, &created, &delivered, &dead)...); err != nil {
+		return turn.Webhook{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return ws, nil
-}
+	w := r.Webhook()
+	w.NextAttemptAt, w.CreatedAt = fromMicros(next), fromMicros(created)
+	w.DeliveredAt, w.DeadAt = fromNullMicros(delivered), fromNullMicros(dead)
+	return w, nil
+})

@@ -1,8 +1,9 @@
-package codec
+package sqlstore
 
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/turnd/turnd/turn"
 )
@@ -30,17 +31,52 @@ func SessionColumns(sess turn.Session) (SessionCols, error) {
 	return SessionCols{Tools: tools, Budget: budget, Metadata: meta}, nil
 }
 
+// SessionRow is a session's row as read, but for its creation time, which
+// each store scans as its own type: the columns tools, budget, metadata
+// (SessionColumns' encodings) and callback_url.
+type SessionRow struct {
+	Tools, Budget, Metadata []byte
+	CallbackURL             string
+}
+
+// Dest returns the scan destinations of the columns tools, budget,
+// callback_url, metadata and created_at: r's fields and the store's
+// destination of created_at.
+func (r *SessionRow) Dest(created any) []any {
+	return []any{&r.Tools, &r.Budget, &r.CallbackURL, &r.Metadata, created}
+}
+
+// Session decodes r as the session id, created at createdAt.
+func (r *SessionRow) Session(id string, createdAt time.Time) (turn.Session, error) {
+	tools, err := DecodeTools(r.Tools)
+	if err != nil {
+		return turn.Session{}, err
+	}
+	budget, err := DecodeBudget(r.Budget)
+	if err != nil {
+		return turn.Session{}, err
+	}
+	return turn.Session{
+		ID:          id,
+		Tools:       tools,
+		Budget:      budget,
+		CallbackURL: r.CallbackURL,
+		Metadata:    r.Metadata,
+		CreatedAt:   createdAt,
+	}, nil
+}
+
 // ReceiveCols are the encoded parts of a turn.Receive.
 type ReceiveCols struct {
 	// Op names the operation in error messages: "receiving turn s/t".
 	Op      string
 	Calls   []byte
 	Session SessionCols
-	Data    []byte // the line's data
+	Line    []byte // the line as a ledger batch of one (LinesJSON)
 }
 
 // ReceiveColumns checks r (CheckReceive, filling in its empty ids) and
-// encodes its turn's calls, its session's columns and its line's data. The
+// encodes its turn's calls, its session's columns and its line. The
 // errors are those of a store's ReceiveTurn.
 func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 	if err := CheckReceive(r); err != nil {
@@ -55,11 +91,24 @@ func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 	if err != nil {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
 	}
-	data, err := RawJSON("line data", r.Line.Data)
+	if _, err := RawJSON("line data", r.Line.Data); err != nil {
+		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
+	}
+	line, err := LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
 	if err != nil {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return ReceiveCols{Op: op, Calls: calls, Session: sess, Data: data}, nil
+	return ReceiveCols{Op: op, Calls: calls, Session: sess, Line: line}, nil
+}
+
+// TurnExists is ReceiveTurn's answer for a turn recorded before: the
+// recorded turn, which get reads, with turn.ErrTurnExists.
+func TurnExists(op string, get func() (turn.Turn, error)) (turn.ReceiveResult, error) {
+	existing, err := get()
+	if err != nil {
+		return turn.ReceiveResult{}, fmt.Errorf("%s: turn exists, reading it: %w", op, err)
+	}
+	return turn.ReceiveResult{Existing: existing}, fmt.Errorf("%s: %w", op, turn.ErrTurnExists)
 }
 
 // CheckRecord checks a turn.Record before it is written: ids, a settled

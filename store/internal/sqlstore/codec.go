@@ -1,4 +1,4 @@
-package codec
+package sqlstore
 
 import (
 	"encoding/json"
@@ -248,4 +248,21 @@ func Lost(keys, renewed []turn.TurnKey) []turn.TurnKey {
 		}
 	}
 	return lost
+}
+
+// InOrder returns the keys of found in the order of keys, each once: a
+// store's answer to a question about keys, in the order it was asked.
+func InOrder(keys, found []turn.TurnKey) []turn.TurnKey {
+	set := make(map[turn.TurnKey]bool, len(found))
+	for _, k := range found {
+		set[k] = true
+	}
+	out := []turn.TurnKey{}
+	for _, k := range keys {
+		if set[k] {
+			out = append(out, k)
+			delete(set, k)
+		}
+	}
+	return out
 }

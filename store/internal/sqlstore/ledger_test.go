@@ -1,4 +1,4 @@
-package codec_test
+package sqlstore_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/turnd/turnd/store/internal/codec"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -22,7 +22,7 @@ func TestLinesRoundTrip(t *testing.T) {
 		{TurnID: "other", CallID: "c\"1\u2028", Kind: turn.LineCallAnswered, At: at.Add(time.Microsecond), Data: json.RawMessage(`null`)},
 		{CallID: "c2", Kind: turn.LineTurnSettled, At: at.Add(time.Second)},
 	}
-	b, err := codec.LinesJSON(k, lines)
+	b, err := sqlstore.LinesJSON(k, lines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestLinesRoundTrip(t *testing.T) {
 		{10, 1, want[1:2]},
 		{12, 10, nil},
 	} {
-		got, err := codec.DecodeLines(nil, "s", 10, b, tc.after, tc.limit)
+		got, err := sqlstore.DecodeLines(nil, "s", 10, b, tc.after, tc.limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestLinesRoundTrip(t *testing.T) {
 	}
 	// A full page takes nothing more.
 	full := []turn.Line{{Seq: 1}}
-	if got, _ := codec.DecodeLines(full, "s", 10, b, 0, 1); len(got) != 1 {
+	if got, _ := sqlstore.DecodeLines(full, "s", 10, b, 0, 1); len(got) != 1 {
 		t.Errorf("a full page grew to %d lines", len(got))
 	}
 }
@@ -66,11 +66,11 @@ func TestLinesRoundTrip(t *testing.T) {
 func TestLinesRefused(t *testing.T) {
 	t.Parallel()
 	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
-	if _, err := codec.LinesJSON(k, []turn.Line{{Kind: "x", Data: json.RawMessage(`{"a":`)}}); err == nil {
+	if _, err := sqlstore.LinesJSON(k, []turn.Line{{Kind: "x", Data: json.RawMessage(`{"a":`)}}); err == nil {
 		t.Error("LinesJSON accepted invalid data")
 	}
 	for _, bad := range []string{``, `{`, `{"t":"x"}`, `[{"a":"not a number"}]`} {
-		if _, err := codec.DecodeLines(nil, "s", 1, []byte(bad), 0, 10); err == nil {
+		if _, err := sqlstore.DecodeLines(nil, "s", 1, []byte(bad), 0, 10); err == nil {
 			t.Errorf("DecodeLines accepted %q", bad)
 		}
 	}
@@ -111,11 +111,11 @@ func FuzzLineStrings(f *testing.F) {
 		// As line data (JSON text, escaped from bytes): back byte for byte.
 		data, _ := json.Marshal(s)
 		data = append(append([]byte(" "), data...), '\n')
-		b, err := codec.LinesJSON(k, []turn.Line{{Kind: "k", Data: data}})
+		b, err := sqlstore.LinesJSON(k, []turn.Line{{Kind: "k", Data: data}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+		lines, err := sqlstore.DecodeLines(nil, "s", 1, b, 0, 1)
 		if err != nil || len(lines) != 1 || !bytes.Equal(lines[0].Data, data) {
 			t.Fatalf("data %q came back as %v (%v)", data, lines, err)
 		}
@@ -126,11 +126,11 @@ func FuzzLineStrings(f *testing.F) {
 // back; want is s as encoding/json gives it back (invalid UTF-8 replaced).
 func roundTripString(t *testing.T, k turn.TurnKey, s string) (b []byte, got turn.Line, want string) {
 	t.Helper()
-	b, err := codec.LinesJSON(k, []turn.Line{{CallID: s, Kind: turn.LineKind(s)}})
+	b, err := sqlstore.LinesJSON(k, []turn.Line{{CallID: s, Kind: turn.LineKind(s)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines, err := codec.DecodeLines(nil, "s", 1, b, 0, 1)
+	lines, err := sqlstore.DecodeLines(nil, "s", 1, b, 0, 1)
 	if err != nil {
 		t.Fatalf("%q: %v (%s)", s, err, b)
 	}
@@ -168,7 +168,7 @@ func TestPageBytes(t *testing.T) {
 		lines[i] = turn.Line{TurnID: "t", Kind: turn.LineCallAdmitted, Data: json.RawMessage(`"` + strings.Repeat("x", 98) + `"`)}
 	}
 	size := turn.LineBytes(lines[0])
-	b, err := codec.LinesJSON(k, lines)
+	b, err := sqlstore.LinesJSON(k, lines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestPageBytes(t *testing.T) {
 		{2, 10, 1, 1, true}, // the first line after 2 (seq 3)
 	}
 	for _, tt := range tests {
-		p := codec.NewPage(tt.after, tt.limit, tt.maxBytes)
+		p := sqlstore.NewPage(tt.after, tt.limit, tt.maxBytes)
 		full, err := p.Add("s", 1, b)
 		if err != nil {
 			t.Fatal(err)
@@ -228,7 +228,7 @@ func TestLateDecision(t *testing.T) {
 		{hashes(1, 2, 3), 3, 8, turn.LateRepeated},
 	}
 	for _, tt := range tests {
-		if got := codec.LateDecision(tt.kept, turn.Late{PayloadHash: h(tt.hash), Max: tt.max}); got != tt.want {
+		if got := sqlstore.LateDecision(tt.kept, turn.Late{PayloadHash: h(tt.hash), Max: tt.max}); got != tt.want {
 			t.Errorf("%d kept, hash %d, max %d: %s, want %s", len(tt.kept)/32, tt.hash, tt.max, got, tt.want)
 		}
 	}

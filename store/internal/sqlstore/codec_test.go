@@ -1,11 +1,13 @@
-package codec
+package sqlstore
 
 import (
 	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -113,5 +115,87 @@ func TestRawJSON(t *testing.T) {
 	}
 	if _, err := RawJSON("x", json.RawMessage(`{`)); err == nil {
 		t.Error("RawJSON accepted invalid JSON")
+	}
+}
+
+func TestInOrder(t *testing.T) {
+	t.Parallel()
+	a, b, c := turn.TurnKey{SessionID: "s", TurnID: "a"}, turn.TurnKey{SessionID: "s", TurnID: "b"}, turn.TurnKey{SessionID: "s", TurnID: "c"}
+	tests := []struct {
+		keys, found, want []turn.TurnKey
+	}{
+		{nil, nil, []turn.TurnKey{}},
+		{[]turn.TurnKey{a, b, c}, []turn.TurnKey{c, a}, []turn.TurnKey{a, c}},
+		{[]turn.TurnKey{a, b, a}, []turn.TurnKey{a, a}, []turn.TurnKey{a}},
+		{[]turn.TurnKey{a}, []turn.TurnKey{b}, []turn.TurnKey{}},
+	}
+	for _, tt := range tests {
+		if got := InOrder(tt.keys, tt.found); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("InOrder(%v, %v) = %v, want %v", tt.keys, tt.found, got, tt.want)
+		}
+	}
+}
+
+// A session's columns, as SessionColumns encodes them, decode back to the
+// session; tools nil (every tool) stays distinct from none.
+func TestSessionRowRoundTrip(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	for _, sess := range []turn.Session{
+		{ID: "s1", CallbackURL: "http://cb", Metadata: json.RawMessage(`{"a": 1}`), Budget: budget.Config{Limit: 10, MaxLines: 3}, CreatedAt: created},
+		{ID: "s2", Tools: []string{}, CreatedAt: created},
+		{ID: "s3", Tools: []string{"ls", "cat"}, CreatedAt: created},
+	} {
+		c, err := SessionColumns(sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := SessionRow{Tools: c.Tools, Budget: c.Budget, Metadata: c.Metadata, CallbackURL: sess.CallbackURL}
+		got, err := row.Session(sess.ID, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, sess) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, sess)
+		}
+	}
+	if _, err := (&SessionRow{Budget: []byte(`[`)}).Session("s", created); err == nil {
+		t.Error("a corrupt budget decoded")
+	}
+}
+
+func TestReceiveColumnsLine(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := turn.Receive{Turn: turn.Turn{SessionID: "s", ID: "t"}, Line: turn.Line{Kind: turn.LineTurnReceived, At: at, Data: json.RawMessage(`{"n":1}`)}}
+	rc, err := ReceiveColumns(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := DecodeLines(nil, "s", 7, rc.Line, 0, 10)
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("the line batch %s decodes to %v, %v", rc.Line, lines, err)
+	}
+	want := turn.Line{Seq: 7, SessionID: "s", TurnID: "t", Kind: turn.LineTurnReceived, At: at, Data: json.RawMessage(`{"n":1}`)}
+	if !reflect.DeepEqual(lines[0], want) {
+		t.Errorf("line = %+v, want %+v", lines[0], want)
+	}
+	r.Line.Data = json.RawMessage(`{`)
+	if _, err := ReceiveColumns(&r); err == nil {
+		t.Error("invalid line data accepted")
+	}
+}
+
+func TestTurnExists(t *testing.T) {
+	t.Parallel()
+	recorded := turn.Turn{SessionID: "s", ID: "t", Status: turn.StatusCompleted}
+	res, err := TurnExists("receiving turn s/t", func() (turn.Turn, error) { return recorded, nil })
+	if !errors.Is(err, turn.ErrTurnExists) || !reflect.DeepEqual(res.Existing, recorded) {
+		t.Errorf("TurnExists = %+v, %v", res, err)
+	}
+	gone := errors.New("read failed")
+	res, err = TurnExists("receiving turn s/t", func() (turn.Turn, error) { return turn.Turn{}, gone })
+	if !errors.Is(err, gone) || errors.Is(err, turn.ErrTurnExists) || res.Existing.ID != "" {
+		t.Errorf("TurnExists of an unreadable turn = %+v, %v", res, err)
 	}
 }

@@ -1,7 +1,9 @@
-package codec
+package sqlstore
 
 import (
+	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,17 +11,71 @@ import (
 	"github.com/turnd/turnd/turn"
 )
 
+// CompletionColumns are the columns of a completion's row, in the order
+// of CompletionRow.Dest.
+const CompletionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
+    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
+    created_at, resolved_at`
+
+// CompletionRow is a completion's row as read, but for its four times,
+// which each store scans as its own type.
+type CompletionRow struct {
+	Key, Payload, PayloadHash           []byte
+	SessionID, TurnID, CallID, CallName string
+	Status                              string
+	OnTimeout, OnCancel, CancelURL      string
+	CallIndex                           int
+	HeartbeatTimeout                    int64 // microseconds (Micros)
+}
+
+// Dest returns the scan destinations of CompletionColumns: r's fields and
+// the store's destinations of deadline, heartbeat_deadline, created_at and
+// resolved_at.
+func (r *CompletionRow) Dest(deadline, heartbeatDeadline, created, resolved any) []any {
+	return []any{&r.Key, &r.SessionID, &r.TurnID, &r.CallIndex, &r.CallID, &r.CallName, &r.Status, deadline,
+		&r.HeartbeatTimeout, heartbeatDeadline, &r.OnTimeout, &r.OnCancel, &r.CancelURL, &r.Payload, &r.PayloadHash,
+		created, resolved}
+}
+
+// Completion decodes r; the store sets the times. The payload is copied
+// (a driver may reuse r's buffers for the next row); nil stays nil (NULL).
+func (r *CompletionRow) Completion() (turn.Completion, error) {
+	key, err := DecodeHash(r.Key)
+	if err != nil {
+		return turn.Completion{}, fmt.Errorf("completion key: %w", err)
+	}
+	ph, err := DecodeHash(r.PayloadHash)
+	if err != nil {
+		return turn.Completion{}, fmt.Errorf("completion %s payload: %w", Fingerprint(key), err)
+	}
+	return turn.Completion{
+		KeyHash:          key,
+		SessionID:        r.SessionID,
+		TurnID:           r.TurnID,
+		CallIndex:        r.CallIndex,
+		CallID:           r.CallID,
+		CallName:         r.CallName,
+		Status:           turn.CompletionStatus(r.Status),
+		HeartbeatTimeout: FromMicros(r.HeartbeatTimeout),
+		OnTimeout:        r.OnTimeout,
+		OnCancel:         r.OnCancel,
+		CancelURL:        r.CancelURL,
+		Payload:          json.RawMessage(bytes.Clone(r.Payload)),
+		PayloadHash:      ph,
+	}, nil
+}
+
 // SecretName is the settings row that holds the completion secret.
 const SecretName = "completion_secret"
 
 // Secret is turn.CompletionStore.Secret over a store's two statements: get
-// reads the secret (found false when there is none), insert stores one
-// unless one is already there; both return errors the store has already
-// wrapped. A secret read is returned; otherwise generate's is inserted and
-// the stored one read back, so that callers racing on an empty store all
-// return the first committed.
-func Secret(get func() (v string, found bool, err error), insert func(string) error, generate func() (string, error)) (string, error) {
-	if v, found, err := get(); err != nil || found {
+// reads the secret (an error wrapping turn.ErrNotFound when there is none),
+// insert stores one unless one is already there; both return errors the
+// store has already wrapped. A secret read is returned; otherwise
+// generate's is inserted and the stored one read back, so that callers
+// racing on an empty store all return the first committed.
+func Secret(get func() (string, error), insert func(string) error, generate func() (string, error)) (string, error) {
+	if v, err := get(); !errors.Is(err, turn.ErrNotFound) {
 		return v, err
 	}
 	gen, err := generate()
@@ -32,9 +88,9 @@ func Secret(get func() (v string, found bool, err error), insert func(string) er
 	if err := insert(gen); err != nil {
 		return "", err
 	}
-	v, found, err := get()
-	if err == nil && !found {
-		err = errors.New("reading completion secret: the secret stored is gone")
+	v, err := get()
+	if errors.Is(err, turn.ErrNotFound) {
+		return "", errors.New("reading completion secret: the secret stored is gone")
 	}
 	return v, err
 }
@@ -79,6 +135,23 @@ func FromMicros(us int64) time.Duration { return time.Duration(us) * time.Micros
 // expected: it wraps turn.ErrCompletionState and names the completion.
 func StateError(h [32]byte, actual, want turn.CompletionStatus) error {
 	return fmt.Errorf("completion %s is %s, want %s: %w", Fingerprint(h), actual, want, turn.ErrCompletionState)
+}
+
+// CheckExpected checks the items of a resolution against the statuses
+// their completions have now (statuses holds those of the batch's turn),
+// in item order: a key the turn does not have is turn.ErrNotFound, one in
+// another status than its Expect a StateError.
+func CheckExpected(items []turn.Resolution, statuses map[[32]byte]turn.CompletionStatus) error {
+	for _, it := range items {
+		st, ok := statuses[it.KeyHash]
+		if !ok {
+			return fmt.Errorf("completion %s: %w", Fingerprint(it.KeyHash), turn.ErrNotFound)
+		}
+		if st != it.Expect {
+			return StateError(it.KeyHash, st, it.Expect)
+		}
+	}
+	return nil
 }
 
 // CheckResolve checks a batch before anything is written: a turn key,

@@ -1,6 +1,7 @@
-package codec
+package sqlstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -57,4 +58,33 @@ func CheckWebhookMark(id string, m turn.WebhookMark) error {
 		return fmt.Errorf("webhook %s: unknown outcome %q", id, m.Outcome)
 	}
 	return nil
+}
+
+// WebhookColumns are the columns of an outbox row, in the order of
+// WebhookRow.Dest.
+const WebhookColumns = `id, session_id, turn_id, url, event, body, attempts, next_attempt_at, last_error,
+    created_at, delivered_at, dead_at`
+
+// WebhookRow is an outbox row as read, but for its four times, which each
+// store scans as its own type.
+type WebhookRow struct {
+	ID, SessionID, TurnID, URL, Event string
+	Body                              []byte
+	Attempts                          int
+	LastError                         string
+}
+
+// Dest returns the scan destinations of WebhookColumns: r's fields and the
+// store's destinations of next_attempt_at, created_at, delivered_at and
+// dead_at.
+func (r *WebhookRow) Dest(next, created, delivered, dead any) []any {
+	return []any{&r.ID, &r.SessionID, &r.TurnID, &r.URL, &r.Event, &r.Body, &r.Attempts,
+		next, &r.LastError, created, delivered, dead}
+}
+
+// Webhook is r as a turn.Webhook; the store sets the times. The body is
+// copied (a driver may reuse r's buffers for the next row).
+func (r *WebhookRow) Webhook() turn.Webhook {
+	return turn.Webhook{ID: r.ID, SessionID: r.SessionID, TurnID: r.TurnID, URL: r.URL, Event: r.Event,
+		Body: bytes.Clone(r.Body), Attempts: r.Attempts, LastError: r.LastError}
 }
