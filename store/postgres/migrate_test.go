@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/migrations"
+	"github.com/turnd/turnd/migrations/migrationstest"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/turn"
 	"github.com/turnd/turnd/turn/storetest"
@@ -70,7 +69,7 @@ func TestMigrate(t *testing.T) {
 	if err := fresh.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping after Migrate: %v", err)
 	}
-	checkAppliedOnce(t, fresh, latest)
+	migrationstest.CheckAppliedOnce(t, query(t, fresh), latest)
 	if err := fresh.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}
@@ -227,200 +226,62 @@ ORDER BY 1, 2`)
 	}
 }
 
-// checkAppliedOnce checks that goose's table records versions 0 to latest,
-// each once: no replica applied a migration twice.
-func checkAppliedOnce(t *testing.T, s *postgres.Store, latest int) {
-	t.Helper()
-	var rows, versions, top int
-	err := s.Pool().QueryRow(t.Context(), "SELECT count(*), count(DISTINCT version_id), max(version_id) FROM "+migrations.VersionTable).Scan(&rows, &versions, &top)
-	if err != nil || rows != latest+1 || versions != latest+1 || top != latest {
-		t.Fatalf("%s has %d rows of %d versions up to %d (%v); want versions 0 to %d, once each", migrations.VersionTable, rows, versions, top, err, latest)
-	}
+// query runs a query of one row on s into dest.
+func query(t *testing.T, s *postgres.Store) func(string, ...any) error {
+	return func(q string, dest ...any) error { return s.Pool().QueryRow(t.Context(), q).Scan(dest...) }
 }
 
-// previousRelease brings s's empty schema to version at as the release
-// before goose did: schema_migrations(version, applied_at) created by the
-// store, each file's SQL (its Up section; the Down section did not exist)
-// run in a transaction that records its version.
-func previousRelease(t *testing.T, s *postgres.Store, at int) {
-	t.Helper()
-	ms, err := migrations.List(migrations.Postgres)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if _, err := s.Pool().Exec(ctx, `CREATE TABLE schema_migrations (
-    version    integer     PRIMARY KEY,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:at] {
-		up, _, _ := strings.Cut(m.SQL, "-- +goose Down")
-		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, up); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now() - interval '1 day')", m.Version)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("applying %d as the previous release: %v", m.Version, err)
-		}
-	}
-}
-
-// A schema the previous release created and migrated upgrades in place:
-// several replicas starting together adopt its record of applied versions
-// (with their times) under the lock, none runs an applied migration again,
-// the missing ones are applied once, the data stays and the schema is the
-// one a new database gets.
+// A schema the previous release created and migrated upgrades in place,
+// with several replicas starting together (see migrationstest).
 func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 	t.Parallel()
-	latest := migrations.Latest(migrations.Postgres)
 	want := schemaOf(t, pgtest.Store(t))
-	for _, at := range []int{latest, 9} {
+	for _, at := range []int{migrations.Latest(migrations.Postgres), 9} {
 		t.Run(fmt.Sprintf("at %d", at), func(t *testing.T) {
 			t.Parallel()
 			url := emptySchema(t, pgtest.Store(t))
 			s := open(t, url)
-			previousRelease(t, s, at)
-			ctx := t.Context()
-			if _, err := s.Pool().Exec(ctx, `INSERT INTO sessions (id, budget, created_at) VALUES ('old', '{}', now())`); err != nil {
-				t.Fatal(err)
-			}
-			if current, _, err := s.SchemaVersion(ctx); err != nil || current != at {
-				t.Fatalf("SchemaVersion of the previous release's schema = %d, %v; want %d", current, err, at)
-			}
-
-			const replicas = 3
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for range replicas {
-				r := open(t, url)
-				wg.Go(func() {
-					<-start
-					if err := r.Migrate(ctx); err != nil {
-						t.Errorf("Migrate: %v", err)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			if t.Failed() {
-				t.FailNow()
-			}
-
-			checkAppliedOnce(t, s, latest)
-			var adopted int
-			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM goose_db_version g JOIN schema_migrations m
-ON m.version = g.version_id AND g.tstamp = m.applied_at::timestamp`).Scan(&adopted); err != nil || adopted != at {
-				t.Errorf("%d versions kept their time of the previous release (%v), want %d", adopted, err, at)
-			}
-			if err := s.Ping(ctx); err != nil {
-				t.Fatalf("Ping after Migrate: %v", err)
-			}
-			if _, err := s.GetSession(ctx, "old"); err != nil {
-				t.Fatalf("the previous release's session: %v", err)
-			}
-			if got := schemaOf(t, s); !reflect.DeepEqual(got, want) {
-				t.Errorf("adopted schema differs from a new one:\n got %v\nwant %v", got, want)
-			}
+			migrationstest.CheckAdoption(t, migrationstest.Adoption{
+				Dialect:  migrations.Postgres,
+				At:       at,
+				Replicas: []migrationstest.Store{s, open(t, url), open(t, url)},
+				Exec: func(script string) error {
+					_, err := s.Pool().Exec(t.Context(), script) // no arguments: several statements
+					return err
+				},
+				Query:  query(t, s),
+				Schema: func() migrationstest.Schema { return schemaOf(t, s) },
+				Want:   want,
+			})
 		})
 	}
 }
 
-// Every migration's Down section undoes it: a schema brought down to
-// version v is the one Up brings a new schema to at v, all the way to an
-// empty schema; and Up from there gives the latest schema again.
+// Every migration's Down section undoes it (see migrationstest).
 func TestMigrateDownTo(t *testing.T) {
 	t.Parallel()
-	latest := migrations.Latest(migrations.Postgres)
-	ctx := t.Context()
-
 	fresh := open(t, emptySchema(t, pgtest.Store(t)))
-	want := []map[string]string{schemaOf(t, fresh)}
-	for v := 1; v <= latest; v++ {
-		if err := fresh.MigrateTo(ctx, v); err != nil {
-			t.Fatalf("MigrateTo %d: %v", v, err)
-		}
-		want = append(want, schemaOf(t, fresh))
-	}
-
-	s := pgtest.Store(t)
-	r, err := s.Migrations(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for v := latest - 1; v >= 0; v-- {
-		res, err := r.DownTo(ctx, v)
-		if err != nil {
-			t.Fatalf("DownTo %d: %v", v, err)
-		}
-		if len(res) != 1 || res[0].Version != v+1 {
-			t.Fatalf("DownTo %d rolled back %+v, want version %d alone", v, res, v+1)
-		}
-		if current, _, err := s.SchemaVersion(ctx); err != nil || current != v {
-			t.Fatalf("SchemaVersion after DownTo %d = %d, %v", v, current, err)
-		}
-		if got := schemaOf(t, s); !reflect.DeepEqual(got, want[v]) {
-			t.Fatalf("schema after DownTo %d differs from version %d's:\n got %v\nwant %v", v, v, got, want[v])
-		}
-	}
-	res, err := r.Up(ctx)
-	if err != nil || len(res) != latest {
-		t.Fatalf("Up from 0 applied %d migrations (%v), want %d", len(res), err, latest)
-	}
-	if got := schemaOf(t, s); !reflect.DeepEqual(got, want[latest]) {
-		t.Fatalf("schema after Up from 0 differs from the latest:\n got %v\nwant %v", got, want[latest])
-	}
+	migrationstest.CheckDownTo(t, fresh, pgtest.Store(t), func(s migrationstest.Store) migrationstest.Schema {
+		return schemaOf(t, s.(*postgres.Store))
+	})
 }
 
-// Rolling back to version 1 and migrating up again keeps what the ledger
-// holds (version 6's Down turns each row back into its lines) byte for
-// byte, and the turn with its result.
+// Rolling back to version 1 and migrating up again keeps the ledger (version
+// 6's Down turns each row back into its lines) byte for byte, and the turn
+// with its result.
 func TestMigrateDownKeepsLedger(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	s := open(t, emptySchema(t, pgtest.Store(t)))
-	if err := s.MigrateTo(ctx, 1); err != nil {
+	if err := s.MigrateTo(t.Context(), 1); err != nil {
 		t.Fatalf("MigrateTo 1: %v", err)
 	}
 	checkUpgrade(t, s)
-	before, err := s.Ledger(ctx, "s1", 0, 100, turn.MaxPageBytes)
-	if err != nil || len(before) < 4 {
-		t.Fatalf("Ledger: %d lines, %v", len(before), err)
-	}
-	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
-	turnBefore, err := s.GetTurn(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Migrations(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.DownTo(ctx, 1); err != nil {
-		t.Fatalf("DownTo 1: %v", err)
-	}
-	if _, err := r.Up(ctx); err != nil {
-		t.Fatalf("Up: %v", err)
-	}
-	after, err := s.Ledger(ctx, "s1", 0, 100, turn.MaxPageBytes)
-	if err != nil || !reflect.DeepEqual(after, before) {
-		t.Fatalf("ledger after down and up (%v)\n got %+v\nwant %+v", err, after, before)
-	}
-	turnAfter, err := s.GetTurn(ctx, k)
-	if err != nil || !reflect.DeepEqual(turnAfter.Results, turnBefore.Results) || turnAfter.Status != turnBefore.Status {
-		t.Fatalf("turn after down and up (%v)\n got %+v\nwant %+v", err, turnAfter, turnBefore)
-	}
+	migrationstest.CheckDownKeepsData(t, s, 1)
 }
 
 // schemaOf describes s's schema, without the runners' tables: each
 // column (type, collation, null, default), index and constraint.
-func schemaOf(t *testing.T, s *postgres.Store) map[string]string {
+func schemaOf(t *testing.T, s *postgres.Store) migrationstest.Schema {
 	t.Helper()
 	rows, err := s.Pool().Query(t.Context(), `
 SELECT 'column ' || table_name || '.' || column_name,
@@ -439,7 +300,7 @@ WHERE n.nspname = current_schema()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]string{}
+	m := migrationstest.Schema{}
 	var k, v string
 	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { m[k] = v; return nil }); err != nil {
 		t.Fatal(err)
