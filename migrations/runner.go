@@ -84,7 +84,7 @@ var dialects = map[string]dialectQueries{
 		goose:  database.DialectPostgres,
 		exists: `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE (current_schema() IS NULL OR schemaname = current_schema()) AND tablename = '%s')`,
 		seed: `INSERT INTO ` + VersionTable + ` (version_id, is_applied, tstamp)
-SELECT version, true, applied_at FROM ` + LegacyTable + ` ORDER BY version`,
+SELECT version, true, applied_at AT TIME ZONE 'UTC' FROM ` + LegacyTable + ` ORDER BY version`,
 	},
 	SQLite: {
 		goose:  database.DialectSQLite3,

@@ -73,7 +73,7 @@ func previousRelease(t *testing.T, dialect string, at int, exec func(script stri
 // schema_migrations recorded for them.
 var keptTimes = map[string]string{
 	migrations.Postgres: `SELECT count(*) FROM goose_db_version g JOIN schema_migrations m
-ON m.version = g.version_id AND g.tstamp = m.applied_at::timestamp`,
+ON m.version = g.version_id AND g.tstamp = m.applied_at AT TIME ZONE 'UTC'`,
 	migrations.SQLite: `SELECT count(*) FROM goose_db_version g JOIN schema_migrations m
 ON m.version = g.version_id AND g.tstamp = datetime(m.applied_at / 1000000, 'unixepoch')`,
 }

@@ -50,7 +50,11 @@ func (s *Store) Migrations(ctx context.Context) (*migrations.Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrating postgres schema: %w", err)
 	}
-	sqlDB := stdlib.OpenDB(*s.pool.Config().ConnConfig)
+	cc := s.pool.Config().ConnConfig
+	// goose's table holds times without a zone (now() at the session's
+	// TimeZone): in UTC, they read back as what they are.
+	cc.RuntimeParams["timezone"] = "UTC"
+	sqlDB := stdlib.OpenDB(*cc)
 	r, err := migrations.NewRunner(migrations.Config{Dialect: migrations.Postgres, DB: sqlDB, Locker: locker, Close: sqlDB.Close})
 	if err != nil {
 		sqlDB.Close()
