@@ -27,7 +27,7 @@ var ErrSchemaBehind = errors.New("database schema is behind")
 type Migration struct {
 	Version int
 	Name    string // the file name without version and extension, e.g. "init"
-	SQL     string
+	SQL     string // the whole file: its -- +goose Up and Down sections
 }
 
 //go:embed postgres/*.sql sqlite/*.sql
@@ -46,6 +46,14 @@ var parsed = sync.OnceValue(func() map[string]parseResult {
 type parseResult struct {
 	migrations []Migration
 	err        error
+}
+
+// FS returns the dialect's migration files, NNNN_name.sql at its root.
+func FS(dialect string) (fs.FS, error) {
+	if _, ok := parsed()[dialect]; !ok {
+		return nil, fmt.Errorf("migrations: unknown dialect %q", dialect)
+	}
+	return fs.Sub(files, dialect)
 }
 
 // List returns the dialect's migrations in version order. The slice is the

@@ -50,6 +50,7 @@ const usage = `turnd executes the tool calls of LLM assistant turns.
 Usage:
   turnd serve   [flags]   run the HTTP server (migrates the schema first)
   turnd migrate [flags]   apply pending schema migrations and exit
+                 status, down-to VERSION: see 'turnd migrate help'
   turnd version           print version information
   turnd bench   [flags]   measure a turnd under load (see BENCHMARKS.md)
   turnd healthcheck       exit 0 when the local turnd is ready (for containers)
@@ -80,11 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		}
 		return serve(ctx, cfg, stderr)
 	case "migrate":
-		cfg, err := parseConfig("migrate", args[1:], stderr, env)
-		if err != nil {
-			return err
-		}
-		return migrate(ctx, cfg, stderr)
+		return runMigrate(ctx, args[1:], stdout, stderr, env)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr, env)
 	case "tail":

@@ -68,24 +68,6 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedSt
 	return st, nil
 }
 
-func migrate(ctx context.Context, c config, stderr io.Writer) error {
-	log := newLogger(c, stderr)
-	st, err := openStore(ctx, c, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrating: %w", err)
-	}
-	cur, _, err := st.SchemaVersion(ctx)
-	if err != nil {
-		return err
-	}
-	log.Info("schema is current", "version", cur)
-	return nil
-}
-
 // serveGCPercent is the garbage collector's target while serving, unless
 // GOGC is set: a collection when the heap has grown by four times what was
 // live after the last one, instead of Go's default of once. turnd's live heap

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 1 (PostgreSQL).
 --
 -- Objects are created unqualified, in the first schema of the connection's
@@ -8,8 +9,8 @@
 -- arguments, result outputs, line data) are stored as `json`, not `jsonb`:
 -- json keeps the text exactly as written, so they round-trip byte for byte.
 --
--- schema_migrations(version, applied_at) is created by the store before this
--- file runs.
+-- The runner records applied versions in goose_db_version, which it creates
+-- before this file runs (see package migrations).
 
 -- sessions.last_seq is the seq of the session's latest ledger line. Writers
 -- allocate seqs by incrementing it in the transaction that inserts the lines:
@@ -103,3 +104,10 @@ CREATE TABLE outputs (
 );
 
 CREATE INDEX outputs_expiry ON outputs (expires_at);
+
+-- +goose Down
+DROP TABLE outputs;
+DROP TABLE ledger;
+DROP TABLE results;
+DROP TABLE turns;
+DROP TABLE sessions;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 2 (PostgreSQL): deferred completions.
 --
 -- A tool may park its call on a completion key; an external system later
@@ -46,3 +47,7 @@ CREATE TABLE settings (
     name  text PRIMARY KEY,
     value text NOT NULL
 );
+
+-- +goose Down
+DROP TABLE settings;
+DROP TABLE completions;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 3 (PostgreSQL): the webhook outbox.
 --
 -- When a turn of a session with a callback_url settles, the transaction that
@@ -33,3 +34,6 @@ CREATE TABLE webhooks (
 -- still need work; next_attempt_at changes on every claim, but only while a
 -- row is open.
 CREATE INDEX webhooks_due ON webhooks (next_attempt_at) WHERE delivered_at IS NULL AND dead_at IS NULL;
+
+-- +goose Down
+DROP TABLE webhooks;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 4 (PostgreSQL): cancel requests across replicas.
 --
 -- A turn runs on the one replica that holds its lease. A cancel that
@@ -7,3 +8,6 @@
 -- The first request's time is kept. A nullable column without a default:
 -- adding it rewrites nothing, and the previous release ignores it.
 ALTER TABLE turns ADD COLUMN cancel_requested_at timestamptz;
+
+-- +goose Down
+ALTER TABLE turns DROP COLUMN cancel_requested_at;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 5 (PostgreSQL): no foreign keys on the turn hot path.
 --
 -- Every turn writes a turns row, a row per result and about a dozen ledger
@@ -25,3 +26,13 @@
 ALTER TABLE turns DROP CONSTRAINT turns_session_id_fkey;
 ALTER TABLE ledger DROP CONSTRAINT ledger_session_id_fkey;
 ALTER TABLE results DROP CONSTRAINT results_session_id_turn_id_fkey;
+
+-- +goose Down
+-- The keys come back as version 4 had them; rows the writers left without
+-- a parent (none, if the guarantees above held) make this fail.
+ALTER TABLE turns ADD CONSTRAINT turns_session_id_fkey
+    FOREIGN KEY (session_id) REFERENCES sessions (id) ON DELETE CASCADE;
+ALTER TABLE ledger ADD CONSTRAINT ledger_session_id_fkey
+    FOREIGN KEY (session_id) REFERENCES sessions (id) ON DELETE CASCADE;
+ALTER TABLE results ADD CONSTRAINT results_session_id_turn_id_fkey
+    FOREIGN KEY (session_id, turn_id) REFERENCES turns (session_id, id) ON DELETE CASCADE;

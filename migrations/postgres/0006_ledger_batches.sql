@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 6 (PostgreSQL): one ledger row per write.
 --
 -- A write appends its lines (a turn's dozen, when it is recorded whole) as
@@ -29,3 +30,27 @@ SELECT session_id, seq, seq,
 FROM ledger;
 
 DROP TABLE ledger;
+
+-- +goose Down
+-- Every line of every row becomes a ledger row again: line i of a row has
+-- seq first_seq + i, its time comes back from unix microseconds exactly,
+-- and its data from the JSON string of its text.
+CREATE TABLE ledger (
+    session_id text        NOT NULL,
+    seq        bigint      NOT NULL,
+    turn_id    text        NOT NULL DEFAULT '',
+    call_id    text        NOT NULL DEFAULT '',
+    kind       text        NOT NULL,
+    at         timestamptz NOT NULL,
+    data       json,
+    PRIMARY KEY (session_id, seq)
+);
+
+INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data)
+SELECT b.session_id, b.first_seq + l.i - 1, l.line->>'t', l.line->>'c', l.line->>'k',
+    timestamptz 'epoch' + (l.line->>'a')::bigint * interval '1 microsecond',
+    (l.line->>'d')::json
+FROM ledger_batches b
+CROSS JOIN LATERAL json_array_elements(b.lines) WITH ORDINALITY AS l (line, i);
+
+DROP TABLE ledger_batches;

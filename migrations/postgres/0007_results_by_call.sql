@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 7 (PostgreSQL): one index on results instead of two.
 --
 -- results had a primary key on (session_id, turn_id, idx), for the upserts
@@ -22,3 +23,9 @@ CREATE UNIQUE INDEX results_key ON results (session_id, call_id, turn_id, idx);
 ALTER TABLE results DROP CONSTRAINT results_pkey;
 ALTER TABLE results ADD CONSTRAINT results_pkey PRIMARY KEY USING INDEX results_key;
 DROP INDEX results_call;
+
+-- +goose Down
+CREATE INDEX results_call ON results (session_id, call_id);
+CREATE UNIQUE INDEX results_turn_key ON results (session_id, turn_id, idx);
+ALTER TABLE results DROP CONSTRAINT results_pkey;
+ALTER TABLE results ADD CONSTRAINT results_pkey PRIMARY KEY USING INDEX results_turn_key;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 8 (PostgreSQL): ids compare as bytes (COLLATE "C").
 --
 -- Every text column that a btree index keys on holds an id or a name
@@ -42,3 +43,24 @@ ALTER TABLE webhooks
     ALTER COLUMN session_id TYPE text COLLATE "C",
     ALTER COLUMN turn_id TYPE text COLLATE "C";
 ALTER TABLE settings ALTER COLUMN name TYPE text COLLATE "C";
+
+-- +goose Down
+-- The columns take the database's default collation again.
+ALTER TABLE sessions ALTER COLUMN id TYPE text COLLATE "default";
+ALTER TABLE turns
+    ALTER COLUMN session_id TYPE text COLLATE "default",
+    ALTER COLUMN id TYPE text COLLATE "default";
+ALTER TABLE results
+    ALTER COLUMN session_id TYPE text COLLATE "default",
+    ALTER COLUMN call_id TYPE text COLLATE "default",
+    ALTER COLUMN turn_id TYPE text COLLATE "default";
+ALTER TABLE ledger_batches ALTER COLUMN session_id TYPE text COLLATE "default";
+ALTER TABLE outputs ALTER COLUMN id TYPE text COLLATE "default";
+ALTER TABLE completions
+    ALTER COLUMN session_id TYPE text COLLATE "default",
+    ALTER COLUMN turn_id TYPE text COLLATE "default";
+ALTER TABLE webhooks
+    ALTER COLUMN id TYPE text COLLATE "default",
+    ALTER COLUMN session_id TYPE text COLLATE "default",
+    ALTER COLUMN turn_id TYPE text COLLATE "default";
+ALTER TABLE settings ALTER COLUMN name TYPE text COLLATE "default";

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 9 (PostgreSQL): a turn's ledger rows by index;
 -- late deliveries recorded once per distinct payload.
 --
@@ -21,3 +22,10 @@ CREATE INDEX ledger_batches_turn ON ledger_batches (session_id, turn_id, last_se
 ALTER TABLE completions
     ADD COLUMN late_hashes bytea NOT NULL DEFAULT '',
     ADD COLUMN late_dropped bigint NOT NULL DEFAULT 0;
+
+-- +goose Down
+DROP INDEX ledger_batches_turn;
+ALTER TABLE ledger_batches DROP COLUMN turn_id;
+ALTER TABLE completions
+    DROP COLUMN late_hashes,
+    DROP COLUMN late_dropped;

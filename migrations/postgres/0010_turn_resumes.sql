@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 10 (PostgreSQL): how often a running turn was resumed.
 --
 -- ClaimTurns counts every claim of a running turn whose lease expired. A
@@ -7,3 +8,6 @@
 -- default: adding the column rewrites nothing, and the previous release
 -- ignores it.
 ALTER TABLE turns ADD COLUMN resumes integer NOT NULL DEFAULT 0;
+
+-- +goose Down
+ALTER TABLE turns DROP COLUMN resumes;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 11 (PostgreSQL): indexes for the listings.
 --
 -- The web UI and GET /v1/sessions, /v1/sessions/{id}/turns and /v1/pending
@@ -10,3 +11,8 @@
 CREATE INDEX sessions_listing ON sessions (created_at, id);
 CREATE INDEX turns_listing ON turns (session_id, created_at, id);
 CREATE INDEX completions_parked ON completions (created_at, session_id, turn_id, call_idx) WHERE status = 'pending';
+
+-- +goose Down
+DROP INDEX completions_parked;
+DROP INDEX turns_listing;
+DROP INDEX sessions_listing;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 1 (SQLite).
 --
 -- The same tables as the PostgreSQL schema, adapted: times are INTEGER unix
@@ -5,8 +6,8 @@
 -- written (byte-exact round trip). STRICT tables make SQLite enforce the
 -- declared types.
 --
--- schema_migrations(version, applied_at) is created by the store before this
--- file runs.
+-- The runner records applied versions in goose_db_version, which it creates
+-- before this file runs (see package migrations).
 
 -- sessions.last_seq is the seq of the session's latest ledger line; writers
 -- increment it in the transaction that inserts the lines, so seqs have no
@@ -91,3 +92,10 @@ CREATE TABLE outputs (
 ) STRICT;
 
 CREATE INDEX outputs_expiry ON outputs (expires_at);
+
+-- +goose Down
+DROP TABLE outputs;
+DROP TABLE ledger;
+DROP TABLE results;
+DROP TABLE turns;
+DROP TABLE sessions;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 2 (SQLite): deferred completions.
 --
 -- The same tables as the PostgreSQL schema, adapted as in version 1: times
@@ -38,3 +39,7 @@ CREATE TABLE settings (
     name  TEXT NOT NULL PRIMARY KEY,
     value TEXT NOT NULL
 ) STRICT;
+
+-- +goose Down
+DROP TABLE settings;
+DROP TABLE completions;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 3 (SQLite): the webhook outbox.
 --
 -- The same table as the PostgreSQL schema (see its comments), adapted as in
@@ -20,3 +21,6 @@ CREATE TABLE webhooks (
 ) STRICT;
 
 CREATE INDEX webhooks_due ON webhooks (next_attempt_at) WHERE delivered_at IS NULL AND dead_at IS NULL;
+
+-- +goose Down
+DROP TABLE webhooks;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 7 (SQLite): nothing changes.
 --
 -- PostgreSQL's version 7 keys results by (session_id, call_id, turn_id, idx)
@@ -6,4 +7,7 @@
 -- by index maintenance, and SQLite cannot drop a primary key without
 -- rebuilding the table. The version exists so that both dialects move in
 -- step.
+SELECT 1;
+
+-- +goose Down
 SELECT 1;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- turnd schema, version 9 (SQLite): a turn's ledger rows by index; late
 -- deliveries recorded once per distinct payload.
 --
@@ -14,3 +15,9 @@ CREATE INDEX ledger_batches_turn ON ledger_batches (session_id, turn_id, last_se
 
 ALTER TABLE completions ADD COLUMN late_hashes BLOB NOT NULL DEFAULT x'';
 ALTER TABLE completions ADD COLUMN late_dropped INTEGER NOT NULL DEFAULT 0;
+
+-- +goose Down
+DROP INDEX ledger_batches_turn;
+ALTER TABLE ledger_batches DROP COLUMN turn_id;
+ALTER TABLE completions DROP COLUMN late_hashes;
+ALTER TABLE completions DROP COLUMN late_dropped;

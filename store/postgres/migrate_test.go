@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/migrations"
+	"github.com/turnd/turnd/migrations/migrationstest"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/turn"
 	"github.com/turnd/turnd/turn/storetest"
@@ -67,10 +69,7 @@ func TestMigrate(t *testing.T) {
 	if err := fresh.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping after Migrate: %v", err)
 	}
-	var n int
-	if err := fresh.Pool().QueryRow(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != latest {
-		t.Fatalf("schema_migrations has %d rows (%v), want %d", n, err, latest)
-	}
+	migrationstest.CheckAppliedOnce(t, query(t, fresh), latest)
 	if err := fresh.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}
@@ -225,4 +224,86 @@ ORDER BY 1, 2`)
 	if n < 12 {
 		t.Errorf("found %d collatable index keys, want at least 12: is the query still looking in the test's schema?", n)
 	}
+}
+
+// query runs a query of one row on s into dest.
+func query(t *testing.T, s *postgres.Store) func(string, ...any) error {
+	return func(q string, dest ...any) error { return s.Pool().QueryRow(t.Context(), q).Scan(dest...) }
+}
+
+// A schema the previous release created and migrated upgrades in place,
+// with several replicas starting together (see migrationstest).
+func TestMigrateAdoptsPreviousRelease(t *testing.T) {
+	t.Parallel()
+	want := schemaOf(t, pgtest.Store(t))
+	for _, at := range []int{migrations.Latest(migrations.Postgres), 9} {
+		t.Run(fmt.Sprintf("at %d", at), func(t *testing.T) {
+			t.Parallel()
+			url := emptySchema(t, pgtest.Store(t))
+			s := open(t, url)
+			migrationstest.CheckAdoption(t, migrationstest.Adoption{
+				Dialect:  migrations.Postgres,
+				At:       at,
+				Replicas: []migrationstest.Store{s, open(t, url), open(t, url)},
+				Exec: func(script string) error {
+					_, err := s.Pool().Exec(t.Context(), script) // no arguments: several statements
+					return err
+				},
+				Query:  query(t, s),
+				Schema: func() migrationstest.Schema { return schemaOf(t, s) },
+				Want:   want,
+			})
+		})
+	}
+}
+
+// Every migration's Down section undoes it (see migrationstest).
+func TestMigrateDownTo(t *testing.T) {
+	t.Parallel()
+	fresh := open(t, emptySchema(t, pgtest.Store(t)))
+	migrationstest.CheckDownTo(t, fresh, pgtest.Store(t), func(s migrationstest.Store) migrationstest.Schema {
+		return schemaOf(t, s.(*postgres.Store))
+	})
+}
+
+// Rolling back to version 1 and migrating up again keeps the ledger (version
+// 6's Down turns each row back into its lines) byte for byte, and the turn
+// with its result.
+func TestMigrateDownKeepsLedger(t *testing.T) {
+	t.Parallel()
+	s := open(t, emptySchema(t, pgtest.Store(t)))
+	if err := s.MigrateTo(t.Context(), 1); err != nil {
+		t.Fatalf("MigrateTo 1: %v", err)
+	}
+	checkUpgrade(t, s)
+	migrationstest.CheckDownKeepsData(t, s, 1)
+}
+
+// schemaOf describes s's schema, without the runners' tables: each
+// column (type, collation, null, default), index and constraint.
+func schemaOf(t *testing.T, s *postgres.Store) migrationstest.Schema {
+	t.Helper()
+	rows, err := s.Pool().Query(t.Context(), `
+SELECT 'column ' || table_name || '.' || column_name,
+    data_type || ' ' || COALESCE(collation_name, '') || ' ' || is_nullable || ' ' || COALESCE(column_default, '')
+FROM information_schema.columns WHERE table_schema = current_schema()
+    AND table_name NOT IN ('goose_db_version', 'schema_migrations')
+UNION ALL
+SELECT 'index ' || indexname, replace(indexdef, current_schema() || '.', '')
+FROM pg_indexes WHERE schemaname = current_schema()
+    AND tablename NOT IN ('goose_db_version', 'schema_migrations')
+UNION ALL
+SELECT 'constraint ' || c.conrelid::regclass::text || '.' || c.conname, pg_get_constraintdef(c.oid)
+FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+WHERE n.nspname = current_schema()
+    AND c.conrelid::regclass::text NOT IN ('goose_db_version', 'schema_migrations')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := migrationstest.Schema{}
+	var k, v string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { m[k] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -2,74 +2,50 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/turnd/turnd/migrations"
 )
 
 const (
-	// schema_migrations has to exist before migration 1 can be recorded, so
-	// the store creates it rather than a migration file.
-	sqlCreateMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    INTEGER NOT NULL PRIMARY KEY,
-    applied_at INTEGER NOT NULL
-) STRICT`
-	sqlHasMigrations   = `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'`
-	sqlSchemaVersion   = `SELECT COALESCE(max(version), 0) FROM schema_migrations`
-	sqlRecordMigration = `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`
+	sqlHasTable = `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`
+	// SchemaVersion's queries: goose's table, else the one of a release
+	// before goose (until the first migrate adopts it), else none (0).
+	sqlSchemaVersion       = `SELECT COALESCE(max(version_id), 0) FROM ` + migrations.VersionTable
+	sqlLegacySchemaVersion = `SELECT COALESCE(max(version), 0) FROM ` + migrations.LegacyTable
 )
 
+// Migrations returns a migrations.Runner on the store's write connection
+// (its Close closes nothing). Each migration runs in its own transaction,
+// which takes SQLite's write lock first; the store serves one process, so
+// no other lock is held.
+func (s *Store) Migrations(ctx context.Context) (*migrations.Runner, error) {
+	r, err := migrations.NewRunner(migrations.Config{Dialect: migrations.SQLite, DB: s.write})
+	if err != nil {
+		return nil, fmt.Errorf("migrating sqlite schema: %w", err)
+	}
+	return r, nil
+}
+
 // Migrate applies the migrations the database lacks, each in its own
-// transaction. Each transaction re-reads the version under SQLite's write
-// lock, so two processes migrating one file at once do not apply a
-// migration twice.
+// transaction, in version order.
 func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrate(ctx, math.MaxInt)
 }
 
 // migrate applies the migrations the database lacks up to version target.
 func (s *Store) migrate(ctx context.Context, target int) error {
-	all, err := migrations.List(migrations.SQLite)
-	if err != nil {
-		return fmt.Errorf("migrating sqlite schema: %w", err)
-	}
-	if _, err := s.write.ExecContext(ctx, sqlCreateMigrations); err != nil {
-		return wrap("migrating sqlite schema: creating schema_migrations", err)
-	}
-	for _, m := range all {
-		if m.Version > target {
-			break
-		}
-		if err := s.apply(ctx, m); err != nil {
-			return wrap(fmt.Sprintf("migrating sqlite schema: applying %04d_%s", m.Version, m.Name), err)
-		}
-	}
-	return nil
-}
-
-func (s *Store) apply(ctx context.Context, m migrations.Migration) error {
-	tx, err := s.write.BeginTx(ctx, nil)
+	r, err := s.Migrations(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	var current int
-	if err := tx.QueryRowContext(ctx, sqlSchemaVersion).Scan(&current); err != nil {
-		return err
+	if target == math.MaxInt {
+		_, err = r.Up(ctx)
+	} else {
+		_, err = r.UpTo(ctx, target)
 	}
-	if m.Version <= current {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, sqlRecordMigration, m.Version, time.Now().UnixMicro()); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return wrap("migrating sqlite schema", err)
 }
 
 // SchemaVersion returns the schema version the database has (0 before the
@@ -81,15 +57,21 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err err
 		return 0, latest, wrap("reading sqlite schema version", err)
 	}
 	defer conn.Close()
-	var n int
-	if err := conn.QueryRowContext(ctx, sqlHasMigrations).Scan(&n); err != nil {
-		return 0, latest, wrap("reading sqlite schema version", err)
+	for _, t := range []struct{ table, query string }{
+		{migrations.VersionTable, sqlSchemaVersion},
+		{migrations.LegacyTable, sqlLegacySchemaVersion},
+	} {
+		var n int
+		if err := conn.QueryRowContext(ctx, sqlHasTable, t.table).Scan(&n); err != nil {
+			return 0, latest, wrap("reading sqlite schema version", err)
+		}
+		if n == 0 {
+			continue
+		}
+		if err := conn.QueryRowContext(ctx, t.query).Scan(&current); err != nil {
+			return 0, latest, wrap("reading sqlite schema version", err)
+		}
+		return current, latest, nil
 	}
-	if n == 0 {
-		return 0, latest, nil
-	}
-	if err := conn.QueryRowContext(ctx, sqlSchemaVersion).Scan(&current); err != nil && err != sql.ErrNoRows {
-		return 0, latest, wrap("reading sqlite schema version", err)
-	}
-	return current, latest, nil
+	return 0, latest, nil // never migrated
 }
