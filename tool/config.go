@@ -158,70 +158,11 @@ func Load(path string, opts Options) (*Registry, error) {
 	return staticRegistry(path, data, opts)
 }
 
-// Parse builds a registry from a YAML tool config (docs/config.md describes
-// every key; ConfigSchema is its JSON Schema):
-//
-//	tools:
-//	  - name: search_docs            # ^[a-zA-Z0-9_-]{1,64}$
-//	    description: Search the documentation
-//	    effect: read                 # read | write (default write)
-//	    idempotent: false
-//	    input_schema: {type: object, properties: {q: {type: string}}}
-//	    http:
-//	      url: http://127.0.0.1:9000/search
-//	      timeout: 30s               # per attempt (default 30s)
-//	      headers: {Authorization: "Bearer ${SEARCH_TOKEN}"}
-//	    retry: {max_attempts: 3, initial_interval: 200ms, max_interval: 5s, multiplier: 2, jitter: 0.2}
-//	  - name: deploy                 # may park its calls on a completion key
-//	    deferred: true
-//	    pending:                     # defaults; a pending answer may override them
-//	      deadline: 2h               # Go duration (default 24h, at most 720h)
-//	      heartbeat_timeout: 10m     # optional
-//	      on_timeout: error_as_result  # or fail_turn
-//	      on_cancel: cancel_external_work  # or ignore
-//	    http:
-//	      url: https://deployer.internal/run
-//	      cancel_url: https://deployer.internal/cancel  # only with deferred
-//	  - name: shout                  # a builtin under another name
-//	    builtin: echo
-//	  - mcp:                         # every tool of an MCP server (only with Open)
-//	      url: https://mcp.internal/docs/mcp  # streamable HTTP
-//	      headers: {Authorization: "Bearer ${DOCS_MCP_TOKEN}"}
-//	      prefix: docs_              # prepended to the server's tool names
-//	      trust_annotations: false   # true: readOnlyHint → effect read
-//	      timeout: 30s               # per call attempt, connect and list (default 30s)
-//	    retry: {max_attempts: 3}     # an mcp entry defaults to the retry defaults
-//	  - mcp:                         # an MCP server turnd runs and speaks stdio with
-//	      command: [npx, -y, "@modelcontextprotocol/server-filesystem", /srv/docs]
-//	      env: {API_KEY: "${FS_KEY}"}  # added to PATH, HOME and a few others of turnd's
-//	      cwd: /srv                  # must exist (default: turnd's working directory)
-//	      prefix: fs_
-//	builtin: [echo, sleep, now, approval]  # turnd's demo tools, off unless listed
-//
-// Decoding is strict: an unknown key is an error. Every problem found is
-// reported, each as a *ConfigError (joined with errors.Join), naming the
-// tool and the line. ${VAR} in http.url, http.cancel_url and header values
-// is read from Options.Env once, here; "$$" stands for a literal "$". An
-// empty config is a valid, empty registry.
-//
-// pending: and http.cancel_url are only allowed with deferred: true, and
-// pending: passes completion.Options.Validate. An explicit
-// on_cancel: cancel_external_work needs a cancel_url to call; left to its
-// default it merely does nothing without one. A deferred builtin (approval)
-// takes pending: too, as its defaults.
-//
-// An mcp entry takes only mcp: and retry:, and yields as many tools as the
-// server lists (see Live). Unlike other entries it is retried by default
-// (the defaults shown under retry:), since "unreachable" is its common
-// failure; a tools/call carries _meta "io.turnd/idempotency-key" so that a
-// server can tell a retry, and retry: {max_attempts: 1} turns retries off.
-//
-// An mcp entry has either url (streamable HTTP, with headers) or command
-// (stdio, with env and cwd); ${VAR} is expanded in mcp.env values as in
-// headers.
-//
-// An mcp entry imports the tools of an MCP server; see Open, which such a
-// config needs: Load and Parse build a fixed registry, and refuse it.
+// Parse builds a fixed registry from a YAML tool config; docs/config.md
+// describes every key and ConfigSchema is its JSON Schema. Decoding is
+// strict, and every problem is reported as a *ConfigError (joined) naming
+// the tool, line and column; ${VAR} is read from Options.Env. A config
+// with mcp entries needs Open, and Parse refuses it.
 func Parse(data []byte, opts Options) (*Registry, error) {
 	return staticRegistry("", data, opts)
 }
