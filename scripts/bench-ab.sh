@@ -10,6 +10,11 @@
 # CPU per turn beside the rate.
 #
 #   scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
+#   WORKLOAD=2 scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
+#
+# WORKLOAD=2 runs workload 2 instead (half reads, half writes, the bench's
+# loopback HTTP tools taking 1-20 ms): each bench serves the tools of its
+# own server, on a port of its own.
 #
 # Prints, per run, each server's turns/s and its CPU time per turn (from
 # /proc, Linux), and the ratio NEW/OLD; then the mean ratio. Each server
@@ -44,10 +49,11 @@ fi
 psql_bin=psql
 command -v psql >/dev/null 2>&1 || psql_bin="$(pg_bindir)/psql"
 
-printf 'builtin: [echo, sleep, now]\ntools: []\n' >"$work/tools.yaml"
+workload=${WORKLOAD:-1}
+case $workload in 1 | 2) ;; *) echo "bench-ab: WORKLOAD must be 1 or 2" >&2; exit 2 ;; esac
 ticks=$(getconf CLK_TCK)
 
-declare -a port
+declare -a port toolport
 for i in 0 1; do
   bin=$old
   [ "$i" = 1 ] && bin=$new
@@ -59,7 +65,13 @@ for i in 0 1; do
   *) echo "bench-ab: DATABASE_URL must be a postgres:// URL with a database path" >&2; exit 1 ;;
   esac
   port[$i]=$(pg_free_port)
-  DATABASE_URL=$url TURND_ADDR=127.0.0.1:${port[$i]} TURND_CONFIG=$work/tools.yaml \
+  if [ "$workload" = 2 ]; then
+    toolport[$i]=$(pg_free_port)
+    "$new" bench --print-tool-config --tool-addr "127.0.0.1:${toolport[$i]}" >"$work/tools-$i.yaml"
+  else
+    printf 'builtin: [echo, sleep, now]\ntools: []\n' >"$work/tools-$i.yaml"
+  fi
+  DATABASE_URL=$url TURND_ADDR=127.0.0.1:${port[$i]} TURND_CONFIG=$work/tools-$i.yaml \
     TURND_LOG_FORMAT=json TURND_LOG_LEVEL=warn "$bin" serve >"$work/serve-$i.log" 2>&1 &
   pids[$i]=$!
   for _ in $(seq 1 100); do
@@ -70,14 +82,16 @@ for i in 0 1; do
 done
 
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-load() { # load PORT OUT
-  "$new" bench --url "http://127.0.0.1:$1" --tools builtin --concurrency 32 --calls 4 \
+load() { # load SERVER SECONDS OUT
+  local tools=(--tools builtin)
+  [ "$workload" = 2 ] && tools=(--tools http --tool-addr "127.0.0.1:${toolport[$1]}" --read-fraction 0.5 --latency uniform:1ms-20ms)
+  "$new" bench --url "http://127.0.0.1:${port[$1]}" "${tools[@]}" --concurrency 32 --calls 4 \
     --duration "${2}s" --baseline 0s --progress none --json >"$3" 2>/dev/null
 }
 # Warm both up (connections, prepared statements, the tables' first pages).
-load "${port[0]}" 2 "$work/warm-0.json" &
+load 0 2 "$work/warm-0.json" &
 wa=$!
-load "${port[1]}" 2 "$work/warm-1.json" &
+load 1 2 "$work/warm-1.json" &
 wait "$wa" $!
 
 ratios=()
@@ -87,14 +101,14 @@ for r in $(seq 1 "$runs"); do
   # The two loads start in turn first, so that neither binary gains
   # from its bench's head start.
   if [ $((r % 2)) = 1 ]; then
-    load "${port[0]}" "$secs" "$work/a.json" &
+    load 0 "$secs" "$work/a.json" &
     la=$!
-    load "${port[1]}" "$secs" "$work/b.json" &
+    load 1 "$secs" "$work/b.json" &
     lb=$!
   else
-    load "${port[1]}" "$secs" "$work/b.json" &
+    load 1 "$secs" "$work/b.json" &
     lb=$!
-    load "${port[0]}" "$secs" "$work/a.json" &
+    load 0 "$secs" "$work/a.json" &
     la=$!
   fi
   wait "$la" "$lb"
