@@ -18,7 +18,7 @@ var ErrClosed = errors.New("tool: the live registry is closed")
 // Live holds the current registry of a tool config file and replaces it,
 // whole, on Reload or when an MCP server's tool list changes; a turn takes
 // Registry (cheap, lock-free) once and keeps it. Use Live for a config with
-// mcp entries: Load and Parse refuse those. See ARCHITECTURE.md, "Tool
+// mcp entries: Parse refuses those. See ARCHITECTURE.md, "Tool
 // registries and MCP servers".
 type Live struct {
 	path       string
@@ -41,8 +41,8 @@ type Live struct {
 
 // Open reads the tool config at path (see Parse for its shape) and connects
 // to its MCP servers, waiting for each one's first answer until ctx ends.
-// A config error is returned as by Load, with nothing left open; an MCP
-// server that cannot be reached is not an error. An empty path is an empty
+// A config error is returned as Parse returns it, naming path, with
+// nothing left open; an MCP server that cannot be reached is not an error. An empty path is an empty
 // config, which Reload keeps. Close the Live when done.
 func Open(ctx context.Context, path string, opts Options) (*Live, error) {
 	opts = opts.withDefaults()
@@ -79,7 +79,7 @@ func (l *Live) Changed() <-chan struct{} {
 
 // Reload reads the config file again and, if it is valid, replaces the
 // registry: tools may be added, removed or changed. On an error (the file
-// is unreadable or invalid: the error is the same as Load's) the current
+// is unreadable or invalid: the error is the same as Open's) the current
 // registry stays. New MCP servers are waited for as in Open; servers no
 // longer configured are disconnected once their calls in flight end.
 func (l *Live) Reload(ctx context.Context) error {

@@ -184,10 +184,6 @@ const (
 	maxLastError = 200
 )
 
-// NewWebhookClient returns the default Config.WebhookClient under the
-// default CallbackPolicy (see CallbackPolicy.Client).
-func NewWebhookClient() *http.Client { return CallbackPolicy{}.Client() }
-
 // webhookLease is how long a claim holds a webhook: well beyond one attempt
 // (so that an attempt in flight is never claimed twice), short enough that
 // an attempt a crash cut short is retried soon.
