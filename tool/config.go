@@ -164,7 +164,14 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 		return nil, &ConfigError{Line: src.at.line, Column: src.at.col, Tool: src.label,
 			Msg: "an mcp entry imports tools that change while turnd runs: open this config with tool.Open, not Parse"}
 	}
-	return l.registry(specs), nil
+	r := NewRegistry(specs...)
+	r.owned = l.ownedClient // an HTTP client the loader made is the registry's
+	r.client = l.opts.HTTPClient
+	if r.client == nil {
+		r.client = l.ownedClient
+	}
+	r.now = l.opts.Now
+	return r, nil
 }
 
 // The YAML shapes. Pointers tell "absent" from a zero value.
@@ -326,18 +333,6 @@ func (f *tagFinder) Visit(n ast.Node) ast.Visitor {
 		return nil
 	}
 	return f
-}
-
-// registry wraps the specs; an HTTP client the loader made is owned by it.
-func (l *loader) registry(specs []*Spec) *Registry {
-	r := NewRegistry(specs...)
-	r.owned = l.ownedClient
-	r.client = l.opts.HTTPClient
-	if r.client == nil {
-		r.client = l.ownedClient
-	}
-	r.now = l.opts.Now
-	return r
 }
 
 // build validates the decoded config and makes the specs.
