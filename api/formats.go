@@ -15,20 +15,9 @@ import (
 )
 
 // Provider formats (?format=F): the turn handlers take and give the model
-// providers' own JSON, translated by package provider.
-//
-// Pending calls. The providers want a result for every call in the very
-// next message, so a turn waiting on parked calls cannot be rendered as
-// is. With ?pending=placeholder it is: every parked call of the turn (see
-// turn.Service.ParkedCalls: a call its wave answered pending, whether or
-// not its result has arrived since) is rendered as a placeholder, and
-// GET …?format=F&since=placeholder renders the real results of exactly
-// those calls as a user message, once none of them is pending any more.
-// Both renderings are functions of the turn's record alone, so whenever a
-// frontend reads them it gets the same placeholders and the same
-// follow-up: every parked call is answered once by each. Without
-// pending=placeholder a turn still running or waiting answers 202 with the
-// turn (status, results so far) and no provider messages.
+// providers' own JSON, translated by package provider; ?pending=placeholder
+// and since=placeholder render a waiting turn's parked calls. See
+// ARCHITECTURE.md, "Provider formats and parked calls".
 
 // renderQuery is what the query asks of a provider rendering.
 type renderQuery struct {

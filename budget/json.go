@@ -31,29 +31,12 @@ func wholeLevel(n *node) int {
 }
 
 // ProjectJSON projects a JSON value so that it stays valid JSON of the same
-// shape.
-//
-// Input within both caps comes back byte for byte. Otherwise the result is
-// compact JSON: one line, object keys in input order, numbers, literals and
-// escapes exactly as in the input. If the compact form fits, nothing else
-// changes and Truncated is false. Else ProjectJSON shrinks the value to a
-// common level of bytes, searching for the highest level that fits so that
-// the result comes close to the cap:
-//
-//   - a string value longer than the level keeps its head and tail around a
-//     marker inside the string, "...N bytes truncated..." (N counts the
-//     decoded bytes dropped; tokens in tokens mode). Cuts never split an
-//     escape, a surrogate pair or a rune, and prefer escaped newlines.
-//   - an array keeps as many head and tail items as the level holds at the
-//     array's average item size, but at least one item per 64 bytes of the
-//     level and at least one item; one "...N items truncated..." element
-//     stands for the rest. An array is trimmed only if that saves room.
-//   - object keys are never dropped or shortened.
-//
-// When nothing of that shape fits (say, an object with a huge number of
-// keys, or nesting deeper than 10000 levels), ProjectJSON returns
-// Project(raw), whose JSON field is false. Input that is not JSON yields an
-// error wrapping ErrInvalidJSON, so the caller can use Project itself.
+// shape: input within both caps comes back byte for byte, anything else as
+// compact JSON whose long strings and arrays are cut around a marker (keys
+// are never dropped), Truncated only if something was cut. When no such
+// shape fits it returns Project(raw) (JSON false); input that is not JSON
+// yields an error wrapping ErrInvalidJSON. See ARCHITECTURE.md, "budget:
+// JSON projection".
 func (p *Projector) ProjectJSON(raw []byte) (Result, error) {
 	if len(raw) <= p.sizeCap {
 		// Within the size cap, and so within the node budget: the parse

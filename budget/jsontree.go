@@ -64,19 +64,11 @@ func (p *Projector) nodeBudget() int {
 	return min(p.sizeCap, math.MaxInt/8)*4 + 4096
 }
 
-// parseJSON checks raw and builds its tree. It keeps memory bounded by the
-// cap rather than the input: an array item gets a node only while the lower
-// bounds of the items before it (head zone) or after it (tail zone, kept as
-// a sliding window) leave room for it in the array's share of the cap.
-//
-// Zones alone bound each array, but arrays nested in long arrays multiply
-// them, so the tree also has a node budget. Past it, parsing fails with
-// errTooManyNodes and the caller parses again with zones divided by a
-// larger zoneScale: items beyond the first and last then lack nodes and
-// cannot be kept, which makes projections of such input less full but
-// never invalid.
-//
-// nodes, if not nil, is storage to reuse from an earlier attempt.
+// parseJSON checks raw and builds its tree in memory bounded by the cap
+// rather than the input (see ARCHITECTURE.md, "budget: JSON projection").
+// Past the node budget it fails with errTooManyNodes, and the caller
+// parses again with a larger zoneScale. nodes, if not nil, is storage to
+// reuse from an earlier attempt.
 func (p *Projector) parseJSON(raw []byte, zoneScale int, nodes []node) (*tree, error) {
 	t := &tree{raw: raw, nodes: nodes[:0]}
 	b := builder{

@@ -92,8 +92,8 @@ func ExampleResolve() {
 	}
 	fmt.Println(r.Deadline, r.HeartbeatDeadline, r.OnTimeout, r.OnCancel)
 
-	r = r.Heartbeat(now.Add(3 * time.Minute))
-	fmt.Println(r.TimeoutAt())
+	r = r.Heartbeat(now.Add(3 * time.Minute)) // the call now times out at 12:08 unless another comes
+	fmt.Println(r.HeartbeatDeadline)
 
 	_, err = completion.Resolve(now, defaults, completion.Options{Deadline: "2026-02-28T00:00:00Z"})
 	fmt.Println(errors.Is(err, completion.ErrInvalidOptions))

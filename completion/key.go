@@ -55,18 +55,12 @@ func NewSecret() (Secret, error) {
 	return s, nil
 }
 
-// ParseSecret reads a secret as given in TURND_COMPLETION_KEY_SECRET or stored
-// by [Secret.String]. Surrounding white space is dropped (a secret read from
-// a file often ends in a newline). Then, in this order:
-//
-//   - if the text is base64 (standard or URL alphabet, padded or not) of at
-//     least SecretSize bytes, the decoded bytes are the secret;
-//   - otherwise, if the text is at least SecretSize bytes long, its bytes
-//     are the secret, as they are;
-//   - otherwise it fails with ErrInvalidSecret.
-//
-// So a hex string of 64 digits is read as base64 (48 bytes): stable, and the
-// same on every start, which is all that matters.
+// ParseSecret reads a secret as given in TURND_COMPLETION_KEY_SECRET or
+// stored by [Secret.String], surrounding white space dropped: base64
+// (standard or URL alphabet, padded or not) of at least SecretSize bytes is
+// decoded; other text of at least SecretSize bytes is the secret as it is;
+// anything shorter fails with ErrInvalidSecret. See ARCHITECTURE.md,
+// "Secrets".
 func ParseSecret(s string) (Secret, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {

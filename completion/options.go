@@ -118,15 +118,6 @@ func (r Resolved) Heartbeat(at time.Time) Resolved {
 	return r
 }
 
-// TimeoutAt is when the call times out if nothing else happens: the earlier
-// of Deadline and HeartbeatDeadline (when set).
-func (r Resolved) TimeoutAt() time.Time {
-	if !r.HeartbeatDeadline.IsZero() && r.HeartbeatDeadline.Before(r.Deadline) {
-		return r.HeartbeatDeadline
-	}
-	return r.Deadline
-}
-
 // Resolve merges override onto defaults field by field (a set override
 // field wins) and makes the result absolute relative to now. It fails with
 // an *OptionsError (errors.Is ErrInvalidOptions) when the deadline is not a

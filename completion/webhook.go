@@ -60,21 +60,12 @@ type Signer struct {
 	key []byte
 }
 
-// NewSigner returns a signer for a secret given in one of these forms
-// (surrounding white space dropped):
-//
-//   - "whsec_" and the standard base64 (padded or not) of the key, the form
-//     Standard Webhooks libraries and providers use; the key must have at
-//     least MinSigningKeySize bytes.
-//   - Without the prefix, padded standard base64 of at least
-//     MinSigningKeySize bytes is decoded too, as the reference libraries do,
-//     so both ends agree whenever those libraries accept the secret.
-//   - Any other string of at least MinRawSigningSecret bytes: its bytes are
-//     the key as they are. A sender using a reference library must then
-//     pass those bytes as a raw key, or use "whsec_" + base64 of them.
-//
-// Anything else fails with ErrInvalidSecret; the message never includes the
-// secret.
+// NewSigner returns a signer for secret, surrounding white space dropped:
+// "whsec_" and the standard base64 (padded or not) of a key of at least
+// MinSigningKeySize bytes; without the prefix, padded standard base64 of
+// such a key; or any other string of at least MinRawSigningSecret bytes,
+// whose bytes are the key. Anything else fails with ErrInvalidSecret, whose
+// message never includes the secret. See ARCHITECTURE.md, "Secrets".
 func NewSigner(secret string) (*Signer, error) {
 	secret = strings.TrimSpace(secret)
 	if rest, ok := strings.CutPrefix(secret, SigningSecretPrefix); ok {

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -338,14 +339,19 @@ func TestTurndEnvCheck(t *testing.T) {
 	}
 }
 
-// toolLoad loads a tool config the way turnd does, resolving ${VAR} from
-// the given environment only: a variable the container does not set is an
-// error here as it is at turnd's start.
+// toolLoad loads a tool config the way turnd does (tool.Open), resolving
+// ${VAR} from the given environment only: a variable the container does
+// not set is an error here as it is at turnd's start.
 func toolLoad(path string, env map[string]string) (*tool.Registry, error) {
-	return tool.Load(path, tool.Options{Env: func(k string) (string, bool) {
+	live, err := tool.Open(context.Background(), path, tool.Options{Env: func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
 	}})
+	if err != nil {
+		return nil, err
+	}
+	defer live.Close() // the registry stays readable
+	return live.Registry(), nil
 }
 
 // promtool returns promtool's path, or skips the test saying why.

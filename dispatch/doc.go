@@ -9,12 +9,11 @@
 //     tool runs (Run), a recorded outcome answers it (Replay), or an outcome
 //     without a tool does (Refuse).
 //   - Run: the leading calls cleared to run a read tool start at once, each
-//     on a worker, under Wave.MaxConcurrency (a read of a tool that never
-//     waits, an InlineTool, tried once and outside fail_fast, runs on the
-//     wave's own goroutine instead, which costs less than handing it
-//     over). The first call with any other
-//     effect waits until every earlier call has been accounted, and from
-//     there the wave is serial: admit k, run k, account k, then k+1.
+//     on a worker, under Wave.MaxConcurrency (a read that Inline allows runs
+//     on the wave's own goroutine instead; see InlineTool). The first call
+//     with any other effect waits until every earlier call has been
+//     accounted, and from there the wave is serial: admit k, run k,
+//     account k, then k+1.
 //     Replayed and refused calls need no tool, so they do not end the
 //     leading reads. In ModeConcurrent every call starts at once.
 //   - Account, serially in call order: results wait in a reorder buffer and

@@ -16,20 +16,10 @@ type Tool interface {
 }
 
 // InlineTool is implemented by a Tool whose calls compute their outcome
-// from the call alone, without I/O, waiting or a goroutine of their own,
-// typically in less time than it takes to start one: turnd's echo and now
-// builtins (echo takes longer only for arguments of megabytes). A read of
-// a tool whose Inline reports true runs on the wave's own goroutine
-// instead of a worker when it is tried at most once (its RetryPolicy) and
-// dispatch need not cancel it alone (not in a fail_fast wave, not a
-// speculative run): for such a call the worker's start and the two
-// hand-offs cost more than the call (BenchmarkWave: 920 ns a call on
-// workers, 440 inline). The wave does nothing else while the call runs, so
-// a tool that may block or take long must report false; and it must not
-// end its goroutine (runtime.Goexit), which is the wave's. A panic is
-// recovered as for any tool. The host's AttemptHook and AttemptObserver
-// are then called on the goroutine that runs the wave, as Admit and
-// Account are.
+// from the call alone, without I/O or waiting; a read of one whose Inline
+// reports true may run on the wave's goroutine (see Inline), so it must
+// not block, take long or end its goroutine. See ARCHITECTURE.md, "The
+// inline rule".
 type InlineTool interface {
 	Tool
 	Inline() bool

@@ -51,20 +51,12 @@ var fallbackClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// CancelExternal asks the named tool to cancel the external work of a
-// parked call (on_cancel: cancel_external_work): it POSTs body as JSON to
-// the tool's cancel_url, with the tool's configured headers and, when signer
-// is non-nil, Standard Webhooks headers (webhook-id, webhook-timestamp,
-// webhook-signature; one webhook-id for every attempt, so the tool can
-// deduplicate). It returns nil once the tool answers 2xx, and at once when
-// the tool has no cancel_url: there is nothing to call.
-//
-// Each attempt is bounded by the tool's http.timeout. A 408, 429, 5xx, a
-// timeout or a network error is retried, up to CancelAttempts in all, after
-// a backoff that honours Retry-After; ctx ends the waiting. The error of a
-// call that did not get through matches ErrCancelFailed (or ErrUnknownTool,
-// or ctx's error); it never contains the key, nor the URL, which may hold a
-// secret.
+// CancelExternal POSTs body as JSON to the named tool's cancel_url (signed
+// when signer is non-nil) to cancel a parked call's external work, retrying
+// transient failures up to CancelAttempts in all; it returns nil once the
+// tool answers 2xx, or at once when it has no cancel_url. An error matches
+// ErrCancelFailed, ErrUnknownTool or ctx's error and never contains the key
+// or the URL. See ARCHITECTURE.md, "Cancelling external work".
 func (r *Registry) CancelExternal(ctx context.Context, toolName string, body CancelRequest, signer *completion.Signer) error {
 	s, ok := r.Lookup(toolName)
 	if !ok {

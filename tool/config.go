@@ -101,7 +101,7 @@ func (e *ConfigError) format(col bool) string {
 func (e *ConfigError) Unwrap() error        { return e.Err }
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
-// Options tunes Load and Parse. The zero value is ready to use.
+// Options tunes Open and Parse. The zero value is ready to use.
 type Options struct {
 	// Env resolves ${VAR} in http.url, http.cancel_url, http.headers,
 	// mcp.url, mcp.headers and mcp.env values (default os.LookupEnv). An
@@ -149,36 +149,29 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Load reads and parses the tool config file at path. See Parse.
-func Load(path string, opts Options) (*Registry, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tool: reading config: %w", err)
-	}
-	return staticRegistry(path, data, opts)
-}
-
 // Parse builds a fixed registry from a YAML tool config; docs/config.md
 // describes every key and ConfigSchema is its JSON Schema. Decoding is
 // strict, and every problem is reported as a *ConfigError (joined) naming
 // the tool, line and column; ${VAR} is read from Options.Env. A config
 // with mcp entries needs Open, and Parse refuses it.
 func Parse(data []byte, opts Options) (*Registry, error) {
-	return staticRegistry("", data, opts)
-}
-
-// staticRegistry parses a config that must not change at run time.
-func staticRegistry(file string, data []byte, opts Options) (*Registry, error) {
-	l, specs, err := parse(file, data, opts)
+	l, specs, err := parse("", data, opts)
 	if err != nil {
 		return nil, err
 	}
 	if len(l.mcp) > 0 {
 		src := l.mcp[0]
-		return nil, &ConfigError{File: file, Line: src.at.line, Column: src.at.col, Tool: src.label,
-			Msg: "an mcp entry imports tools that change while turnd runs: open this config with tool.Open, not Load or Parse"}
+		return nil, &ConfigError{Line: src.at.line, Column: src.at.col, Tool: src.label,
+			Msg: "an mcp entry imports tools that change while turnd runs: open this config with tool.Open, not Parse"}
 	}
-	return l.registry(specs), nil
+	r := NewRegistry(specs...)
+	r.owned = l.ownedClient // an HTTP client the loader made is the registry's
+	r.client = l.opts.HTTPClient
+	if r.client == nil {
+		r.client = l.ownedClient
+	}
+	r.now = l.opts.Now
+	return r, nil
 }
 
 // The YAML shapes. Pointers tell "absent" from a zero value.
@@ -340,18 +333,6 @@ func (f *tagFinder) Visit(n ast.Node) ast.Visitor {
 		return nil
 	}
 	return f
-}
-
-// registry wraps the specs; an HTTP client the loader made is owned by it.
-func (l *loader) registry(specs []*Spec) *Registry {
-	r := NewRegistry(specs...)
-	r.owned = l.ownedClient
-	r.client = l.opts.HTTPClient
-	if r.client == nil {
-		r.client = l.ownedClient
-	}
-	r.now = l.opts.Now
-	return r
 }
 
 // build validates the decoded config and makes the specs.

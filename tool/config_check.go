@@ -49,7 +49,7 @@ func (s Summary) String() string {
 
 // Check checks the tool config file at path without starting or reaching
 // anything: against the config's JSON Schema (ConfigSchema) and with the
-// loader of Load and Open, ${VAR} read from opts.Env. Every problem is
+// loader of Open and Parse, ${VAR} read from opts.Env. Every problem is
 // returned (joined), each a *ConfigError with its line and column, in file
 // order; a schema problem on a line where the loader found one is left
 // out, the loader's message being the more precise. A file that cannot be
@@ -115,7 +115,7 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-// ConfigErrors lists the config problems an error of Load, Parse, Open,
+// ConfigErrors lists the config problems an error of Parse, Open,
 // Reload or Check holds, in order; none when it holds none (the file could
 // not be read, for one).
 func ConfigErrors(err error) []*ConfigError {

@@ -21,7 +21,7 @@ import (
 var configSchemaJSON []byte
 
 // ConfigSchema returns the JSON Schema (draft 2020-12) of the tool config
-// file, as editors and `turnd check-config` use it. Every file Load
+// file, as editors and `turnd check-config` use it. Every file Open
 // accepts is valid against it; the loader checks more (positive durations,
 // unique names, set environment variables, an existing mcp.cwd).
 func ConfigSchema() []byte { return bytes.Clone(configSchemaJSON) }

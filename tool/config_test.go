@@ -363,18 +363,21 @@ tool config: line 7: tool "b": retry.jitter: must be between 0 and 1`
 	}
 }
 
-func TestLoad(t *testing.T) {
+// TestOpenFile checks the config file as turnd serve reads it (Open): its
+// tools, and its errors naming the file.
+func TestOpenFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tools.yaml")
 	if err := os.WriteFile(path, []byte("builtin: [echo]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := Load(path, Options{})
+	live, err := Open(t.Context(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := reg.Lookup("echo"); !ok {
+	defer live.Close()
+	if _, ok := live.Registry().Lookup("echo"); !ok {
 		t.Error("echo not loaded")
 	}
 
@@ -382,13 +385,13 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("builtin: [echo]\nbogus: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(bad, Options{})
+	_, err = Open(t.Context(), bad, Options{})
 	if want := bad + `:2: unknown field "bogus"`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Load(bad) = %v, want it to contain %q", err, want)
+		t.Errorf("Open(bad) = %v, want it to contain %q", err, want)
 	}
 
-	if _, err := Load(filepath.Join(dir, "missing.yaml"), Options{}); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Load(missing) = %v, want ErrNotExist", err)
+	if _, err := Open(t.Context(), filepath.Join(dir, "missing.yaml"), Options{}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open(missing) = %v, want ErrNotExist", err)
 	}
 }
 

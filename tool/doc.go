@@ -2,8 +2,8 @@
 // its YAML config (HTTP tools and the builtin demo tools), their effect,
 // argument schema and retry policy, and the dispatch.Tool that runs each.
 //
-// Load and Parse read the config (see Parse for its shape) into an
-// immutable Registry; a reload builds a new one. Open reads it into a Live,
+// Parse reads a config (see Parse for its shape) into an immutable
+// Registry; a reload builds a new one. Open reads a config file into a Live,
 // which holds the current Registry and replaces it on Reload and when an
 // MCP server's tools change. Spec.Validate checks a
 // call's arguments against the tool's JSON Schema (draft 2020-12 unless the

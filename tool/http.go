@@ -75,7 +75,7 @@ func CallContextFrom(ctx context.Context) (CallContext, bool) {
 	return cc, ok
 }
 
-// NewHTTPClient returns the client Load and Parse give HTTP tools when
+// NewHTTPClient returns the client Open and Parse give HTTP tools when
 // Options.HTTPClient is nil: bounded dial, TLS and idle timeouts, proxies
 // from the environment, and no redirects (a redirect would re-send the
 // configured headers, secrets included, to wherever it points). It has no

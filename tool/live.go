@@ -16,29 +16,10 @@ import (
 var ErrClosed = errors.New("tool: the live registry is closed")
 
 // Live holds the current registry of a tool config file and replaces it,
-// whole, when the config is reloaded (Reload, e.g. on SIGHUP) or when an
-// MCP server's tool list changes. Registry is cheap and lock-free; a turn
-// takes the registry once and keeps it, so a replacement never changes the
-// tools of a turn already running, and a call already admitted runs on the
-// tool it was admitted to. Use Live for a config with mcp entries; Load and
-// Parse refuse those, since they make one fixed registry.
-//
-// Every HTTP tool and MCP server of every registry a Live makes shares one
-// HTTP client (Options.HTTPClient, or one of its own), so a reload keeps
-// the connections to hosts that are still configured; after a reload its
-// idle connections are closed, so that none to a removed host lingers.
-//
-// # MCP servers
-//
-// Each mcp entry is one MCP server, reached over streamable HTTP with the
-// entry's headers, or run as a child process (mcp.command) and spoken to
-// over its stdin and stdout. Open and Reload wait for a new server's first answer
-// (bounded by their ctx and the entry's timeout) so that its tools are there
-// from the start; a server that does not answer does not stop them: it is
-// logged, retried in the background, and its tools are absent until it
-// answers. A reload keeps the connection of an entry whose url and headers
-// (or command, env and cwd) did not change. See mcpServer for the life of
-// a connection.
+// whole, on Reload or when an MCP server's tool list changes; a turn takes
+// Registry (cheap, lock-free) once and keeps it. Use Live for a config with
+// mcp entries: Parse refuses those. See ARCHITECTURE.md, "Tool
+// registries and MCP servers".
 type Live struct {
 	path       string
 	opts       Options // with defaults; HTTPClient is client
@@ -60,8 +41,8 @@ type Live struct {
 
 // Open reads the tool config at path (see Parse for its shape) and connects
 // to its MCP servers, waiting for each one's first answer until ctx ends.
-// A config error is returned as by Load, with nothing left open; an MCP
-// server that cannot be reached is not an error. An empty path is an empty
+// A config error is returned as Parse returns it, naming path, with
+// nothing left open; an MCP server that cannot be reached is not an error. An empty path is an empty
 // config, which Reload keeps. Close the Live when done.
 func Open(ctx context.Context, path string, opts Options) (*Live, error) {
 	opts = opts.withDefaults()
@@ -98,7 +79,7 @@ func (l *Live) Changed() <-chan struct{} {
 
 // Reload reads the config file again and, if it is valid, replaces the
 // registry: tools may be added, removed or changed. On an error (the file
-// is unreadable or invalid: the error is the same as Load's) the current
+// is unreadable or invalid: the error is the same as Open's) the current
 // registry stays. New MCP servers are waited for as in Open; servers no
 // longer configured are disconnected once their calls in flight end.
 func (l *Live) Reload(ctx context.Context) error {

@@ -107,26 +107,10 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// mcpServer is the connection to one MCP server and the tools it lists.
-//
-// While the server is live (in the Live's current config) a goroutine of
-// its own (run) keeps it connected: it connects and lists the tools, lists
-// them again on notifications/tools/list_changed, and after the session
-// ends (the server went away or forgot it) reconnects with a backoff from
-// mcpMinBackoff to mcpMaxBackoff. The tools last listed stay registered
-// while the server is unreachable; their calls fail with a retryable
-// tool_unavailable. A reload that drops the entry retires the server: the
-// goroutine stops, and the session closes once no call uses it. Calls that
-// still come (from turns that started before the reload) connect again for
-// themselves, and close the session when the last of them ends.
-//
-// A stdio server's session is its process (see processTransport). Its
-// goroutine starts the process again after it exits, but only once the
-// backoff has passed, which a call does not cut short (a server that
-// crashes on every call would otherwise be started by every call), and
-// which starts over once a process has run for mcpMaxBackoff; calls
-// meanwhile fail at once. A retired stdio server is not started again for
-// late calls: its command is no longer configured.
+// mcpServer is the connection to one MCP server and the tools it lists,
+// kept connected by a goroutine of its own (run) while the server is in the
+// Live's current config. See ARCHITECTURE.md, "Tool registries and MCP
+// servers".
 type mcpServer struct {
 	live       *Live
 	log        *slog.Logger

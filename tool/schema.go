@@ -33,7 +33,7 @@ const schemaBase = "https://turnd.invalid/tools/"
 
 // CompileSchema compiles schema (JSON Schema, draft 2020-12 unless the
 // schema names its draft in $schema) and installs it as the spec's argument
-// validator, replacing InputSchema. Load, Parse and the builtins do this for
+// validator, replacing InputSchema. Open, Parse and the builtins do this for
 // every tool; a Spec built by hand must call it to have its schema enforced.
 //
 // The schema must be a JSON object whose "type", if present, is "object":

@@ -124,8 +124,9 @@ func TestCallbackPolicyAtDelivery(t *testing.T) {
 	if len(rc.got) != 0 {
 		t.Fatalf("the receiver got %d requests", len(rc.got))
 	}
-	// The default policy reaches the same receiver.
-	resp, err := turn.NewWebhookClient().Post(rc.srv.URL, "application/json", strings.NewReader("{}"))
+	// The default policy's client (Config.WebhookClient's default) reaches
+	// the same receiver.
+	resp, err := turn.CallbackPolicy{}.Client().Post(rc.srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}

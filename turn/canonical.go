@@ -10,7 +10,7 @@ import (
 )
 
 // canonicalJSON re-encodes a JSON value with sorted keys and no
-// insignificant whitespace (rawjson.Canonical), so that formatting
+// insignificant whitespace (rawjson's canonical form), so that formatting
 // differences in a client's retry do not read as a conflict. Invalid JSON
 // is returned as is; nothing becomes null.
 func canonicalJSON(raw json.RawMessage) json.RawMessage {

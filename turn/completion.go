@@ -119,12 +119,9 @@ func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any)
 	if pk.OnCancel == "" {
 		pk.OnCancel = string(completion.OnCancelExternalWork)
 	}
-	if pk.HeartbeatTimeout > 0 {
-		pk.HeartbeatDeadline = now.Add(pk.HeartbeatTimeout)
-		if pk.HeartbeatDeadline.After(deadline) {
-			pk.HeartbeatDeadline = deadline
-		}
-	}
+	// Parking starts the heartbeat clock: its first deadline is a
+	// heartbeat at now.
+	pk.HeartbeatDeadline = completion.Resolved{Deadline: deadline, HeartbeatTimeout: pk.HeartbeatTimeout}.Heartbeat(now).HeartbeatDeadline
 	data := map[string]any{
 		"deadline":   pk.Deadline,
 		"on_timeout": pk.OnTimeout,

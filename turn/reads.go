@@ -10,38 +10,10 @@ import (
 	"github.com/turnd/turnd/tool"
 )
 
-// All-read turns run before they are recorded.
-//
-// A turn whose calls are all reads needs no write-ahead: a read may run
-// again after a crash, so nothing has to be in the store before its tools
-// run. Submit runs the wave in memory and records the whole turn — turn,
-// every ledger line, results, outputs, webhook — with one write
-// (RecordTurn), which the Postgres store commits together with other turns'
-// (group commit). The answer is sent only after that write committed, as
-// for any turn. Three round trips (two of them commits) become one.
-//
-// The run is optimistic: it needs the session (its grants, budget and
-// callback URL), which the service caches (sessions never change, see
-// sessionCache), and it assumes that the turn id is free and that none of
-// its call ids was answered earlier in the session. RecordTurn checks both
-// in the same atomic write and, when either fails, writes nothing
-// (ErrTurnExists, ErrCallsAnswered); Submit then continues on the ordinary
-// path, which answers from the record or replays the answered calls: the
-// reads ran once more, which reads may. A turn whose id or call ids this
-// process saw written (recentIDs) takes the ordinary path at once, so that
-// a repost to the same process runs nothing again. Only a session not in
-// the cache is read first (LookupTurn, which also tells the turn id taken
-// or calls answered, and then sends the turn the ordinary way before any
-// tool ran); a session not yet created takes the ordinary path, which
-// creates it.
-//
-// Anything that needs the turn in the store before it settles records it
-// as running first (ensureRecorded), after which the wave is journaled as
-// any other's: a write attempt (write-ahead), a completion key (its row
-// refers to the turn), a wave still running when Submit's window
-// (Config.ReadTurnWindow) ends, so that a long read is visible, leased and
-// recoverable as before. ensureRecorded reads the answered calls first and
-// gives the run up to the ordinary path when any is, as RecordTurn would.
+// All-read turns run before they are recorded and are written whole by one
+// RecordTurn; anything that needs the turn stored first switches it to the
+// journaled path (ensureRecorded). See ARCHITECTURE.md, "Two recording
+// protocols, and why two".
 
 // submitReads runs t on the all-read path when it qualifies; ok false means
 // Submit takes the ordinary path (nothing was written, no tool ran — or, in
@@ -128,12 +100,8 @@ func (s *Service) awaitWindow(ctx context.Context, r *run) bool {
 // readsOnly reports, in one pass over a turn's calls, whether every call
 // is a read that cannot park (a call of an unregistered tool qualifies: it
 // is refused, nothing runs), and whether the wave is inline: every call a
-// read of a registered tool that dispatch may run on the wave's goroutine
-// (dispatch.Inline). The tools of an inline wave take about as long as
-// handing the wave to another goroutine would, and cannot outlast
-// Submit's window, so Submit runs it itself. (Its recording may take
-// longer, as for any all-read turn; the window did not shorten that wait
-// either.)
+// read of a registered tool that dispatch.Inline allows, so that Submit
+// runs the wave itself (see ARCHITECTURE.md, "The inline rule").
 func readsOnly(reg *tool.Registry, calls []Call) (reads, inline bool) {
 	inline = true
 	for _, c := range calls {

@@ -70,12 +70,6 @@ func (c *sessionCache) forget(id string) {
 	}
 }
 
-func (c *sessionCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
-
 // recentIDsSize bounds the ids recentIDs remembers: the last second or so
 // of turns at full load, well over a minute at a few turns per second; under
 // 1 MB. A repost after that reruns its reads once (see submitReads).

@@ -79,3 +79,10 @@ func TestRecentIDsForgetsOldestFirst(t *testing.T) {
 		t.Error("not first in, first out")
 	}
 }
+
+// len returns how many sessions c holds.
+func (c *sessionCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

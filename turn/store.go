@@ -116,18 +116,16 @@ type Store interface {
 	LookupTurn(ctx context.Context, sessionID, turnID string, callIDs []string) (Lookup, error)
 
 	// RecordTurn records, atomically, a turn that ran to its end before
-	// anything of it was stored (see Record): it inserts r.Turn without a
-	// lease, appends r.Lines to the session's ledger (consecutive seqs, no
-	// gaps) and writes r.Results, r.Outputs and r.Webhook. It writes
-	// nothing and returns, checked in this order: ErrNotFound when the
-	// session does not exist; ErrTurnExists when the turn id is already
-	// recorded in the session; ErrCallsAnswered when any call id of
-	// r.Turn.Calls has an answer in the session as Answered defines it (a
-	// final result that is not itself a replay) — the check and the write
-	// are one atomic step as far as the store's own serialisation of a
-	// session's writers goes. A store may commit concurrent calls in one
-	// transaction (group commit); each call's writes still apply, or are
-	// refused, all or nothing and independently of the others'.
+	// anything of it was stored (see Record): r.Turn without a lease, r.Lines
+	// appended to the session's ledger (consecutive seqs, no gaps), r.Results,
+	// r.Outputs and r.Webhook. It writes nothing and returns, checked in this
+	// order, ErrNotFound (no session), ErrTurnExists (the turn id is
+	// recorded) or ErrCallsAnswered (a call id has an answer in the session
+	// as Answered defines it: a final result that is not a replay), the
+	// check and the write one atomic step as far as the store serialises a
+	// session's writers. Concurrent calls may share one transaction (group
+	// commit), each applied or refused whole and independently of the
+	// others.
 	RecordTurn(ctx context.Context, r Record) error
 
 	// Answered returns, for each of callIDs that has a final result in the

@@ -14,24 +14,10 @@ import (
 	"github.com/turnd/turnd/tool"
 )
 
-// Streamed turns: a frontend tees the model's stream to turnd, and the
-// read calls of the turn's leading run start as soon as their arguments are
-// complete, while the model is still generating.
-//
-// Nothing durable happens before the stream ends cleanly. During the
-// stream a Stream starts eligible reads directly on their tools (early
-// runs, kept by call index) and records nothing; at a clean end Submit
-// runs the turn exactly as a whole post of the same calls would run, and
-// the wave's admission adopts an early run in place of the call's first
-// attempt only when it clears the same call (same index, name and
-// arguments) to Run on the same tool spec as a read of the turn's leading
-// run. An early run that admission does not adopt is cancelled and its
-// outcome dropped. So the ledger of a streamed turn is, line for line,
-// the ledger of the same turn posted whole, but for its turn_received
-// line, written at the stream's end, which says "streamed": true; and
-// times: an adopted call's first attempt is dated from its early start. A
-// stream that breaks (Abort) cancels its early runs and leaves nothing
-// behind: the turn id stays free.
+// Streamed turns: a frontend tees the model's stream to turnd, whose Stream
+// starts the leading reads early and records nothing until the stream ends
+// cleanly, when Submit runs the turn as a whole post would. See
+// ARCHITECTURE.md, "Streamed turns".
 
 // StreamObserver may also be implemented by Config.Observer to watch
 // streamed turns.

@@ -19,24 +19,9 @@ import (
 	"github.com/turnd/turnd/completion"
 )
 
-// Webhooks: when a turn settles and its session has a callback URL, the
-// store transaction that settles it also inserts a Webhook into an outbox
-// (Commit.Webhook, ResolveBatch.SettleWebhook). A delivery loop in every
-// replica claims due webhooks, POSTs them as Standard Webhooks messages and
-// records the outcome, retrying with backoff until the receiver answers 2xx
-// or the message is older than Config.WebhookMaxAge.
-//
-// Delivery is at least once. What makes it durable is that nothing lives
-// only in memory: the row commits with the settlement, so a settled turn
-// always has its webhook; and a claim does not take a row away, it only
-// moves the row's next_attempt_at forward by a lease. An attempt that ends
-// without an outcome being recorded — the process crashed, was killed, or
-// lost its database — leaves the row to become due again when the lease
-// runs out, and some replica (this one after a restart, or another) sends
-// it again. On a graceful shutdown, attempts still in flight when the grace
-// period ends are cancelled and released for an immediate retry. Receivers
-// drop the duplicates this allows by the webhook-id header, the same on
-// every attempt of one message.
+// Webhooks: the transaction that settles a turn inserts its Webhook into an
+// outbox, and a delivery loop in every replica sends it, at least once, as
+// a Standard Webhooks message. See ARCHITECTURE.md, "Webhooks".
 
 // EventTurnSettled is the type of the webhook sent when a turn settles.
 const EventTurnSettled = "turn.settled"
@@ -198,10 +183,6 @@ const (
 	// maxLastError bounds the error text kept with a webhook.
 	maxLastError = 200
 )
-
-// NewWebhookClient returns the default Config.WebhookClient under the
-// default CallbackPolicy (see CallbackPolicy.Client).
-func NewWebhookClient() *http.Client { return CallbackPolicy{}.Client() }
 
 // webhookLease is how long a claim holds a webhook: well beyond one attempt
 // (so that an attempt in flight is never claimed twice), short enough that

@@ -8,24 +8,11 @@ import (
 	"unicode/utf8"
 )
 
-// Canonical returns the canonical form of raw: its first JSON value
-// decoded into any (numbers as json.Number) and marshalled again, so
-// object keys sorted bytewise with only the last of a repeated key kept,
-// no whitespace, strings as json.Marshal writes their text. Invalid JSON
-// is returned as it is. The result may share raw's memory.
-func Canonical(raw []byte) []byte {
-	if IsCanonical(raw) {
-		return raw
-	}
-	var c Canonicalizer
-	if out, ok := c.Append(nil, raw); ok {
-		return out
-	}
-	return Reencode(raw)
-}
-
-// Reencode is the definition of the canonical form, by encoding/json:
-// Canonical's result, computed by decoding into any and marshalling.
+// Reencode is the definition of the canonical form, by encoding/json: raw's
+// first JSON value decoded into any (numbers as json.Number) and marshalled
+// again, so object keys sorted bytewise with only the last of a repeated
+// key kept, no whitespace, strings as json.Marshal writes their text.
+// Invalid JSON is returned as it is.
 func Reencode(raw []byte) []byte {
 	var v any
 	dec := json.NewDecoder(strings.NewReader(string(raw)))

@@ -243,24 +243,10 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 	return outcome, nil
 }
 
-// Resolve runs in one transaction of four round trips after BEGIN:
-//
-//  1. lock: the turn's row (FOR NO KEY UPDATE: its status may change, its
-//     key does not), then the batch's completions FOR UPDATE in key hash
-//     order. Taking the turn first serialises every resolution and commit
-//     of the turn in one lock order (Commit's lease update takes it first
-//     too), so they never deadlock, and the count in step 3 sees the work
-//     of every resolver that went before.
-//  2. write: the completions, the items' results and outputs and b.Lines,
-//     in one statement built from Commit's fragments (resolveSQL).
-//  3. settle: when no completion of the turn is pending or early any more
-//     and the turn is waiting, set its status, append b.SettleLines and
-//     insert b.SettleWebhook (settleSQL). This is a statement of its own so
-//     that it sees step 2's updates.
-//  4. COMMIT.
-//
-// The Expect checks run in Go between 1 and 2, on the locked rows; a
-// mismatch rolls back before anything is written.
+// Resolve's statements: one transaction that locks the turn and then the
+// batch's completions, writes the resolutions, and settles the turn when
+// nothing of it is pending. See ARCHITECTURE.md, "store/postgres:
+// statements", Resolve.
 const (
 	sqlLockTurn = `SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE`
 

@@ -106,22 +106,10 @@ func (o NotifierOptions) withDefaults() NotifierOptions {
 }
 
 // Notifier is the turn.Notifier of replicas that share one PostgreSQL
-// schema. Publish sends pg_notify on the schema's channel through the
-// store's pool, which delivers at commit; Listen holds one dedicated
-// connection (outside the pool, so that it never starves the store) in
-// LISTEN, and reconnects with backoff when it breaks.
-//
-// The channel is "turnd_turns" in the public schema and
-// "turnd_turns_<hash of the schema>" in any other, so that deployments (or
-// tests) in separate schemas of one database do not hear each other. A
-// payload is "<origin> <session id>/<turn id>": origin tells a Notifier its
-// own publications, which Listen skips (the publishing process already
-// woke its own waiters); ids never contain ' ' or '/'.
-//
-// Each listening replica holds one more server connection than its pools.
-// LISTEN needs a session of its own: through a transaction-pooling proxy
-// (PgBouncer in transaction mode) it hears nothing, and waiters fall back
-// to their one-second poll.
+// schema: Publish sends pg_notify on the schema's channel through the
+// store's pool, and Listen holds one dedicated connection in LISTEN,
+// skipping this process's own publications. See ARCHITECTURE.md, "Replica
+// notifications".
 type Notifier struct {
 	store   *Store
 	channel string

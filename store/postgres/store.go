@@ -182,24 +182,9 @@ func (s *Store) Close() {
 }
 
 // genericPlans makes cfg's connections plan their prepared statements once
-// (plan_cache_mode force_generic_plan), unless the connection string sets
-// plan_cache_mode itself. By default PostgreSQL plans a prepared statement
-// anew for its first five runs and then keeps doing so for as long as
-// those plans' estimates stay below the generic plan's. The group
-// statements take arrays, which a custom plan sizes from the values: a
-// connection that first ran batches of one turn, under a light load, went
-// on planning every statement (about a millisecond, several times what a
-// turn's rows cost) long after batches grew. Their generic plans probe
-// the same keys whatever the batch (a statement's LIMIT 1 subqueries are
-// written for it; see the recording statement). It is set after
-// connecting rather than as a startup parameter, which a connection
-// pooler may refuse; and only when the pool prepares its statements: in
-// the other modes (as behind a transaction-pooling proxy without
-// prepared statements) nothing is cached to plan, and a session setting
-// would outlive turnd's use of the proxy's server connection. A
-// plan_cache_mode in the connection string (as a parameter of its own or
-// in options) is left to rule; one set on the role or the database is
-// overridden.
+// (plan_cache_mode force_generic_plan) when the pool prepares statements
+// and the connection string does not set plan_cache_mode itself. See
+// ARCHITECTURE.md, "store/postgres: statements", generic plans.
 func genericPlans(cfg *pgxpool.Config) {
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; set {
 		return

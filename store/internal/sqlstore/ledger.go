@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -80,17 +79,6 @@ func validUTF8[S string | []byte](s S) bool {
 		return utf8.Valid(s)
 	}
 	panic("unreachable")
-}
-
-// DecodeLines reverses LinesJSON for the batch of sessionID whose first
-// line has seq first, appending to out the lines with seq > after, up to
-// limit lines in out.
-func DecodeLines(out []turn.Line, sessionID string, first int64, b []byte, after int64, limit int) ([]turn.Line, error) {
-	p := Page{After: after, Limit: limit, MaxBytes: math.MaxInt, Lines: out}
-	if _, err := p.Add(sessionID, first, b); err != nil {
-		return nil, err
-	}
-	return p.Lines, nil
 }
 
 // Page collects a page of ledger lines from batches read in seq order:
