@@ -10,8 +10,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,51 +19,23 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/turnd/turnd/client"
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/turndbin"
 )
 
-var (
-	tmpDir    string
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { turndbin.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "turnd-client-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	tmpDir = dir
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
-}
+var build turndbin.Build
 
 func turndBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		// TURND_TEST_BIN runs the tests against another build (an older
-		// server, or a branch's).
-		if bin := os.Getenv("TURND_TEST_BIN"); bin != "" {
-			binPath = bin
-			return
-		}
-		binPath = filepath.Join(tmpDir, "turnd")
-		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/turnd")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	// TURND_TEST_BIN runs the tests against another build (an older
+	// server, or a branch's).
+	if bin := os.Getenv("TURND_TEST_BIN"); bin != "" {
+		return bin
 	}
-	return binPath
+	return build.Binary(t)
 }
 
 // server is a running `turnd serve`.
@@ -96,12 +66,7 @@ func stores() []store {
 // startServer starts a turnd on st with extra environment.
 func startServer(t testing.TB, st store, env ...string) *server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := turndbin.FreeAddr(t)
 	args := []string{"serve", "--addr", addr, "--log-format", "json", "--config", "../examples/turnd.yaml", "--demo"}
 	childEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	switch st {

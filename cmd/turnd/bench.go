@@ -73,6 +73,7 @@ Flags:
 	fs.Int64Var(&w.OutputBytes, "output-bytes", 0, "bytes of output per call; over the session budget (16384 by default) it is truncated")
 	fs.StringVar(&w.Tools, "tools", "", "http (the bench serves the tools itself; the default without --url) or builtin (turnd's echo and sleep; the default with --url)")
 	fs.DurationVar(&w.Wait, "wait", 2*time.Minute, "how long turnd may hold a turn's answer for it to settle (Prefer: wait); a turn unsettled then is an error")
+	fs.StringVar(&w.Client, "client", bench.ClientTuned, "who posts the turns: tuned (bodies by appends, a lean HTTP client, most answers checked by their text: the least CPU) or ordinary (encoding/json bodies and answers, net/http's default transport but for keep-alive: what a user's program spends)")
 	fs.Uint64Var(&w.Seed, "seed", 0, "seed of the call kinds and latencies drawn (0: random)")
 	fs.StringVar(&c.Store, "store", bench.StoreAuto, "store of the turnd the bench starts: auto, postgres or sqlite")
 	fs.StringVar(&c.ToolAddr, "tool-addr", "", "address of the bench's HTTP tools (default a free loopback port)")
@@ -171,6 +172,9 @@ Flags:
 		if c.ServerBinary, err = os.Executable(); err != nil {
 			return benchConfig{}, fmt.Errorf("finding the turnd binary to start: %w", err)
 		}
+	}
+	if c.Streamed && w.Client == bench.ClientOrdinary {
+		return benchConfig{}, usageError{"--streamed posts with the tuned client only: drop --client ordinary"}
 	}
 	if err := c.Validate(); err != nil {
 		return benchConfig{}, usageError{err.Error()}

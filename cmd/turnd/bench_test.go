@@ -39,6 +39,9 @@ func TestParseBenchDefaults(t *testing.T) {
 	if w.DeferredDelay.String() != "fixed:10ms" {
 		t.Errorf("deferred delay default %v", w.DeferredDelay)
 	}
+	if w.Client != bench.ClientTuned {
+		t.Errorf("client default %q", w.Client)
+	}
 	if c.Store != bench.StoreAuto || c.Baseline != 4*time.Second || c.Progress != "lines" || c.ServerBinary == "" || c.JSON {
 		t.Errorf("config defaults: %+v", c.Config)
 	}
@@ -86,6 +89,11 @@ func TestParseBench(t *testing.T) {
 			if w.Concurrency != 8 || w.Duration != 3*time.Second || w.Calls != 6 || w.ReadFraction != 0.25 || w.DeferredFraction != 0.5 ||
 				w.Latency.String() != "uniform:1ms-20ms" || w.DeferredDelay.String() != "exp:30ms" || w.OutputBytes != 40000 || w.Seed != 9 || !c.JSON {
 				t.Errorf("%+v", w)
+			}
+		}},
+		{name: "the ordinary client", args: []string{"--client", "ordinary"}, check: func(t *testing.T, c benchConfig) {
+			if c.Workload.Client != bench.ClientOrdinary {
+				t.Errorf("client %q", c.Workload.Client)
 			}
 		}},
 		{name: "print the tool config", args: []string{"--print-tool-config", "--tool-addr", "127.0.0.1:9100"}, check: func(t *testing.T, c benchConfig) {
@@ -149,6 +157,8 @@ func TestParseBenchBadInput(t *testing.T) {
 		{"builtins cannot defer", []string{"--tools", "builtin", "--deferred-fraction", "0.1"}, nil, "defer"},
 		{"builtins: latency or size", []string{"--tools", "builtin", "--latency", "fixed:1ms", "--output-bytes", "100"}, nil, "not both"},
 		{"unknown tools", []string{"--tools", "grpc"}, nil, "tools"},
+		{"unknown client", []string{"--client", "curl"}, nil, "client"},
+		{"streamed by the ordinary client", []string{"--streamed", "--client", "ordinary"}, nil, "tuned client only"},
 		{"unknown store", []string{"--store", "mysql"}, nil, "store"},
 		{"sqlite with DATABASE_URL", []string{"--store", "sqlite"}, map[string]string{"DATABASE_URL": "postgres://x/y"}, "DATABASE_URL"},
 		{"store with a url", []string{"--url", "http://127.0.0.1:1", "--store", "sqlite"}, nil, "without --url"},
@@ -380,6 +390,39 @@ func TestBenchSQLite(t *testing.T) {
 	checkReport(t, rep, 50, 4, "sqlite", bench.BaselineSQLite)
 	if rep.Turns.Reads != 200 || rep.Turns.Truncated != 0 || rep.Tool == nil || rep.Tool.Calls < 200 {
 		t.Errorf("turns %+v, tool %+v", rep.Turns, rep.Tool)
+	}
+}
+
+// TestBenchOrdinaryClient runs the ordinary client on both kinds of tools:
+// every turn answered and checked, as the tuned client's are.
+func TestBenchOrdinaryClient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		args  []string
+		calls int
+	}{
+		{"builtin echo", []string{"--tools", "builtin", "--output-bytes", "200"}, 4},
+		{"http tools, writes and truncation", []string{"--calls", "3", "--read-fraction", "0.5", "--latency", "fixed:1ms", "--output-bytes", "20000", "--seed", "3"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--store", "sqlite", "--turns", "40", "--concurrency", "4", "--baseline", "1s", "--client", "ordinary"}, tt.args...)
+			rep := runBenchBinary(t, childEnv(), args...)
+			checkReport(t, rep, 40, tt.calls, "sqlite", bench.BaselineSQLite)
+			if rep.Workload.Client != bench.ClientOrdinary {
+				t.Errorf("workload client %q", rep.Workload.Client)
+			}
+			if want := int64(0); rep.Workload.OutputBytes > 16384 {
+				want = rep.Turns.Calls
+				if rep.Turns.Truncated != want {
+					t.Errorf("%d of %d outputs over the budget counted truncated", rep.Turns.Truncated, want)
+				}
+			} else if rep.Turns.Truncated != want {
+				t.Errorf("%d results truncated, want none", rep.Turns.Truncated)
+			}
+		})
 	}
 }
 

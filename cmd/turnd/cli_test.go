@@ -5,7 +5,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,29 +18,7 @@ import (
 // and output.
 func (p *proc) cli(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(turndBinary(t), args...)
-	cmd.Env = childEnv(append([]string{"TURND_URL=" + p.base}, env...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("turnd %v: %v", args, err)
-		}
-	case <-time.After(exitTimeout):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("turnd %v did not exit within %v; stderr:\n%s", args, exitTimeout, errb.String())
-	}
-	checkRaces(t, "turnd "+strings.Join(args, " "), errb.String())
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	return runTurndInput(t, childEnv(append([]string{"TURND_URL=" + p.base}, env...)...), strings.NewReader(stdin), args...)
 }
 
 // mustCLI is cli that must exit 0.

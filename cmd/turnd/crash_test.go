@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -196,98 +197,229 @@ func (c *crashRig) wantExecutions(want map[string]int) {
 	}
 }
 
-// checkResumed checks the ledger after a resume: gap-free (ledger checks
-// that), one turn_resumed, one settlement at the end.
-func checkResumed(t *testing.T, p *proc, sessionID string) []lineJSON {
+// checkResumed checks the ledger after resumes resumes: gap-free (ledger
+// checks that), that many turn_resumed, one settlement at the end.
+func checkResumed(t *testing.T, p *proc, sessionID string, resumes int) []lineJSON {
 	t.Helper()
 	lines := p.ledger(sessionID)
 	k := kinds(lines, "")
-	if k["turn_resumed"] != 1 || k["turn_settled"] != 1 || lines[len(lines)-1].Kind != "turn_settled" {
-		t.Errorf("ledger kinds %v, want one turn_resumed and one turn_settled at the end:\n%s", k, formatLedger(lines))
+	if k["turn_resumed"] != resumes || k["turn_settled"] != 1 || lines[len(lines)-1].Kind != "turn_settled" {
+		t.Errorf("ledger kinds %v, want %d turn_resumed and one turn_settled at the end:\n%s", k, resumes, formatLedger(lines))
 	}
 	return lines
 }
 
-// TestCrashDuringWrite (scenario A): killed while the tool runs w1, the
-// restarted process answers w1 "interrupted" without running it again,
-// replays r1 from the record and runs w2.
-func TestCrashDuringWrite(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			c.ts.holdFirst("w1")
-			p := c.start("first")
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns", threeCalls("a"), "Prefer", "respond-async")
-			c.ts.waitArrival(p, "w1")
-			p.kill()
+// crashScenario is a turn posted to a turnd that is killed, once or more,
+// while the tool server holds some of its calls, and what the turn must
+// read once a restarted process has resumed and settled it.
+type crashScenario struct {
+	name string
+	// backend, when set, runs the scenario on that backend only.
+	backend string
+	id      string // the turn's id
+	turn    string // the turn posted (asynchronously) to session s
+	// hold are the calls whose first execution the tool holds.
+	hold []string
+	// kills are, for each process in turn, the calls that must reach the
+	// tool before it is killed; the process after the last one settles
+	// the turn.
+	kills [][]string
+	// recorded are the results (call ids) the first process recorded
+	// before it was killed; they must read the same after.
+	recorded []string
+	// restartConfig is the tool config of the restarted processes (""
+	// the test's).
+	restartConfig func(c *crashRig) string
 
-			q := c.start("restarted")
-			tj, data := q.awaitSettled("s", "a")
-			if got := fmt.Sprint(tj.callIDs()); got != "[r1 w1 w2]" {
-				t.Fatalf("results %s, want r1 w1 w2: %s", got, data)
+	// What the settled turn must say.
+	status          string            // its status ("" any)
+	ids             string            // its results' call ids, as fmt prints them
+	results         map[string]string // call id → "ok", or "status:code"
+	outputs         map[string]string // call id → part of its output
+	executions      map[string]int    // call id → executions the tool saw
+	idempotencyKeys map[string]string // call id → the key of every execution
+	// resumes is the turn_resumed lines of a ledger that ends with the
+	// one turn_settled; 0 leaves the ledger unchecked.
+	resumes int
+	ledger  map[string]map[string]int // call id ("" any) → line kind → count
+}
+
+// crashScenarios are the crash scenarios: where a process dies, and what
+// its successor must make of the turn.
+var crashScenarios = []crashScenario{
+	{
+		// Scenario A: killed while the tool runs w1, the restarted process
+		// answers w1 "interrupted" without running it again, replays r1
+		// from the record (its outcome was committed with w1's
+		// write-ahead) and runs w2.
+		name: "during a write", id: "a", turn: threeCalls("a"),
+		hold: []string{"w1"}, kills: [][]string{{"w1"}},
+		ids:        "[r1 w1 w2]",
+		results:    map[string]string{"r1": "ok", "w1": "error:interrupted", "w2": "ok"},
+		executions: map[string]int{"r1": 1, "w1": 1, "w2": 1},
+		resumes:    1, ledger: map[string]map[string]int{"w1": {"attempt_started": 1, "call_answered": 1}},
+	},
+	{
+		// Scenario B: killed while w2 runs, after w1 answered; w1's
+		// outcome is read from the record.
+		name: "after a write answered", id: "b", turn: threeCalls("b"),
+		hold: []string{"w2"}, kills: [][]string{{"w2"}}, recorded: []string{"r1", "w1"},
+		ids:        "[r1 w1 w2]",
+		results:    map[string]string{"w1": "ok", "w2": "error:interrupted"},
+		executions: map[string]int{"r1": 1, "w1": 1, "w2": 1},
+		resumes:    1,
+	},
+	{
+		// A write tool declared idempotent is run again after a crash,
+		// under the same Idempotency-Key.
+		name: "during an idempotent write", id: "d",
+		turn: `{"id":"d","calls":[{"id":"i1","name":"iwrite","arguments":{}},{"id":"w1","name":"write","arguments":{}}]}`,
+		hold: []string{"i1"}, kills: [][]string{{"i1"}},
+		status: "completed", ids: "[i1 w1]",
+		results:         map[string]string{"i1": "ok"},
+		outputs:         map[string]string{"i1": `"execution":2`},
+		executions:      map[string]int{"i1": 2, "w1": 1},
+		idempotencyKeys: map[string]string{"i1": "s/d/i1"},
+		resumes:         1, ledger: map[string]map[string]int{"i1": {"attempt_started": 2, "call_answered": 1}},
+	},
+	{
+		// Read outcomes are committed with the next write-ahead, so reads
+		// in flight (or answered but not yet committed) at a crash run
+		// again; the write after them runs once.
+		name: "during reads", id: "r",
+		turn: `{"id":"r","calls":[{"id":"r1","name":"read","arguments":{}},{"id":"r2","name":"read","arguments":{}},{"id":"w1","name":"write","arguments":{}}]}`,
+		hold: []string{"r1"}, kills: [][]string{{"r1", "r2"}},
+		status: "completed", ids: "[r1 r2 w1]",
+		results:    map[string]string{"r1": "ok", "r2": "ok", "w1": "ok"},
+		outputs:    map[string]string{"r1": `"execution":2`},
+		executions: map[string]int{"r1": 2, "r2": 2, "w1": 1},
+		resumes:    1,
+	},
+	{
+		// The process that resumed a turn crashes too; the third resumes
+		// what is left, and the ledger stays gap-free.
+		name: "twice", id: "x", turn: threeCalls("x"),
+		hold: []string{"w1", "w2"}, kills: [][]string{{"w1"}, {"w2"}},
+		status: "completed", ids: "[r1 w1 w2]",
+		results:    map[string]string{"r1": "ok", "w1": "error:interrupted", "w2": "error:interrupted"},
+		executions: map[string]int{"r1": 1, "w1": 1, "w2": 1},
+		resumes:    2, ledger: map[string]map[string]int{"": {"call_answered": 3}},
+	},
+	{
+		// The write journaled as started before the crash is answered
+		// "interrupted" even when the restarted process's config no
+		// longer has its tool: it may have taken effect, so it must not
+		// read as refused (never run).
+		name: "then the tool removed", backend: "sqlite", id: "g", turn: threeCalls("g"),
+		hold: []string{"w1"}, kills: [][]string{{"w1"}},
+		restartConfig: func(c *crashRig) string {
+			cfg := filepath.Join(c.t.TempDir(), "tools.yaml")
+			if err := os.WriteFile(cfg, []byte("tools:\n  - name: read\n    effect: read\n    http: {url: "+c.ts.srv.URL+"/read}\n"), 0o600); err != nil {
+				c.t.Fatal(err)
 			}
-			if r := tj.result(t, "r1"); r.Status != "ok" {
-				t.Errorf("r1: %+v", r)
+			return cfg
+		},
+		ids:        "[r1 w1 w2]",
+		results:    map[string]string{"w1": "error:interrupted", "w2": "refused:unknown_tool"},
+		executions: map[string]int{"w1": 1, "w2": 0},
+	},
+}
+
+// TestCrash runs each crash scenario on each backend: turnd SIGKILLed in
+// the middle of a turn, started again on the same database.
+func TestCrash(t *testing.T) {
+	t.Parallel()
+	for _, sc := range crashScenarios {
+		for _, b := range backends {
+			if sc.backend != "" && sc.backend != b.name {
+				continue
 			}
-			if r := tj.result(t, "w1"); r.Status != "error" || r.Error == nil || r.Error.Code != "interrupted" {
-				t.Errorf("w1: want error interrupted: %s", data)
-			}
-			if r := tj.result(t, "w2"); r.Status != "ok" {
-				t.Errorf("w2: %+v", r)
-			}
-			// r1's outcome was committed with w1's write-ahead: replayed.
-			c.wantExecutions(map[string]int{"r1": 1, "w1": 1, "w2": 1})
-			lines := checkResumed(t, q, "s")
-			if k := kinds(lines, "w1"); k["attempt_started"] != 1 || k["call_answered"] != 1 {
-				t.Errorf("w1's lines %v:\n%s", k, formatLedger(lines))
-			}
-		})
+			t.Run(sc.name+"/"+b.name, func(t *testing.T) {
+				t.Parallel()
+				sc.run(t, newCrashRig(t, b))
+			})
+		}
 	}
 }
 
-// TestCrashAfterWriteAnswered (scenario B): killed while w2 runs, after w1
-// answered; w1's outcome is read from the record.
-func TestCrashAfterWriteAnswered(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			c.ts.holdFirst("w2")
-			p := c.start("first")
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns", threeCalls("b"), "Prefer", "respond-async")
-			c.ts.waitArrival(p, "w2")
-			// What the first process recorded before it died.
-			before, data := p.getTurn("s", "b")
-			if before.Status != "running" || fmt.Sprint(before.callIDs()) != "[r1 w1]" {
+func (sc crashScenario) run(t *testing.T, c *crashRig) {
+	for _, id := range sc.hold {
+		c.ts.holdFirst(id)
+	}
+	p := c.start("first")
+	p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns", sc.turn, "Prefer", "respond-async")
+	var before turnJSON
+	for k, calls := range sc.kills {
+		for _, id := range calls {
+			c.ts.waitArrival(p, id)
+		}
+		if k == 0 && sc.recorded != nil {
+			var data []byte
+			if before, data = p.getTurn("s", sc.id); before.Status != "running" || fmt.Sprint(before.callIDs()) != fmt.Sprint(sc.recorded) {
 				t.Fatalf("before the kill: %s", data)
 			}
-			p.kill()
-
-			q := c.start("restarted")
-			tj, data := q.awaitSettled("s", "b")
-			if got := fmt.Sprint(tj.callIDs()); got != "[r1 w1 w2]" {
-				t.Fatalf("results %s, want r1 w1 w2: %s", got, data)
-			}
-			for i, id := range []string{"r1", "w1"} {
-				was, _ := json.Marshal(before.Results[i])
-				now, _ := json.Marshal(tj.result(t, id))
-				if !bytes.Equal(was, now) {
-					t.Errorf("%s changed across the crash:\nbefore %s\nafter  %s", id, was, now)
-				}
-			}
-			if r := tj.result(t, "w1"); r.Status != "ok" {
-				t.Errorf("w1: %+v", r)
-			}
-			if r := tj.result(t, "w2"); r.Status != "error" || r.Error == nil || r.Error.Code != "interrupted" {
-				t.Errorf("w2: want error interrupted: %s", data)
-			}
-			c.wantExecutions(map[string]int{"r1": 1, "w1": 1, "w2": 1})
-			checkResumed(t, q, "s")
-		})
+		}
+		p.kill()
+		if sc.restartConfig != nil && k == 0 {
+			c.args = append([]string(nil), c.args...)
+			c.args[1] = sc.restartConfig(c) // --config
+		}
+		p = c.start(fmt.Sprintf("restart %d", k+1))
 	}
+
+	tj, data := p.awaitSettled("s", sc.id)
+	if (sc.status != "" && tj.Status != sc.status) || fmt.Sprint(tj.callIDs()) != sc.ids {
+		t.Fatalf("after the restart, want status %q and results %s: %s", sc.status, sc.ids, data)
+	}
+	for i, id := range sc.recorded {
+		was, _ := json.Marshal(before.Results[i])
+		now, _ := json.Marshal(tj.result(t, id))
+		if !bytes.Equal(was, now) {
+			t.Errorf("%s changed across the crash:\nbefore %s\nafter  %s", id, was, now)
+		}
+	}
+	for id, want := range sc.results {
+		r := tj.result(t, id)
+		got := r.Status
+		if r.Error != nil {
+			got += ":" + r.Error.Code
+		}
+		if got != want {
+			t.Errorf("%s: %s, want %s: %s", id, got, want, data)
+		}
+	}
+	for id, part := range sc.outputs {
+		if r := tj.result(t, id); !bytes.Contains(r.Output, []byte(part)) {
+			t.Errorf("%s's output lacks %s: %s", id, part, data)
+		}
+	}
+	c.wantExecutions(sc.executions)
+	for id, key := range sc.idempotencyKeys {
+		for _, ex := range c.ts.executions(id) {
+			if ex.idempotencyKey != key {
+				t.Errorf("%s: executions %+v, want every one under Idempotency-Key %s", id, c.ts.executions(id), key)
+				break
+			}
+		}
+	}
+	if sc.resumes == 0 {
+		return
+	}
+	lines := checkResumed(t, p, "s", sc.resumes)
+	for id, want := range sc.ledger {
+		if k := kinds(lines, id); !maps.Equal(subset(k, want), want) {
+			t.Errorf("call %q's lines %v, want %v:\n%s", id, k, want, formatLedger(lines))
+		}
+	}
+}
+
+// subset is m's counts of the keys of want.
+func subset(m, want map[string]int) map[string]int {
+	s := map[string]int{}
+	for k := range want {
+		s[k] = m[k]
+	}
+	return s
 }
 
 // TestCrashAfterAcknowledged (scenario C): a turn acknowledged with 200
@@ -324,122 +456,6 @@ func TestCrashAfterAcknowledged(t *testing.T) {
 			z, _ := json.Marshal(ledgerAfter)
 			if !bytes.Equal(a, z) {
 				t.Errorf("the ledger changed across the crash and the replay:\nbefore\n%s\nafter\n%s", formatLedger(ledgerBefore), formatLedger(ledgerAfter))
-			}
-		})
-	}
-}
-
-// TestCrashDuringIdempotentWrite: a write tool declared idempotent is run
-// again after a crash, under the same Idempotency-Key.
-func TestCrashDuringIdempotentWrite(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			c.ts.holdFirst("i1")
-			p := c.start("first")
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
-				`{"id":"d","calls":[{"id":"i1","name":"iwrite","arguments":{}},{"id":"w1","name":"write","arguments":{}}]}`,
-				"Prefer", "respond-async")
-			c.ts.waitArrival(p, "i1")
-			p.kill()
-
-			q := c.start("restarted")
-			tj, data := q.awaitSettled("s", "d")
-			if tj.Status != "completed" || fmt.Sprint(tj.callIDs()) != "[i1 w1]" {
-				t.Fatalf("after the restart: %s", data)
-			}
-			r := tj.result(t, "i1")
-			if r.Status != "ok" || !bytes.Contains(r.Output, []byte(`"execution":2`)) {
-				t.Errorf("i1 is not the second execution's answer: %s", data)
-			}
-			c.wantExecutions(map[string]int{"i1": 2, "w1": 1})
-			ex := c.ts.executions("i1")
-			if len(ex) == 2 && (ex[0].idempotencyKey != "s/d/i1" || ex[1].idempotencyKey != ex[0].idempotencyKey) {
-				t.Errorf("Idempotency-Key %q then %q, want s/d/i1 both times", ex[0].idempotencyKey, ex[1].idempotencyKey)
-			}
-			t.Logf("i1 attempts seen by the tool: %+v; result attempts %d", ex, r.Attempts)
-			lines := checkResumed(t, q, "s")
-			if k := kinds(lines, "i1"); k["attempt_started"] != 2 || k["call_answered"] != 1 {
-				t.Errorf("i1's lines %v:\n%s", k, formatLedger(lines))
-			}
-		})
-	}
-}
-
-// TestCrashDuringReads: read outcomes are committed with the next
-// write-ahead, so reads in flight (or answered but not yet committed) at a
-// crash run again; the write after them runs once.
-func TestCrashDuringReads(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			c.ts.holdFirst("r1")
-			p := c.start("first")
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
-				`{"id":"r","calls":[{"id":"r1","name":"read","arguments":{}},{"id":"r2","name":"read","arguments":{}},{"id":"w1","name":"write","arguments":{}}]}`,
-				"Prefer", "respond-async")
-			c.ts.waitArrival(p, "r1")
-			c.ts.waitArrival(p, "r2")
-			p.kill()
-
-			q := c.start("restarted")
-			tj, data := q.awaitSettled("s", "r")
-			if tj.Status != "completed" || fmt.Sprint(tj.callIDs()) != "[r1 r2 w1]" {
-				t.Fatalf("after the restart: %s", data)
-			}
-			for _, r := range tj.Results {
-				if r.Status != "ok" {
-					t.Errorf("%s: %+v", r.CallID, r)
-				}
-			}
-			if !bytes.Contains(tj.result(t, "r1").Output, []byte(`"execution":2`)) {
-				t.Errorf("r1's answer is not the second execution's: %s", data)
-			}
-			c.wantExecutions(map[string]int{"r1": 2, "r2": 2, "w1": 1})
-			checkResumed(t, q, "s")
-		})
-	}
-}
-
-// TestCrashTwice: the process that resumed a turn crashes too; the third
-// resumes what is left, and the ledger stays gap-free.
-func TestCrashTwice(t *testing.T) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			c.ts.holdFirst("w1")
-			c.ts.holdFirst("w2")
-			p := c.start("first")
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns", threeCalls("x"), "Prefer", "respond-async")
-			c.ts.waitArrival(p, "w1")
-			p.kill()
-			q := c.start("second")
-			c.ts.waitArrival(q, "w2")
-			q.kill()
-
-			r := c.start("third")
-			tj, data := r.awaitSettled("s", "x")
-			if tj.Status != "completed" || fmt.Sprint(tj.callIDs()) != "[r1 w1 w2]" {
-				t.Fatalf("after the second restart: %s", data)
-			}
-			if tj.result(t, "r1").Status != "ok" {
-				t.Errorf("r1: %s", data)
-			}
-			for _, id := range []string{"w1", "w2"} {
-				if r := tj.result(t, id); r.Error == nil || r.Error.Code != "interrupted" {
-					t.Errorf("%s: want error interrupted: %s", id, data)
-				}
-			}
-			c.wantExecutions(map[string]int{"r1": 1, "w1": 1, "w2": 1})
-			lines := r.ledger("s")
-			if k := kinds(lines, ""); k["turn_resumed"] != 2 || k["turn_settled"] != 1 || k["call_answered"] != 3 {
-				t.Errorf("ledger kinds %v:\n%s", k, formatLedger(lines))
 			}
 		})
 	}
@@ -492,37 +508,6 @@ func waitLog(t *testing.T, p *proc, msg string) {
 		}
 		time.Sleep(pollInterval)
 	}
-}
-
-// TestCrashThenToolRemoved: the write journaled as started before the crash
-// is answered "interrupted" even when the restarted process's config no
-// longer has its tool: it may have taken effect, so it must not read as
-// refused (never run).
-func TestCrashThenToolRemoved(t *testing.T) {
-	t.Parallel()
-	c := newCrashRig(t, backends[0])
-	c.ts.holdFirst("w1")
-	p := c.start("first")
-	p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns", threeCalls("g"), "Prefer", "respond-async")
-	c.ts.waitArrival(p, "w1")
-	p.kill()
-
-	// The new config has no write tool.
-	cfg := filepath.Join(t.TempDir(), "tools.yaml")
-	if err := os.WriteFile(cfg, []byte("tools:\n  - name: read\n    effect: read\n    http: {url: "+c.ts.srv.URL+"/read}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string(nil), c.args...)
-	args[1] = cfg // --config
-	q := startTurnd(t, procOptions{name: "restarted", args: args})
-	tj, data := q.awaitSettled("s", "g")
-	if r := tj.result(t, "w1"); r.Status != "error" || r.Error == nil || r.Error.Code != "interrupted" {
-		t.Errorf("w1, journaled as started: want error interrupted, got %s %+v", r.Status, r.Error)
-	}
-	if r := tj.result(t, "w2"); r.Status != "refused" || r.Error == nil || r.Error.Code != "unknown_tool" {
-		t.Errorf("w2, never started: want refused unknown_tool: %s", data)
-	}
-	c.wantExecutions(map[string]int{"w1": 1, "w2": 0})
 }
 
 // TestStallPastOwnLease: a single process (the embedded store's only

@@ -426,5 +426,5 @@ func TestSecondSignalForcesExit(t *testing.T) {
 	if tj.Status != "completed" || tj.Results[0].Status != "ok" {
 		t.Errorf("after the restart: %s", data)
 	}
-	checkResumed(t, q, "s")
+	checkResumed(t, q, "s", 1)
 }

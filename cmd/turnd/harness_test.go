@@ -12,21 +12,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/internal/syncbuf"
+	"github.com/turnd/turnd/internal/turndbin"
 )
 
 // testVersion is stamped into the test binary with -ldflags -X.
@@ -41,47 +38,22 @@ const (
 	pollInterval  = 20 * time.Millisecond
 )
 
-var (
-	tmpDir    string // TestMain's; removed after the tests
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { turndbin.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "turnd-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// build is the binary under test, built on first use, so that the unit
+// tests alone do not pay for it. Under -race the binary has the race
+// detector too, and every child's stderr is checked for race reports.
+var build = turndbin.Build{Flags: buildFlags()}
+
+func buildFlags() []string {
+	flags := []string{"-ldflags", "-X main.version=" + testVersion}
+	if raceEnabled {
+		flags = append(flags, "-race")
 	}
-	tmpDir = dir
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	return flags
 }
 
-// turndBinary builds the binary once, on first use, so that the unit tests
-// alone do not pay for it. Under -race the binary has the race detector
-// too, and every child's stderr is checked for race reports.
-func turndBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binPath = filepath.Join(tmpDir, "turnd")
-		args := []string{"build", "-o", binPath, "-ldflags", "-X main.version=" + testVersion}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, ".")...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func turndBinary(t *testing.T) string { return build.Binary(t) }
 
 // childEnv is this process's environment without turnd's own settings (a
 // DATABASE_URL exported for the Postgres tests must not turn an SQLite
@@ -99,16 +71,7 @@ func childEnv(extra ...string) []string {
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+func freeAddr(t *testing.T) string { return turndbin.FreeAddr(t) }
 
 // syncBuffer collects a child's output, written by exec's copying goroutine
 // and read by the test.
@@ -125,8 +88,15 @@ func checkRaces(t *testing.T, name, stderr string) {
 // runTurnd runs the binary to its end and returns its exit code and output.
 func runTurnd(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runTurndInput(t, env, nil, args...)
+}
+
+// runTurndInput is runTurnd with stdin (nil: none).
+func runTurndInput(t *testing.T, env []string, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command(turndBinary(t), args...)
 	cmd.Env = env
+	cmd.Stdin = stdin
 	var out, errb syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {

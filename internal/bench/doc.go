@@ -20,8 +20,13 @@
 // from /proc, a throwaway PostgreSQL cluster (StartPostgres), and the
 // INSERT baselines on PostgreSQL and on SQLite (Baseline).
 //
-// bench may import internal/loadtest (its measuring loops), pgx and the
-// SQLite driver, and the standard library; it must not import api, turn,
+// The turns are posted by a tuned client (ClientTuned, the least CPU per
+// turn) or by an ordinary one (ClientOrdinary: encoding/json both ways,
+// net/http's default transport), which says what a user's program gets.
+//
+// bench may import internal/loadtest (its measuring loops), the wire types
+// of package client (the ordinary client's), pgx and the SQLite driver,
+// and the standard library; it must not import api, turn,
 // the stores or cmd: it sees turnd only through HTTP, as an operator's
 // load generator would. Nothing in turnd's serving path may import it.
 package bench

@@ -173,285 +173,363 @@ func Execute(ctx context.Context, c Config, stdout, stderr io.Writer) (Report, e
 	if err := c.Validate(); err != nil {
 		return Report{}, err
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
-	rep := Report{Label: c.Label, StartedAt: time.Now().UTC().Truncate(time.Second), Machine: thisMachine(), Workload: workloadInfo(c.Workload)}
-	dir, err := os.MkdirTemp("", "turnd-bench-")
-	if err != nil {
-		return rep, err
+	e := &execution{c: c, stderr: stderr,
+		rep: Report{Label: c.Label, StartedAt: time.Now().UTC().Truncate(time.Second), Machine: thisMachine(), Workload: workloadInfo(c.Workload)}}
+	defer e.tearDown()
+	if err := e.setUp(ctx); err != nil {
+		return e.rep, err
 	}
-	var cleanups []func()
-	defer func() {
-		for _, f := range slices.Backward(cleanups) {
-			f()
-		}
-		os.RemoveAll(dir)
-	}()
+	runErr, report := e.runRounds(ctx)
+	if !report {
+		return e.rep, runErr
+	}
+	e.collect(ctx, runErr)
+	if err := e.write(stdout); err != nil {
+		return e.rep, err
+	}
+	return e.rep, runErr
+}
 
-	var tools *ToolServer
-	if c.Workload.Tools == ToolHTTP {
-		if tools, err = StartToolServer(c.ToolAddr); err != nil {
-			return rep, err
-		}
-		cleanups = append(cleanups, func() { _ = tools.Close() })
-	}
+// execution is one Execute: what it set up, and what it measured so far.
+type execution struct {
+	c      Config
+	stderr io.Writer
+	rep    Report
 
-	// The target and the baseline's database.
-	var (
-		server     *Server
-		baselineDB string
-		sqliteDir  string
-	)
-	target := Target{URL: c.URL, Token: c.Token}
-	if c.URL == "" {
-		rep.Target.Started = true
-		dbURL := c.DatabaseURL
-		switch {
-		case c.Store == StoreSQLite:
-			rep.Target.Store, rep.Target.StoreDetail = "sqlite", "embedded SQLite in a temp dir (--store sqlite)"
-		case dbURL != "":
-			rep.Target.Store, rep.Target.StoreDetail = "postgres", "DATABASE_URL"
-		default:
-			bin, ok := PostgresBinDir()
-			if !ok {
-				if c.Store == StorePostgres {
-					return rep, errors.New("store postgres: DATABASE_URL is not set and no PostgreSQL server binaries (initdb, pg_ctl) were found")
-				}
-				rep.Target.Store, rep.Target.StoreDetail = "sqlite", "embedded SQLite in a temp dir (no DATABASE_URL, no PostgreSQL server binaries)"
-				break
-			}
-			logf("starting a throwaway PostgreSQL (%s)", bin)
-			pg, err := StartPostgres(ctx, bin, dir)
-			if err != nil {
-				return rep, err
-			}
-			cleanups = append(cleanups, func() {
-				if err := pg.Stop(); err != nil {
-					logf("%v", err)
-				}
-			})
-			dbURL = pg.URL
-			rep.Target.Store, rep.Target.StoreDetail = "postgres", "throwaway PostgreSQL "+pg.Version+" cluster (synchronous_commit on)"
-		}
-		if rep.Target.Store == "postgres" {
-			baselineDB = dbURL
-		} else {
-			dbURL, sqliteDir = "", dir
-		}
-		toolURL := "http://127.0.0.1:9" // unreachable: builtin tools only
-		if tools != nil {
-			toolURL = tools.URL()
-		}
-		logf("starting turnd (%s, store: %s)", c.ServerBinary, rep.Target.StoreDetail)
-		server, err = StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: dir, DatabaseURL: dbURL, ToolConfig: ToolConfig(toolURL)})
-		if err != nil {
-			return rep, err
-		}
-		cleanups = append(cleanups, func() {
-			if err := server.Stop(); err != nil {
-				logf("stopping turnd: %v\n%s", err, server.LogTail(20))
-			}
-		})
-		target.URL = server.URL
-	} else {
-		rep.Target.Store, rep.Target.StoreDetail = "unknown", "a running turnd"
-		baselineDB = c.BaselineDatabaseURL
-		if err := checkTools(ctx, target, c.Workload, tools); err != nil {
-			return rep, err
-		}
-	}
-	rep.Target.URL = target.URL
+	dir      string   // the run's temp dir
+	cleanups []func() // run backwards by tearDown
 
-	serverPID := 0
-	if server != nil {
-		serverPID = server.PID()
-	}
-	meter := newCPUMeter(ctx, serverPID, baselineDB)
+	tools  *ToolServer // nil for the builtin tools
+	server *Server     // nil for a turnd at c.URL
+	target Target
+	// The baseline's store: the PostgreSQL at baselineDB, else the
+	// SQLite file in sqliteDir; neither, no baseline.
+	baselineDB, sqliteDir string
+	withBaseline          bool
+	pgbench               string
+	usePgbench            bool
+	measured              int // baseline slices measured
+
 	// The CPU of the measured windows (see cpu.go), read at their edges
 	// through each run's context (meter.watch): the load's after its
 	// warm-up, a baseline slice's around its inserts (pgbench's run). A
 	// round's counts join the report's when the round does.
-	var loadCPU, baseCPU, roundBaseCPU cpuTally
+	meter                          *cpuMeter
+	loadCPU, baseCPU, roundBaseCPU cpuTally
 
-	pgbench, havePgbench := c.pgbench()
-	usePgbench := baselineDB != "" && havePgbench && c.BaselineClient != BaselineClientGo
-	measured := 0 // baseline slices measured
-	inserts := func(windowed context.Context, d time.Duration) (loadtest.Result, error) {
-		defer func() { measured++ }()
-		switch {
-		case usePgbench:
-			r, err := PgbenchBaseline(windowed, pgbench, baselineDB, dir, c.baselineClients(), d)
-			if err == nil || c.BaselineClient == BaselineClientPgbench || measured > 0 || ctx.Err() != nil {
-				return r, err
-			}
-			// auto: a pgbench that does not work here (too old a report,
-			// a connection it cannot make) leaves the run to the Go loop,
-			// for all of its baseline.
-			logf("pgbench failed, the baseline runs on the Go loop instead: %v", err)
-			usePgbench = false
-			return PostgresBaseline(windowed, baselineDB, c.baselineClients(), d)
-		case baselineDB != "":
-			return PostgresBaseline(windowed, baselineDB, c.baselineClients(), d)
-		}
-		return SQLiteBaseline(windowed, sqliteDir, c.baselineClients(), d)
+	bases []loadtest.Result
+	loads []Load
+	// complete counts the rounds run in full. A run stopped (by an
+	// interrupt, say) after some reports them alone; one stopped in its
+	// first round reports the load it ran, without a baseline.
+	complete int
+}
+
+func (e *execution) logf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "bench: "+format+"\n", args...)
+}
+
+// tearDown undoes what setUp did, last first.
+func (e *execution) tearDown() {
+	for _, f := range slices.Backward(e.cleanups) {
+		f()
 	}
-	// A slice of baseline, its window's CPU counted in the round's.
-	baseline := func(d time.Duration) (loadtest.Result, error) {
-		windowed, w := meter.watch(ctx)
-		r, err := inserts(windowed, d)
-		if err == nil {
-			roundBaseCPU.add(w.opened, w.closed, r.Ops)
-		}
-		return r, err
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
 	}
-	withBaseline := c.Baseline > 0 && (baselineDB != "" || sqliteDir != "")
+}
+
+// setUp makes the run's temp dir, starts the tool server and the target
+// (or checks a running one), and decides how the baseline runs.
+func (e *execution) setUp(ctx context.Context) error {
+	var err error
+	if e.dir, err = os.MkdirTemp("", "turnd-bench-"); err != nil {
+		return err
+	}
+	if e.c.Workload.Tools == ToolHTTP {
+		if e.tools, err = StartToolServer(e.c.ToolAddr); err != nil {
+			return err
+		}
+		e.cleanups = append(e.cleanups, func() { _ = e.tools.Close() })
+	}
+	if err := e.startTarget(ctx); err != nil {
+		return err
+	}
+	e.rep.Target.URL = e.target.URL
+
+	serverPID := 0
+	if e.server != nil {
+		serverPID = e.server.PID()
+	}
+	e.meter = newCPUMeter(ctx, serverPID, e.baselineDB)
+	pgbench, havePgbench := e.c.pgbench()
+	e.pgbench = pgbench
+	e.usePgbench = e.baselineDB != "" && havePgbench && e.c.BaselineClient != BaselineClientGo
+	e.withBaseline = e.c.Baseline > 0 && (e.baselineDB != "" || e.sqliteDir != "")
 	switch {
-	case c.Baseline == 0:
-		rep.BaselineNote = "skipped (--baseline 0)"
-	case !withBaseline:
-		rep.BaselineNote = "turnd's database is not known to the bench: give --baseline-database-url (the PostgreSQL turnd uses) to measure the INSERT baseline"
+	case e.c.Baseline == 0:
+		e.rep.BaselineNote = "skipped (--baseline 0)"
+	case !e.withBaseline:
+		e.rep.BaselineNote = "turnd's database is not known to the bench: give --baseline-database-url (the PostgreSQL turnd uses) to measure the INSERT baseline"
 	}
-	rss := func() (cur, peak int64, src string) {
-		if server != nil {
-			if cur, peak, err := server.ProcRSS(); err == nil {
-				return cur, peak, "proc"
-			}
-		}
-		if v, ok := MetricsRSS(ctx, target.URL, target.Token); ok {
-			return v, 0, "metrics"
-		}
-		return 0, 0, ""
-	}
+	return nil
+}
 
-	// Each round: a slice of baseline, a slice of load, a slice of
-	// baseline (one round: half the baseline before the load, half after).
-	n := c.rounds()
-	slice := func(total time.Duration, parts, i int) time.Duration {
-		return total*time.Duration(i+1)/time.Duration(parts) - total*time.Duration(i)/time.Duration(parts)
+// startTarget starts a turnd on the store c asks for, or, for a turnd at
+// c.URL, checks that it serves the workload's tools; either way it learns
+// the baseline's store.
+func (e *execution) startTarget(ctx context.Context) error {
+	c := e.c
+	e.target = Target{URL: c.URL, Token: c.Token}
+	if c.URL != "" {
+		e.rep.Target.Store, e.rep.Target.StoreDetail = "unknown", "a running turnd"
+		e.baselineDB = c.BaselineDatabaseURL
+		return checkTools(ctx, e.target, c.Workload, e.tools)
 	}
-	// baseSlice is slice i of the baseline, as long as it will run
-	// (pgbench runs whole seconds).
-	baseSlice := func(i int) time.Duration {
-		d := slice(c.Baseline, 2*n, i)
-		if usePgbench {
-			d = pgbenchDuration(d)
+	e.rep.Target.Started = true
+	dbURL, err := e.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	if e.rep.Target.Store == "postgres" {
+		e.baselineDB = dbURL
+	} else {
+		dbURL, e.sqliteDir = "", e.dir
+	}
+	toolURL := "http://127.0.0.1:9" // unreachable: builtin tools only
+	if e.tools != nil {
+		toolURL = e.tools.URL()
+	}
+	e.logf("starting turnd (%s, store: %s)", c.ServerBinary, e.rep.Target.StoreDetail)
+	server, err := StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: e.dir, DatabaseURL: dbURL, ToolConfig: ToolConfig(toolURL)})
+	if err != nil {
+		return err
+	}
+	e.server = server
+	e.cleanups = append(e.cleanups, func() {
+		if err := server.Stop(); err != nil {
+			e.logf("stopping turnd: %v\n%s", err, server.LogTail(20))
 		}
-		return d
+	})
+	e.target.URL = server.URL
+	return nil
+}
+
+// openStore chooses the store of the turnd the bench starts, starting a
+// throwaway PostgreSQL when it must, and says which in the report. It
+// returns the PostgreSQL's URL ("" for SQLite).
+func (e *execution) openStore(ctx context.Context) (string, error) {
+	c, t := e.c, &e.rep.Target
+	switch {
+	case c.Store == StoreSQLite:
+		t.Store, t.StoreDetail = "sqlite", "embedded SQLite in a temp dir (--store sqlite)"
+		return "", nil
+	case c.DatabaseURL != "":
+		t.Store, t.StoreDetail = "postgres", "DATABASE_URL"
+		return c.DatabaseURL, nil
 	}
-	var (
-		bases  []loadtest.Result
-		loads  []Load
-		runErr error
-		// complete counts the rounds run in full. A run stopped (by an
-		// interrupt, say) after some reports them alone; one stopped in
-		// its first round reports the load it ran, without a baseline.
-		complete int
-	)
+	bin, ok := PostgresBinDir()
+	if !ok {
+		if c.Store == StorePostgres {
+			return "", errors.New("store postgres: DATABASE_URL is not set and no PostgreSQL server binaries (initdb, pg_ctl) were found")
+		}
+		t.Store, t.StoreDetail = "sqlite", "embedded SQLite in a temp dir (no DATABASE_URL, no PostgreSQL server binaries)"
+		return "", nil
+	}
+	e.logf("starting a throwaway PostgreSQL (%s)", bin)
+	pg, err := StartPostgres(ctx, bin, e.dir)
+	if err != nil {
+		return "", err
+	}
+	e.cleanups = append(e.cleanups, func() {
+		if err := pg.Stop(); err != nil {
+			e.logf("%v", err)
+		}
+	})
+	t.Store, t.StoreDetail = "postgres", "throwaway PostgreSQL "+pg.Version+" cluster (synchronous_commit on)"
+	return pg.URL, nil
+}
+
+// runRounds runs the rounds, each a slice of baseline, a slice of load and
+// a slice of baseline (one round: half the baseline before the load, half
+// after). It returns the error that stopped them, and whether there is a
+// report to write: not when the first round stopped before any load ran.
+func (e *execution) runRounds(ctx context.Context) (runErr error, report bool) {
+	n := e.c.rounds()
 	for i := range n {
 		var before, after loadtest.Result
-		roundBaseCPU = cpuTally{}
-		if withBaseline {
-			logf("baseline: single-row INSERT transactions from %d clients for %v%s", c.baselineClients(), baseSlice(2*i), roundName(i, n, "before the load"))
-			if before, err = baseline(baseSlice(2 * i)); err != nil {
-				if complete == 0 {
-					return rep, err
-				}
-				runErr = err
-				break
+		e.roundBaseCPU = cpuTally{}
+		if e.withBaseline {
+			e.logf("baseline: single-row INSERT transactions from %d clients for %v%s", e.c.baselineClients(), e.baseSlice(2*i), roundName(i, n, "before the load"))
+			var err error
+			if before, err = e.baseline(ctx, e.baseSlice(2*i)); err != nil {
+				return err, e.complete > 0
 			}
 		}
 		if i == 0 {
 			// Idle RSS: turnd has started and done nothing yet.
-			rep.Server.IdleRSSBytes, _, rep.Server.RSSSource = rss()
+			e.rep.Server.IdleRSSBytes, _, e.rep.Server.RSSSource = e.rss(ctx)
 		}
-		w := c.Workload
+		w := e.c.Workload
 		if n > 1 {
-			w.Duration = slice(c.Workload.Duration, n, i)
+			w.Duration = slice(e.c.Workload.Duration, n, i)
 		}
-		logf("load: %s%s", describe(w), roundName(i, n, ""))
-		var load Load
-		windowed, loadWindow := meter.watch(ctx)
-		load, runErr = Run(windowed, target, w, progressPrinter(c, stderr), c.ProgressEvery)
+		e.logf("load: %s%s", describe(w), roundName(i, n, ""))
+		windowed, loadWindow := e.meter.watch(ctx)
+		load, runErr := Run(windowed, e.target, w, progressPrinter(e.c, e.stderr), e.c.ProgressEvery)
 		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
-			return rep, runErr
+			return runErr, false
 		}
-		if runErr == nil && withBaseline {
-			logf("baseline: %v more%s", baseSlice(2*i+1), roundName(i, n, "after the load"))
-			after, runErr = baseline(baseSlice(2*i + 1))
+		if runErr == nil && e.withBaseline {
+			e.logf("baseline: %v more%s", e.baseSlice(2*i+1), roundName(i, n, "after the load"))
+			after, runErr = e.baseline(ctx, e.baseSlice(2*i+1))
 		}
 		// A round stopped partway counts only when no round is complete.
-		if load.Result.Elapsed > 0 && (runErr == nil || complete == 0) {
-			loads = append(loads, load)
-			loadCPU.add(loadWindow.opened, loadWindow.closed, load.Result.Ops)
+		if load.Result.Elapsed > 0 && (runErr == nil || e.complete == 0) {
+			e.loads = append(e.loads, load)
+			e.loadCPU.add(loadWindow.opened, loadWindow.closed, load.Result.Ops)
 		}
 		if runErr != nil {
-			if complete == 0 && withBaseline {
-				rep.BaselineNote = "the run stopped before its baseline was complete"
+			if e.complete == 0 && e.withBaseline {
+				e.rep.BaselineNote = "the run stopped before its baseline was complete"
 			}
-			break
+			return runErr, true
 		}
-		if withBaseline {
-			bases = append(bases, before, after)
-			baseCPU.merge(roundBaseCPU)
+		if e.withBaseline {
+			e.bases = append(e.bases, before, after)
+			e.baseCPU.merge(e.roundBaseCPU)
 			if n > 1 {
-				rep.Rounds = append(rep.Rounds, roundInfo(load.Result, loadtest.Combine(before, after)))
+				e.rep.Rounds = append(e.rep.Rounds, roundInfo(load.Result, loadtest.Combine(before, after)))
 			}
 		}
-		complete++
+		e.complete++
 	}
-	if runErr != nil && complete > 0 {
-		rep.Note = fmt.Sprintf("stopped in round %d of %d: the report covers the %d complete rounds", complete+1, n, complete)
+	return nil, true
+}
+
+// slice is part i of total cut in parts.
+func slice(total time.Duration, parts, i int) time.Duration {
+	return total*time.Duration(i+1)/time.Duration(parts) - total*time.Duration(i)/time.Duration(parts)
+}
+
+// baseSlice is slice i of the baseline, as long as it will run (pgbench
+// runs whole seconds).
+func (e *execution) baseSlice(i int) time.Duration {
+	d := slice(e.c.Baseline, 2*e.c.rounds(), i)
+	if e.usePgbench {
+		d = pgbenchDuration(d)
 	}
-	load := combineLoads(loads)
+	return d
+}
+
+// baseline runs a slice of baseline of d, its window's CPU counted in the
+// round's.
+func (e *execution) baseline(ctx context.Context, d time.Duration) (loadtest.Result, error) {
+	windowed, w := e.meter.watch(ctx)
+	r, err := e.inserts(ctx, windowed, d)
+	if err == nil {
+		e.roundBaseCPU.add(w.opened, w.closed, r.Ops)
+	}
+	return r, err
+}
+
+// inserts runs the INSERT transactions of a baseline slice of d on
+// windowed, ctx being the run's.
+func (e *execution) inserts(ctx, windowed context.Context, d time.Duration) (loadtest.Result, error) {
+	defer func() { e.measured++ }()
+	c := e.c
+	switch {
+	case e.usePgbench:
+		r, err := PgbenchBaseline(windowed, e.pgbench, e.baselineDB, e.dir, c.baselineClients(), d)
+		if err == nil || c.BaselineClient == BaselineClientPgbench || e.measured > 0 || ctx.Err() != nil {
+			return r, err
+		}
+		// auto: a pgbench that does not work here (too old a report,
+		// a connection it cannot make) leaves the run to the Go loop,
+		// for all of its baseline.
+		e.logf("pgbench failed, the baseline runs on the Go loop instead: %v", err)
+		e.usePgbench = false
+		return PostgresBaseline(windowed, e.baselineDB, c.baselineClients(), d)
+	case e.baselineDB != "":
+		return PostgresBaseline(windowed, e.baselineDB, c.baselineClients(), d)
+	}
+	return SQLiteBaseline(windowed, e.sqliteDir, c.baselineClients(), d)
+}
+
+// rss reads turnd's memory: from /proc for a turnd the bench started,
+// else from its /metrics; src says which ("" for neither).
+func (e *execution) rss(ctx context.Context) (cur, peak int64, src string) {
+	if e.server != nil {
+		if cur, peak, err := e.server.ProcRSS(); err == nil {
+			return cur, peak, "proc"
+		}
+	}
+	if v, ok := MetricsRSS(ctx, e.target.URL, e.target.Token); ok {
+		return v, 0, "metrics"
+	}
+	return 0, 0, ""
+}
+
+// collect puts what the rounds measured into the report; runErr is the
+// error that stopped them.
+func (e *execution) collect(ctx context.Context, runErr error) {
+	rep := &e.rep
+	if runErr != nil && e.complete > 0 {
+		rep.Note = fmt.Sprintf("stopped in round %d of %d: the report covers the %d complete rounds", e.complete+1, e.c.rounds(), e.complete)
+	}
 	var src string
-	rep.Server.RSSBytes, rep.Server.PeakRSSBytes, src = rss()
+	rep.Server.RSSBytes, rep.Server.PeakRSSBytes, src = e.rss(ctx)
 	if src != rep.Server.RSSSource {
 		rep.Server.IdleRSSBytes = 0
 		rep.Server.RSSSource = src
 	}
-	if withBaseline && (runErr == nil || complete > 0) {
-		b := loadtest.Combine(bases...)
-		kind := BaselinePostgres
-		if baselineDB == "" {
-			kind = BaselineSQLite
-		}
-		client := BaselineClientGo
-		if usePgbench {
-			client = BaselineClientPgbench
-		}
-		rep.Baseline = &BaselineInfo{
-			Kind: kind, Client: client, Clients: c.baselineClients(), Transactions: b.Ops, Errors: b.Errors,
-			ElapsedSeconds: b.Elapsed.Seconds(), PerSec: b.PerSec, Latency: latencyMS(b),
-			CPU: baseCPU.split(),
-		}
-		if kind == BaselineSQLite {
+	if e.withBaseline && (runErr == nil || e.complete > 0) {
+		rep.Baseline = e.baselineInfo()
+		if rep.Baseline.Kind == BaselineSQLite {
 			rep.BaselineNote = "SQLite: INSERT transactions on a file beside turnd's, through one write connection as the embedded store writes"
 		}
 	}
-
-	rep.fill(load, tools)
-	rep.CPU = loadCPU.split()
-	if tools != nil {
-		_, _, _, first := tools.Stats()
+	rep.fill(combineLoads(e.loads), e.tools)
+	rep.CPU = e.loadCPU.split()
+	if e.tools != nil {
+		_, _, _, first := e.tools.Stats()
 		if first != nil && rep.FirstError == "" {
 			rep.FirstError = "tool: " + first.Error()
 		}
 	}
+}
+
+// baselineInfo is the baseline's slices combined.
+func (e *execution) baselineInfo() *BaselineInfo {
+	b := loadtest.Combine(e.bases...)
+	kind := BaselinePostgres
+	if e.baselineDB == "" {
+		kind = BaselineSQLite
+	}
+	client := BaselineClientGo
+	if e.usePgbench {
+		client = BaselineClientPgbench
+	}
+	return &BaselineInfo{
+		Kind: kind, Client: client, Clients: e.c.baselineClients(), Transactions: b.Ops, Errors: b.Errors,
+		ElapsedSeconds: b.Elapsed.Seconds(), PerSec: b.PerSec, Latency: latencyMS(b),
+		CPU: e.baseCPU.split(),
+	}
+}
+
+// write writes the report as c asks: a Markdown row, JSON or text.
+func (e *execution) write(stdout io.Writer) error {
 	switch {
-	case c.Markdown:
-		rep.WriteMarkdownRow(stdout)
-	case c.JSON:
+	case e.c.Markdown:
+		e.rep.WriteMarkdownRow(stdout)
+	case e.c.JSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return rep, err
-		}
+		return enc.Encode(e.rep)
 	default:
-		rep.WriteText(stdout)
+		e.rep.WriteText(stdout)
 	}
-	if runErr != nil {
-		return rep, runErr
-	}
-	return rep, nil
+	return nil
 }
 
 // fill puts the numbers of load and of the tool server (nil when the

@@ -123,8 +123,10 @@ type WorkloadInfo struct {
 	DeferredDelay    string  `json:"deferred_delay"`
 	OutputBytes      int64   `json:"output_bytes"`
 	Tools            string  `json:"tools"`
-	WaitSeconds      int     `json:"wait_s"`
-	Seed             uint64  `json:"seed,omitempty"`
+	// Client is who posted the turns: ClientTuned or ClientOrdinary.
+	Client      string `json:"client"`
+	WaitSeconds int    `json:"wait_s"`
+	Seed        uint64 `json:"seed,omitempty"`
 }
 
 func workloadInfo(w Workload) WorkloadInfo {
@@ -132,7 +134,7 @@ func workloadInfo(w Workload) WorkloadInfo {
 		Mode: "closed", Rate: w.Rate, Concurrency: w.Concurrency, DurationSeconds: w.Duration.Seconds(),
 		Turns: w.Turns, Calls: w.Calls, ReadFraction: w.ReadFraction, DeferredFraction: w.DeferredFraction,
 		Latency: w.Latency.String(), DeferredDelay: w.DeferredDelay.String(), OutputBytes: w.OutputBytes,
-		Tools: w.Tools, WaitSeconds: w.waitSeconds(), Seed: w.Seed,
+		Tools: w.Tools, Client: w.client(), WaitSeconds: w.waitSeconds(), Seed: w.Seed,
 	}
 	if !w.closedLoop() {
 		wi.Mode = "open"
@@ -231,8 +233,8 @@ func (r Report) WriteText(w io.Writer) {
 	p("turnd bench — %s", r.StartedAt.Format(time.RFC3339))
 	p("  target     %s (%s; store: %s, %s)", r.Target.URL, map[bool]string{true: "started by the bench", false: "running"}[r.Target.Started], r.Target.Store, r.Target.StoreDetail)
 	p("  machine    %d CPUs, GOMAXPROCS %d, %s/%s", r.Machine.CPUs, r.Machine.GOMAXPROCS, r.Machine.OS, r.Machine.Arch)
-	p("  workload   %s; %d calls/turn, reads %.0f%% deferred %.0f%%, latency %s, deferred delay %s, output %d B, %s tools",
-		load, wl.Calls, 100*wl.ReadFraction, 100*wl.DeferredFraction, wl.Latency, wl.DeferredDelay, wl.OutputBytes, wl.Tools)
+	p("  workload   %s; %d calls/turn, reads %.0f%% deferred %.0f%%, latency %s, deferred delay %s, output %d B, %s tools, %s client",
+		load, wl.Calls, 100*wl.ReadFraction, 100*wl.DeferredFraction, wl.Latency, wl.DeferredDelay, wl.OutputBytes, wl.Tools, wl.Client)
 	t := r.Turns
 	p("")
 	p("  turns      %d ok, %d failed of %d in %.2fs: %.1f turns/s, %.1f calls/s", t.OK, t.Failed, t.Started, t.ElapsedSeconds, t.PerSec, t.CallsPerSec)

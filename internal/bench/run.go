@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/turnd/turnd/client"
 	"github.com/turnd/turnd/internal/loadtest"
 )
 
@@ -97,8 +98,11 @@ type runner struct {
 	// loadtest.Client); client posts to an https:// one.
 	h1     *loadtest.Client
 	prefix string // the path of the run's sessions, up to their number
+	// ordinary posts every turn with postOrdinary (ClientOrdinary).
+	ordinary bool
 
 	seed1, seed2 uint64
+	pad          string // echo's pad argument: its output is OutputBytes
 
 	ok, failed, inFlight atomic.Int64
 	checked              atomic.Int64 // answers checked, see loadtest.FullCheckEvery
@@ -121,17 +125,23 @@ func newRunner(t Target, w Workload) (*runner, error) {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
+	ordinary := w.client() == ClientOrdinary
+	if ordinary {
+		tr = ordinaryTransport(n)
+	}
 	r := &runner{
 		w: w, base: base, token: t.Token, transport: tr,
 		client: &http.Client{Transport: tr, Timeout: time.Duration(w.waitSeconds()+60) * time.Second},
 		prefix: "/v1/sessions/bench-" + randomID(4) + "-",
 		errs:   map[string]int{},
 		seed1:  w.Seed, seed2: w.Seed ^ 0x9e3779b97f4a7c15,
+		pad:      strings.Repeat("x", int(max(w.OutputBytes-10, 0))),
+		ordinary: ordinary,
 	}
 	if w.Seed == 0 {
 		r.seed1, r.seed2 = mrand.Uint64(), mrand.Uint64()
 	}
-	if strings.HasPrefix(base, "http://") {
+	if strings.HasPrefix(base, "http://") && !ordinary {
 		h := http.Header{}
 		if t.Token != "" {
 			h.Set("Authorization", "Bearer "+t.Token)
@@ -347,8 +357,13 @@ func (r *runner) sessionPath(s int) string { return r.prefix + strconv.Itoa(s) +
 func (r *runner) turn(ctx context.Context, s, i int, start time.Time) {
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
-	body := r.body(i)
-	truncated, kind, msg := r.post(ctx, r.sessionPath(s), body, r.w.Calls)
+	var truncated int
+	var kind, msg string
+	if r.ordinary {
+		truncated, kind, msg = r.postOrdinary(ctx, r.sessionPath(s), i)
+	} else {
+		truncated, kind, msg = r.post(ctx, r.sessionPath(s), r.body(i), r.w.Calls)
+	}
 	if kind == "" {
 		d := time.Since(start)
 		r.ok.Add(1)
@@ -366,38 +381,75 @@ func (r *runner) turn(ctx context.Context, s, i int, start time.Time) {
 }
 
 // body is turn i's request: its calls' kinds and latencies are drawn from
-// a generator seeded with i, so that a run is reproducible by its seed.
+// a generator seeded with i (rng), so that a run is reproducible by its
+// seed.
 func (r *runner) body(i int) []byte {
-	rng := mrand.New(mrand.NewPCG(r.seed1+uint64(i), r.seed2))
-	w := r.w
-	b := make([]byte, 0, 64+96*w.Calls)
+	rng := r.rng(i)
+	b := make([]byte, 0, 64+96*r.w.Calls)
 	appendTurn := loadtest.AppendTurn
-	if w.Streamed {
+	if r.w.Streamed {
 		appendTurn = appendNDJSONTurn
 	}
-	return appendTurn(b, i, w.Calls, func(b []byte, _ int) []byte {
-		if w.Tools == ToolBuiltin {
-			r.reads.Add(1)
-			return r.builtinCall(b, rng)
+	return appendTurn(b, i, r.w.Calls, func(b []byte, _ int) []byte {
+		c := r.draw(rng)
+		b = append(b, c.name...)
+		switch c.name {
+		case "echo":
+			// echo answers {"pad":"…"}: 10 bytes around the pad.
+			b = append(b, `","arguments":{"pad":"`...)
+			b = append(b, r.pad...)
+			return append(b, `"}}`...)
+		case "sleep":
+			b = append(b, `","arguments":{"ms":`...)
+			b = strconv.AppendInt(b, c.n, 10)
+			return append(b, "}}"...)
 		}
-		name, lat := ToolWrite, w.Latency
-		switch {
-		case w.DeferredFraction > 0 && rng.Float64() < w.DeferredFraction:
-			name, lat = ToolDeferred, w.DeferredDelay
-			r.defs.Add(1)
-		case rng.Float64() < w.ReadFraction:
-			name = ToolRead
-			r.reads.Add(1)
-		default:
-			r.writes.Add(1)
-		}
-		b = append(b, name...)
 		b = append(b, `","arguments":{"latency_us":`...)
-		b = strconv.AppendInt(b, lat.Sample(rng).Microseconds(), 10)
+		b = strconv.AppendInt(b, c.n, 10)
 		b = append(b, `,"bytes":`...)
-		b = strconv.AppendInt(b, w.OutputBytes, 10)
+		b = strconv.AppendInt(b, r.w.OutputBytes, 10)
 		return append(b, "}}"...)
 	})
+}
+
+// rng is the generator of turn i's draws.
+func (r *runner) rng(i int) *mrand.Rand {
+	return mrand.New(mrand.NewPCG(r.seed1+uint64(i), r.seed2))
+}
+
+// drawnCall is a call drawn for a turn: its tool and the one argument
+// that varies (sleep's milliseconds, the HTTP tools' latency in
+// microseconds; none for echo, whose pad is the runner's).
+type drawnCall struct {
+	name string
+	n    int64
+}
+
+// draw draws the next call of a turn from rng and counts it by kind: to
+// echo (instant; with a pad argument of about OutputBytes, which echo
+// returns) or, with a latency, to sleep (whole milliseconds, rounded); or
+// to one of the bench's HTTP tools.
+func (r *runner) draw(rng *mrand.Rand) drawnCall {
+	w := r.w
+	if w.Tools == ToolBuiltin {
+		r.reads.Add(1)
+		if w.Latency.IsZero() {
+			return drawnCall{name: "echo"}
+		}
+		return drawnCall{name: "sleep", n: w.Latency.Sample(rng).Round(time.Millisecond).Milliseconds()}
+	}
+	name, lat := ToolWrite, w.Latency
+	switch {
+	case w.DeferredFraction > 0 && rng.Float64() < w.DeferredFraction:
+		name, lat = ToolDeferred, w.DeferredDelay
+		r.defs.Add(1)
+	case rng.Float64() < w.ReadFraction:
+		name = ToolRead
+		r.reads.Add(1)
+	default:
+		r.writes.Add(1)
+	}
+	return drawnCall{name: name, n: lat.Sample(rng).Microseconds()}
 }
 
 // appendNDJSONTurn appends turn i as loadtest.AppendTurn does, as a native
@@ -419,33 +471,13 @@ func appendNDJSONTurn(b []byte, i, calls int, call func(b []byte, k int) []byte)
 	return b
 }
 
-// builtinCall appends the rest of a call to echo (instant; with a pad
-// argument of about OutputBytes, which echo returns) or, with a latency,
-// to sleep (whole milliseconds, rounded).
-func (r *runner) builtinCall(b []byte, rng *mrand.Rand) []byte {
-	w := r.w
-	if !w.Latency.IsZero() {
-		b = append(b, `sleep","arguments":{"ms":`...)
-		b = strconv.AppendInt(b, w.Latency.Sample(rng).Round(time.Millisecond).Milliseconds(), 10)
-		return append(b, "}}"...)
-	}
-	b = append(b, `echo","arguments":{"pad":"`...)
-	// echo answers {"pad":"…"}: 10 bytes around the pad.
-	b = append(b, bytes.Repeat([]byte("x"), int(max(w.OutputBytes-10, 0)))...)
-	return append(b, `"}}`...)
-}
-
 // post posts a turn and checks its answer: 200, completed, one ok result
 // per call. It returns the number of truncated results, or the kind of
 // failure and a message.
 func (r *runner) post(ctx context.Context, path string, body []byte, calls int) (truncated int, kind, msg string) {
 	status, got, err := r.send(ctx, path, body)
 	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return 0, "timeout", err.Error()
-		}
-		return 0, "transport", err.Error()
+		return failure(err)
 	}
 	// Most answers are checked by their text (see loadtest.FullCheckEvery),
 	// their truncated results counted by it too.
@@ -453,37 +485,47 @@ func (r *runner) post(ctx context.Context, path string, body []byte, calls int) 
 		loadtest.QuickCheck(got, calls) {
 		return bytes.Count(got, []byte(`"truncated":true,`)), "", ""
 	}
-	switch status {
-	case http.StatusOK:
-	case http.StatusAccepted:
-		return 0, "unsettled", fmt.Sprintf("the turn was not settled after a wait of %ds: %.300s", r.w.waitSeconds(), got)
-	default:
-		var p struct {
-			Code string `json:"code"`
-		}
-		kind := "http_" + strconv.Itoa(status)
-		if json.Unmarshal(got, &p) == nil && p.Code != "" {
-			kind += ":" + p.Code
-		}
-		return 0, kind, fmt.Sprintf("%.300s", got)
+	if status != http.StatusOK {
+		return r.statusFailure(status, got)
 	}
-	var t struct {
-		Status  string `json:"status"`
-		Results []struct {
-			CallID    string `json:"call_id"`
-			Status    string `json:"status"`
-			Truncated bool   `json:"truncated"`
-			Error     *struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		} `json:"results"`
-	}
+	var t client.Turn
 	if err := json.Unmarshal(got, &t); err != nil {
 		return 0, "bad_answer", "the answer is not a turn: " + err.Error()
 	}
-	if t.Status != "completed" {
-		return 0, "turn_" + t.Status, fmt.Sprintf("%.300s", got)
+	return checkTurn(&t, calls, func() string { return fmt.Sprintf("%.300s", got) })
+}
+
+// failure is the kind of failure and message of an error posting a turn.
+func failure(err error) (truncated int, kind, msg string) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return 0, "timeout", err.Error()
+	}
+	return 0, "transport", err.Error()
+}
+
+// statusFailure is the kind of failure and message of an answer of status
+// other than 200, whose body is got.
+func (r *runner) statusFailure(status int, got []byte) (truncated int, kind, msg string) {
+	if status == http.StatusAccepted {
+		return 0, "unsettled", fmt.Sprintf("the turn was not settled after a wait of %ds: %.300s", r.w.waitSeconds(), got)
+	}
+	var p struct {
+		Code string `json:"code"`
+	}
+	kind = "http_" + strconv.Itoa(status)
+	if json.Unmarshal(got, &p) == nil && p.Code != "" {
+		kind += ":" + p.Code
+	}
+	return 0, kind, fmt.Sprintf("%.300s", got)
+}
+
+// checkTurn checks a decoded answer: completed, one ok result per call. It
+// returns the number of truncated results, or the kind of failure and a
+// message; answer says what the answer was, for a turn not completed.
+func checkTurn(t *client.Turn, calls int, answer func() string) (truncated int, kind, msg string) {
+	if t.Status != client.StatusCompleted {
+		return 0, "turn_" + t.Status, answer()
 	}
 	if len(t.Results) != calls {
 		return 0, "bad_answer", fmt.Sprintf("%d results for %d calls", len(t.Results), calls)
@@ -513,17 +555,12 @@ func (r *runner) send(ctx context.Context, path string, body []byte) (int, []byt
 	if r.h1 != nil {
 		return r.h1.Post(ctx, path, body, nil, "Prefer", prefer)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(body))
+	req, err := r.request(ctx, path, body)
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
 	if r.w.Streamed {
 		req.Header.Set("Content-Type", "application/x-ndjson")
-	}
-	req.Header.Set("Prefer", prefer)
-	if r.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {

@@ -2,8 +2,15 @@ package bench
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/turnd/turnd/client"
 )
 
 type turnBody struct {
@@ -99,5 +106,103 @@ func TestBuiltinBodies(t *testing.T) {
 	raw := string(r.body(0))
 	if !strings.Contains(raw, `"name":"sleep","arguments":{"ms":3}`) {
 		t.Errorf("a 2.6ms latency should sleep 3ms: %s", raw)
+	}
+}
+
+// TestOrdinaryRequests: the ordinary client sends the same calls as the
+// tuned one, by encoding/json.
+func TestOrdinaryRequests(t *testing.T) {
+	t.Parallel()
+	lat, _ := ParseDist("uniform:1ms-9ms")
+	tests := []struct {
+		name string
+		w    Workload
+	}{
+		{"http tools", Workload{Calls: 6, ReadFraction: 0.5, DeferredFraction: 0.2, Latency: lat, DeferredDelay: lat, OutputBytes: 77, Tools: ToolHTTP}},
+		{"echo", Workload{Calls: 3, ReadFraction: 1, OutputBytes: 40, Tools: ToolBuiltin}},
+		{"sleep", Workload{Calls: 2, ReadFraction: 1, Latency: lat, Tools: ToolBuiltin}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := tt.w
+			w.Concurrency, w.Turns, w.Seed = 1, 1, 7
+			tuned, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tuned.close()
+			w.Client = ClientOrdinary
+			ordinary, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ordinary.close()
+			if ordinary.h1 != nil || ordinary.transport.MaxIdleConnsPerHost < w.Concurrency || ordinary.transport.DisableCompression {
+				t.Errorf("ordinary transport %+v: want the default's settings, keep-alive for every client", ordinary.transport)
+			}
+			for i := range 50 {
+				var want, got turnBody
+				if err := json.Unmarshal(tuned.body(i), &want); err != nil {
+					t.Fatal(err)
+				}
+				req, err := ordinary.turnRequest(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw, err := json.Marshal(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(raw, &got); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("turn %d: ordinary %s\ntuned %s", i, raw, tuned.body(i))
+				}
+			}
+			if tuned.reads.Load() != ordinary.reads.Load() || tuned.writes.Load() != ordinary.writes.Load() || tuned.defs.Load() != ordinary.defs.Load() {
+				t.Errorf("calls counted differ: tuned %d/%d/%d, ordinary %d/%d/%d", tuned.reads.Load(), tuned.writes.Load(), tuned.defs.Load(),
+					ordinary.reads.Load(), ordinary.writes.Load(), ordinary.defs.Load())
+			}
+		})
+	}
+}
+
+// TestOrdinaryKeepsConnections: the ordinary client keeps one connection
+// per client alive over a run, as a user's program with keep-alive does.
+func TestOrdinaryKeepsConnections(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b turnBody
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		t := client.Turn{ID: b.ID, Status: client.StatusCompleted}
+		for _, c := range b.Calls {
+			t.Results = append(t.Results, client.Result{CallID: c.ID, Name: c.Name, Status: "ok", Output: json.RawMessage(`{}`)})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(t)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	w := Workload{Concurrency: 8, Turns: 400, Calls: 3, ReadFraction: 1, Tools: ToolBuiltin, Client: ClientOrdinary}
+	load, err := Run(t.Context(), Target{URL: srv.URL}, w, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if load.Result.Ops != 400 || load.Result.Errors != 0 || load.Calls != 1200 {
+		t.Fatalf("load %+v, errors %v %q", load.Result, load.Errors, load.FirstError)
+	}
+	if n := conns.Load(); n != int64(w.Concurrency) {
+		t.Errorf("%d connections opened for %d clients", n, w.Concurrency)
 	}
 }

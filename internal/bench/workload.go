@@ -19,6 +19,21 @@ const (
 	ToolBuiltin = "builtin"
 )
 
+// Which client posts a workload's turns.
+const (
+	// ClientTuned writes each body with appends, keeps its connections
+	// with a lean HTTP/1.1 client (loadtest.Client) and checks most
+	// answers by their text: the least CPU per turn, so that the bench
+	// takes little of what it measures.
+	ClientTuned = "tuned"
+	// ClientOrdinary is a user's program: encoding/json marshals each
+	// request (client.TurnRequest, its arguments marshalled per call) and
+	// decodes each answer whole (client.Turn), over net/http with the
+	// default transport's settings but for enough idle connections to keep
+	// one alive per client.
+	ClientOrdinary = "ordinary"
+)
+
 // Limits of a workload.
 const (
 	// MaxCalls is turnd's default limit of calls per turn.
@@ -75,6 +90,16 @@ type Workload struct {
 	// header line, then a line per call) instead of one JSON body: the
 	// same turns through turnd's stream path.
 	Streamed bool
+	// Client is ClientTuned ("" too) or ClientOrdinary.
+	Client string
+}
+
+// client is the client that posts w's turns.
+func (w Workload) client() string {
+	if w.Client == "" {
+		return ClientTuned
+	}
+	return w.Client
 }
 
 // closedLoop reports whether w runs closed loop.
@@ -160,6 +185,15 @@ func (w Workload) Validate() error {
 		}
 	default:
 		bad("tools %q: must be %q or %q", w.Tools, ToolHTTP, ToolBuiltin)
+	}
+	switch w.Client {
+	case "", ClientTuned:
+	case ClientOrdinary:
+		if w.Streamed {
+			bad("client ordinary: streamed turns are posted by the tuned client only")
+		}
+	default:
+		bad("client %q: must be %q or %q", w.Client, ClientTuned, ClientOrdinary)
 	}
 	return errors.Join(errs...)
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -199,12 +198,7 @@ type stack struct {
 
 func startStack(b *testing.B, dbURL string, cfg benchConfig) *stack {
 	b.Helper()
-	ctx := context.Background()
-	pg, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: cfg.maxConns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pg.Close)
+	pg := openPostgres(b, dbURL, cfg.maxConns)
 	var under turn.Store = pg
 	if cfg.skipAnswered {
 		under = noAnswered{pg}
@@ -214,7 +208,39 @@ func startStack(b *testing.B, dbURL string, cfg benchConfig) *stack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := turn.New(turn.Config{Store: timed, Tools: func() *tool.Registry { return reg }})
+	ln := listen(b)
+	serve(b, turn.Config{Store: timed, Tools: func() *tool.Registry { return reg }}, ln)
+	return &stack{url: "http://" + ln.Addr().String(), store: pg, timed: timed}
+}
+
+// openPostgres opens the store at dbURL with at most maxConns
+// connections, until the benchmark ends.
+func openPostgres(b *testing.B, dbURL string, maxConns int32) *postgres.Store {
+	b.Helper()
+	pg, err := postgres.Open(context.Background(), dbURL, postgres.Options{MaxConns: maxConns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pg.Close)
+	return pg
+}
+
+// listen is a listener on a free loopback port.
+func listen(b *testing.B) net.Listener {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ln
+}
+
+// serve starts a turn service of cfg and serves its API on ln; b.Cleanup
+// shuts both down.
+func serve(b *testing.B, cfg turn.Config, ln net.Listener) {
+	b.Helper()
+	ctx := context.Background()
+	svc, err := turn.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,10 +254,6 @@ func startStack(b *testing.B, dbURL string, cfg benchConfig) *stack {
 			b.Errorf("shutting the service down: %v", err)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	srv := &http.Server{Handler: api.New(api.Config{Service: svc}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -245,7 +267,6 @@ func startStack(b *testing.B, dbURL string, cfg benchConfig) *stack {
 			b.Errorf("serving: %v", err)
 		}
 	})
-	return &stack{url: "http://" + ln.Addr().String(), store: pg, timed: timed}
 }
 
 // observation is everything read before and after a phase.
@@ -367,7 +388,7 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 			stop := func() {}
 			if cfg.cpuProfile != "" && !profiled {
 				profiled = true
-				stop = startCPUProfile(b, cfg.cpuProfile)
+				stop = cpuProfile(b, cfg.cpuProfile, "the first turns phase")
 			}
 			if kind == "turns" {
 				r, err = loadtest.Turns(ctx, st.url, cfg.clients, cfg.phase, perTurn, body)
@@ -379,23 +400,7 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 		if err != nil {
 			b.Fatalf("phase %d (%s): %v", i+1, kind, err)
 		}
-		// Snapshot this process's and the machine's CPU right away: the
-		// settle pause must not dilute them.
-		self, _ := loadtest.ProcessCPU(os.Getpid())
-		busy, total, _ := loadtest.MachineCPU()
-		pgCPU, pgCPUOK, _ := loadtest.PostgresCPU(ctx, admin)
-		if kind != "insert" {
-			time.Sleep(cfg.settle) // idle backends publish their counters within 10s
-		} else {
-			time.Sleep(min(cfg.settle, time.Second)) // closed backends publish theirs at exit
-		}
-		after := observe(ctx, b, admin, st)
-		after.self, after.busy, after.total, after.pgCPU, after.pgCPUOK = self, busy, total, pgCPU, pgCPUOK
-		rep := report(kind, r, before, after, cfg.settle > 0)
-		reports = append(reports, rep)
-		// The testing package keeps only the first 10 lines of a
-		// benchmark's log: the details go to stdout.
-		fmt.Printf("phase %d %s\n", i+1, rep)
+		reports = append(reports, endPhase(ctx, b, admin, st, cfg.settle, i, kind, r, before))
 		if kind == "insert" {
 			inserts = append(inserts, r)
 		} else {
@@ -447,6 +452,28 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 		}
 	}
 	return m
+}
+
+// endPhase measures phase i, of kind, which ran r since before: this
+// process's and the machine's CPU right away (the settle pause must not
+// dilute them), the counters after the pause. It prints the phase's report
+// (the testing package keeps only the first 10 lines of a benchmark's
+// log: the details go to stdout) and returns it.
+func endPhase(ctx context.Context, b *testing.B, admin *pgx.Conn, st *stack, settle time.Duration, i int, kind string, r loadtest.Result, before observation) phaseReport {
+	b.Helper()
+	self, _ := loadtest.ProcessCPU(os.Getpid())
+	busy, total, _ := loadtest.MachineCPU()
+	pgCPU, pgCPUOK, _ := loadtest.PostgresCPU(ctx, admin)
+	if kind != "insert" {
+		time.Sleep(settle) // idle backends publish their counters within 10s
+	} else {
+		time.Sleep(min(settle, time.Second)) // closed backends publish theirs at exit
+	}
+	after := observe(ctx, b, admin, st)
+	after.self, after.busy, after.total, after.pgCPU, after.pgCPUOK = self, busy, total, pgCPU, pgCPUOK
+	rep := report(kind, r, before, after, settle > 0)
+	fmt.Printf("phase %d %s\n", i+1, rep)
+	return rep
 }
 
 func report(kind string, r loadtest.Result, before, after observation, counters bool) phaseReport {
@@ -505,25 +532,6 @@ func (p phaseReport) String() string {
 			p.poolWait.Round(time.Microsecond), 100*p.emptyShare)
 	}
 	return strings.TrimSuffix(sb.String(), "\n")
-}
-
-func startCPUProfile(b *testing.B, path string) (stop func()) {
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		b.Logf("no CPU profile of the turns phase (is -cpuprofile set?): %v", err)
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Errorf("writing the CPU profile: %v", err)
-		}
-		b.Logf("CPU profile of the first turns phase: %s (go tool pprof -top -cum %s)", path, path)
-	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

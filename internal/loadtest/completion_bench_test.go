@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,7 +26,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/internal/loadtest"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
@@ -115,7 +113,7 @@ func measurePendingRSS(b *testing.B, bin, dataPath, dbURL string) map[string]flo
 	logLoad(b)
 
 	tool, toolURL := servePendingTool(b)
-	p := startTurnd(b, bin, toolURL, dataPath, dbURL, true)
+	p := startTurnd(b, bin, deferredConfig(b, toolURL), dataPath, dbURL, true)
 	body := loadtest.DeferredTurn(deferredTool, perTurn)
 
 	// Warm-up: the same path as the measurement (pools, connections,
@@ -209,8 +207,8 @@ func BenchmarkCompletionLatency(b *testing.B) {
 	code := codeVersion()
 	dbURL := pgtest.URL(b)
 	tool, toolURL := servePendingTool(b)
-	a := startTurnd(b, bin, toolURL, "", dbURL, false)
-	replica := startTurnd(b, bin, toolURL, "", dbURL, false)
+	a := startTurnd(b, bin, deferredConfig(b, toolURL), "", dbURL, false)
+	replica := startTurnd(b, bin, deferredConfig(b, toolURL), "", dbURL, false)
 
 	for _, v := range []struct {
 		name      string
@@ -330,7 +328,7 @@ func measureCompletions(b *testing.B) map[string]float64 {
 		case "complete":
 			stop := func() {}
 			if profile != "" {
-				stop = cpuProfile(b, profile)
+				stop = cpuProfile(b, profile, "the complete phase")
 			}
 			var exhausted bool
 			r, exhausted, err = loadtest.Completions(ctx, st.url, cfg.clients, cfg.phase, turns)
@@ -342,20 +340,11 @@ func measureCompletions(b *testing.B) map[string]float64 {
 		if err != nil {
 			b.Fatalf("phase %d (%s): %v", i+1, kind, err)
 		}
-		self, _ := loadtest.ProcessCPU(os.Getpid())
-		busy, total, _ := loadtest.MachineCPU()
-		pgCPU, pgCPUOK, _ := loadtest.PostgresCPU(ctx, admin)
 		if kind != "insert" {
 			calls = completions.Snapshot().Sub(c0)
-			time.Sleep(cfg.settle) // idle backends publish their counters within 10s
-		} else {
-			time.Sleep(min(cfg.settle, time.Second))
 		}
-		after := observe(ctx, b, admin, st)
-		after.self, after.busy, after.total, after.pgCPU, after.pgCPUOK = self, busy, total, pgCPU, pgCPUOK
-		rep := report(kind, r, before, after, cfg.settle > 0)
+		rep := endPhase(ctx, b, admin, st, cfg.settle, i, kind, r, before)
 		reps = append(reps, rep)
-		fmt.Printf("phase %d %s\n", i+1, rep)
 		if kind == "complete" {
 			ops := float64(max(r.Ops+r.Errors, 1))
 			fmt.Printf("    completion store calls per delivery:")
@@ -411,22 +400,15 @@ func measureCompletions(b *testing.B) map[string]float64 {
 func startDeferredStack(b *testing.B, dbURL string, cfg benchConfig, toolURL string) (*stack, *loadtest.TimedCompletions) {
 	b.Helper()
 	ctx := context.Background()
-	pg, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: cfg.maxConns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pg.Close)
+	pg := openPostgres(b, dbURL, cfg.maxConns)
 	completions := loadtest.NewTimedCompletions(pg)
 	timed := loadtest.NewTimedStore(completions)
-	reg, err := tool.Parse(loadtest.DeferredToolConfig(deferredTool, toolURL, toolEffect(b)), tool.Options{})
+	reg, err := tool.Parse(deferredConfig(b, toolURL), tool.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(reg.CloseIdleConnections)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	ln := listen(b)
 	base := "http://" + ln.Addr().String()
 	// The notifier turnd serve gives every replica on Postgres: each change
 	// is published (batched) for the other replicas.
@@ -434,34 +416,8 @@ func startDeferredStack(b *testing.B, dbURL string, cfg benchConfig, toolURL str
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := turn.New(turn.Config{Store: timed, Notifier: notifier, Tools: func() *tool.Registry { return reg },
-		CompleteURL: func(key string) string { return base + "/v1/complete/" + key }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(sctx); err != nil {
-			b.Errorf("shutting the service down: %v", err)
-		}
-	})
-	srv := &http.Server{Handler: api.New(api.Config{Service: svc}), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	b.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			b.Errorf("shutting the HTTP server down: %v", err)
-		}
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			b.Errorf("serving: %v", err)
-		}
-	})
+	serve(b, turn.Config{Store: timed, Notifier: notifier, Tools: func() *tool.Registry { return reg },
+		CompleteURL: func(key string) string { return base + "/v1/complete/" + key }}, ln)
 	return &stack{url: base, store: pg, timed: timed}, completions
 }
 
@@ -474,6 +430,11 @@ func servePendingTool(b *testing.B) (*loadtest.PendingTool, string) {
 	srv := httptest.NewServer(t)
 	b.Cleanup(srv.Close)
 	return t, srv.URL + "/job"
+}
+
+// deferredConfig is the tool config of the deferred tool at toolURL.
+func deferredConfig(b *testing.B, toolURL string) []byte {
+	return loadtest.DeferredToolConfig(deferredTool, toolURL, toolEffect(b))
 }
 
 // buildTurnd builds cmd/turnd as `make build` does (the build cache makes
@@ -503,15 +464,15 @@ type turndProc struct {
 	heapMB atomic.Int64 // live heap after the last GC (gctrace), -1 unknown
 }
 
-// startTurnd starts `turnd serve` on a loopback port with the deferred tool
-// at toolURL, on the embedded store at dataPath or, with dbURL, Postgres,
+// startTurnd starts `turnd serve` on a loopback port with the tool config
+// toolConfig, on the embedded store at dataPath or, with dbURL, Postgres,
 // and waits until it is ready. gctrace turns on GODEBUG=gctrace=1, whose
 // lines feed turndProc.heapMB. b.Cleanup stops it.
-func startTurnd(b *testing.B, bin, toolURL, dataPath, dbURL string, gctrace bool) *turndProc {
+func startTurnd(b *testing.B, bin string, toolConfig []byte, dataPath, dbURL string, gctrace bool) *turndProc {
 	b.Helper()
 	dir := b.TempDir()
 	config := filepath.Join(dir, "turnd.yaml")
-	if err := os.WriteFile(config, loadtest.DeferredToolConfig(deferredTool, toolURL, toolEffect(b)), 0o600); err != nil {
+	if err := os.WriteFile(config, toolConfig, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--config", config, "--log-format", "json"}
@@ -666,15 +627,16 @@ func goroutines(base string) (int, error) {
 	return strconv.Atoi(string(m[1]))
 }
 
-// cpuProfile profiles this process until the returned function is called.
-func cpuProfile(b *testing.B, path string) (stop func()) {
+// cpuProfile profiles this process into path until the returned function
+// is called; what names the part profiled, in the log.
+func cpuProfile(b *testing.B, path, what string) (stop func()) {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		b.Logf("no CPU profile (is -cpuprofile set?): %v", err)
+		b.Logf("no CPU profile of %s (is -cpuprofile set?): %v", what, err)
 		return func() {}
 	}
 	return func() {
@@ -682,7 +644,7 @@ func cpuProfile(b *testing.B, path string) (stop func()) {
 		if err := f.Close(); err != nil {
 			b.Errorf("writing the CPU profile: %v", err)
 		}
-		b.Logf("CPU profile of the complete phase: %s (go tool pprof -top -cum %s)", path, path)
+		b.Logf("CPU profile of %s: %s (go tool pprof -top -cum %s)", what, path, path)
 	}
 }
 

@@ -1,9 +1,7 @@
 package loadtest_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,11 +27,7 @@ import (
 //
 //	go test -run '^$' -bench IdleRSS -benchtime 1x ./internal/loadtest/
 func BenchmarkIdleRSS(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "turnd")
-	build := exec.Command(goTool(), "build", "-o", bin, "github.com/turnd/turnd/cmd/turnd")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building turnd: %v\n%s", err, out)
-	}
+	bin := buildTurnd(b)
 	b.Run("sqlite", func(b *testing.B) {
 		onceReport(b, "sqlite", func() map[string]float64 {
 			return measureRSS(b, bin, filepath.Join(b.TempDir(), "turnd.db"), "")
@@ -75,82 +67,8 @@ func goTool() string {
 
 func measureRSS(b *testing.B, bin, dataPath, dbURL string) map[string]float64 {
 	b.Helper()
-	dir := b.TempDir()
-	config := filepath.Join(dir, "turnd.yaml")
-	if err := os.WriteFile(config, []byte("builtin: [echo]\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--config", config, "--log-format", "json"}
-	if dataPath != "" {
-		args = append(args, "--data", dataPath)
-	}
-	cmd := exec.Command(bin, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL") && !strings.HasPrefix(kv, "TURND_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if dbURL != "" {
-		cmd.Env = append(cmd.Env, "DATABASE_URL="+dbURL)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	exited := make(chan struct{})
-	logs := make(chan string, 1)
-	addr := make(chan string, 1)
-	go func() {
-		defer close(exited)
-		var all strings.Builder
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			all.WriteString(line + "\n")
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "turnd serving" {
-				addr <- rec.Addr
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		_ = cmd.Wait()
-		logs <- all.String()
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	b.Cleanup(stop)
-
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-exited:
-		b.Fatalf("turnd exited before serving:\n%s", <-logs)
-	case <-time.After(60 * time.Second):
-		stop()
-		b.Fatalf("turnd did not serve within 60s:\n%s", <-logs)
-	}
-	if err := waitReady(base, 30*time.Second); err != nil {
-		stop()
-		b.Fatalf("%v\n%s", err, <-logs)
-	}
-	pid := cmd.Process.Pid
+	p := startTurnd(b, bin, []byte("builtin: [echo]\n"), dataPath, dbURL, false)
+	base, pid := p.base, p.pid
 	mb := func(read func(int) (int64, error)) float64 {
 		v, err := read(pid)
 		if err != nil {
@@ -173,7 +91,7 @@ func measureRSS(b *testing.B, bin, dataPath, dbURL string) map[string]float64 {
 	time.Sleep(2 * time.Second)
 	after, peak := mb(loadtest.RSS), mb(loadtest.PeakRSS)
 	b.Logf("idle after load: VmRSS %.1f MB (peak %.1f MB)", after, peak)
-	stop()
+	p.stop()
 	return map[string]float64{"rss_MB": idle, "rss_after_load_MB": after, "peak_rss_MB": peak}
 }
 
