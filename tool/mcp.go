@@ -363,6 +363,13 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	sess, process, err := s.open(cctx)
+	return s.adopt(sess, process, err)
+}
+
+// open opens a session: over streamable HTTP, or to a process it starts
+// (returned too) for a stdio server.
+func (s *mcpServer) open(ctx context.Context) (*mcp.ClientSession, *processTransport, error) {
 	var transport mcp.Transport = &mcp.StreamableClientTransport{
 		Endpoint: s.url, HTTPClient: s.httpClient, MaxRetries: s.retries,
 	}
@@ -371,7 +378,7 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		process = &processTransport{cmd: s.stdio, log: s.log, grace: s.grace}
 		transport = process
 	}
-	sess, err := s.client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	sess, err := s.client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {
 		if s.stdio != nil {
 			err = fmt.Errorf("starting the server's process: %w", err)
@@ -379,7 +386,13 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			err = fmt.Errorf("connecting: %s", s.redact(err))
 		}
 	}
+	return sess, process, err
+}
 
+// adopt records the outcome of an attempt to open a session, and makes a
+// session opened the server's, watched until it ends, unless the server
+// closed meanwhile.
+func (s *mcpServer) adopt(sess *mcp.ClientSession, process *processTransport, err error) (*mcp.ClientSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastErr = err
@@ -404,47 +417,52 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		s.started, s.restarting = time.Now(), time.Time{}
 	}
 	s.watchers.Add(1)
-	go func() {
-		defer s.watchers.Done()
-		_ = sess.Wait()
-		status := ""
-		if process != nil {
-			// The process exited (or closed its stdout): reap it and
-			// what it started. Close returns once the first Close, by
-			// whoever called it, has.
-			_ = process.conn.Close()
-			status = process.conn.status
-		}
-		s.mu.Lock()
-		gone := s.sess == sess
-		if gone {
-			s.sess = nil
-		}
-		stopped := s.retired || s.closed
-		if process != nil && gone && !stopped {
-			// Until the goroutine schedules the restart; a process that
-			// was dropped is the goroutine's already.
-			s.restarting = time.Now()
-		}
-		if process != nil && !stopped && s.sess == nil {
-			// A call that found the session broken may have dropped it
-			// first (drop): how the process ended is still this one's.
-			s.lastExit = status
-		}
-		s.mu.Unlock()
-		switch {
-		case process == nil && gone:
-			s.log.Warn("MCP session ended; reconnecting")
-		case process != nil && stopped:
-			s.log.Info("MCP server process stopped", "pid", process.conn.cmd.Process.Pid, "status", status)
-		case process != nil:
-			s.log.Warn("MCP server process exited; turnd starts it again after a backoff", "pid", process.conn.cmd.Process.Pid, "status", status)
-		}
-		if gone {
-			s.kick()
-		}
-	}()
+	go s.watch(sess, process)
 	return sess, nil
+}
+
+// watch waits for sess, and its process if it has one, to end, then
+// forgets it and has the server reconnect (or restart the process) unless
+// it is stopping.
+func (s *mcpServer) watch(sess *mcp.ClientSession, process *processTransport) {
+	defer s.watchers.Done()
+	_ = sess.Wait()
+	status := ""
+	if process != nil {
+		// The process exited (or closed its stdout): reap it and
+		// what it started. Close returns once the first Close, by
+		// whoever called it, has.
+		_ = process.conn.Close()
+		status = process.conn.status
+	}
+	s.mu.Lock()
+	gone := s.sess == sess
+	if gone {
+		s.sess = nil
+	}
+	stopped := s.retired || s.closed
+	if process != nil && gone && !stopped {
+		// Until the goroutine schedules the restart; a process that
+		// was dropped is the goroutine's already.
+		s.restarting = time.Now()
+	}
+	if process != nil && !stopped && s.sess == nil {
+		// A call that found the session broken may have dropped it
+		// first (drop): how the process ended is still this one's.
+		s.lastExit = status
+	}
+	s.mu.Unlock()
+	switch {
+	case process == nil && gone:
+		s.log.Warn("MCP session ended; reconnecting")
+	case process != nil && stopped:
+		s.log.Info("MCP server process stopped", "pid", process.conn.cmd.Process.Pid, "status", status)
+	case process != nil:
+		s.log.Warn("MCP server process exited; turnd starts it again after a backoff", "pid", process.conn.cmd.Process.Pid, "status", status)
+	}
+	if gone {
+		s.kick()
+	}
 }
 
 // drop closes sess if it is still the server's session.
