@@ -159,86 +159,53 @@ func (m *Metrics) newCallFamilies() {
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, []string{"tool", "outcome"})
-	m.attempt = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    AttemptDuration,
-		Help:    "Time one attempt of a tool took, by tool and the attempt's status.",
-		Buckets: latencyBuckets,
-	}, []string{"tool", "outcome"})
-	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: CallsTotal,
-		Help: "Calls accounted, by tool and result status.",
-	}, []string{"tool", "outcome"})
+	m.attempt = histogramVec(AttemptDuration, "Time one attempt of a tool took, by tool and the attempt's status.", latencyBuckets, "tool", "outcome")
+	m.calls = counterVec(CallsTotal, "Calls accounted, by tool and result status.", "tool", "outcome")
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: CallsInFlight,
 		Help: "Tool attempts running in this process, by tool.",
 	}, []string{"tool"})
-	m.waveSize = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    WaveSize,
-		Help:    "Calls in each wave started (new and resumed turns).",
-		Buckets: waveBuckets,
-	})
+	m.waveSize = histogram(WaveSize, "Calls in each wave started (new and resumed turns).", waveBuckets)
 }
 
 // newTurnFamilies makes the families of turns, completions, the budget,
 // streamed turns and early reads.
 func (m *Metrics) newTurnFamilies() {
-	m.turnTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    TurnDuration,
-		Help:    "Time from a turn's receipt to its settlement, by settled status.",
-		Buckets: turnBuckets,
-	}, []string{"status"})
-	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: TurnsTotal,
-		Help: "Turns settled by this process, by settled status.",
-	}, []string{"status"})
-	m.completions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: CompletionsTotal,
-		Help: "Deliveries to completion keys by what they came to, and parked calls timed out or cancelled.",
-	}, []string{"result"})
-	m.truncations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: TruncationsTotal,
-		Help: "Outputs the budget truncated, by the unit its marker counts.",
-	}, []string{"unit"})
+	m.turnTime = histogramVec(TurnDuration, "Time from a turn's receipt to its settlement, by settled status.", turnBuckets, "status")
+	m.turns = counterVec(TurnsTotal, "Turns settled by this process, by settled status.", "status")
+	m.completions = counterVec(CompletionsTotal, "Deliveries to completion keys by what they came to, and parked calls timed out or cancelled.", "result")
+	m.truncations = counterVec(TruncationsTotal, "Outputs the budget truncated, by the unit its marker counts.", "unit")
 	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: DroppedBytesTotal,
 		Help: "Bytes of outputs left out of the previews the model got.",
 	})
-	m.streamed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: StreamedTurnsTotal,
-		Help: "Streamed turns by format and how their stream ended (completed, incomplete, replayed).",
-	}, []string{"format", "outcome"})
-	m.early = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: EarlyCallsTotal,
-		Help: "Reads started while the model was generating, by whether their turn used the result or discarded it.",
-	}, []string{"outcome"})
-	m.earlyLead = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    EarlyLead,
-		Help:    "How long before its stream ended each used early result was ready (0 when it was not ready yet).",
-		Buckets: latencyBuckets,
-	})
+	m.streamed = counterVec(StreamedTurnsTotal, "Streamed turns by format and how their stream ended (completed, incomplete, replayed).", "format", "outcome")
+	m.early = counterVec(EarlyCallsTotal, "Reads started while the model was generating, by whether their turn used the result or discarded it.", "outcome")
+	m.earlyLead = histogram(EarlyLead, "How long before its stream ended each used early result was ready (0 when it was not ready yet).", latencyBuckets)
 }
 
 // newServingFamilies makes the families of the store, webhooks and HTTP
 // requests.
 func (m *Metrics) newServingFamilies() {
-	m.store = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    StoreDuration,
-		Help:    "Time of each store operation, by operation.",
-		Buckets: storeBuckets,
-	}, []string{"op"})
-	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: WebhooksTotal,
-		Help: "Webhook delivery attempts recorded, by result (delivered, retry, dead).",
-	}, []string{"result"})
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: HTTPRequestsTotal,
-		Help: "HTTP requests served, by method, route pattern and status code.",
-	}, []string{"method", "route", "code"})
-	m.requestTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    HTTPRequestDuration,
-		Help:    "Time to serve HTTP requests, by method, route pattern and status code.",
-		Buckets: httpBuckets,
-	}, []string{"method", "route", "code"})
+	m.store = histogramVec(StoreDuration, "Time of each store operation, by operation.", storeBuckets, "op")
+	m.webhooks = counterVec(WebhooksTotal, "Webhook delivery attempts recorded, by result (delivered, retry, dead).", "result")
+	m.requests = counterVec(HTTPRequestsTotal, "HTTP requests served, by method, route pattern and status code.", "method", "route", "code")
+	m.requestTime = histogramVec(HTTPRequestDuration, "Time to serve HTTP requests, by method, route pattern and status code.", httpBuckets, "method", "route", "code")
+}
+
+// counterVec makes a family of counters with labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// histogram makes a classic histogram without labels.
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
+// histogramVec makes a family of classic histograms with labels.
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // cacheSeries makes the caches of the children the hot path touches.

@@ -182,6 +182,17 @@ func (env envLookup) bool(name string, def bool) (bool, error) {
 	return b, nil
 }
 
+// boolFlag adds the boolean flag name to fs, setting *p, whose default is
+// the variable v's value (def where it is unset or empty).
+func (env envLookup) boolFlag(fs *flag.FlagSet, p *bool, name, v string, def bool, usage string) error {
+	b, err := env.bool(v, def)
+	if err != nil {
+		return err
+	}
+	fs.BoolVar(p, name, b, usage)
+	return nil
+}
+
 // runtimeEnv returns a config holding only what the environment tells
 // the Go runtime.
 func runtimeEnv(env envLookup) config {
@@ -229,37 +240,31 @@ func newFlagSet(cmd string, stderr io.Writer, env envLookup, c *config, t *flagT
 
 // storeFlags adds the flags of the store: where it is, its schema, leases.
 func storeFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
-	noMigrate, err := env.bool("TURND_NO_MIGRATE", false)
-	if err != nil {
+	if err := env.boolFlag(fs, &c.NoMigrate, "no-migrate", "TURND_NO_MIGRATE", false, "do not migrate the schema at start (TURND_NO_MIGRATE=true)"); err != nil {
 		return err
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", env.get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
 	fs.StringVar(&c.DataPath, "data", env.get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
-	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
 	fs.StringVar(&t.lease, "lease-ttl", env.get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	return nil
 }
 
 // toolFlags adds the flags of the tools: their config and the demo mode.
 func toolFlags(fs *flag.FlagSet, env envLookup, c *config, _ *flagText) error {
-	demo, err := env.bool("TURND_DEMO", false)
-	if err != nil {
+	if err := env.boolFlag(fs, &c.Demo, "demo", "TURND_DEMO", false, "demo mode: the approval builtin shows each call's complete_url, which carries its completion key (a credential), in the log and as the parked call's output; never in production (TURND_DEMO=true)"); err != nil {
 		return err
 	}
 	fs.StringVar(&c.ConfigPath, "config", env.get("TURND_CONFIG", ""), "tool config YAML file (TURND_CONFIG)")
-	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin shows each call's complete_url, which carries its completion key (a credential), in the log and as the parked call's output; never in production (TURND_DEMO=true)")
 	return nil
 }
 
 // serverFlags adds the flags of the HTTP server: its addresses, the web
 // UI and shutdown.
 func serverFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
-	ui, err := env.bool("TURND_UI", true)
-	if err != nil {
+	if err := env.boolFlag(fs, &c.UI, "ui", "TURND_UI", true, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)"); err != nil {
 		return err
 	}
 	fs.StringVar(&c.Addr, "addr", env.get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
-	fs.BoolVar(&c.UI, "ui", ui, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)")
 	fs.StringVar(&t.grace, "shutdown-grace", env.get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&t.delay, "shutdown-delay", env.get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env.get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
