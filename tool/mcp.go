@@ -214,6 +214,9 @@ func (s *mcpServer) kick() {
 	}
 }
 
+// run is the server's goroutine: it connects and lists the tools, again
+// on every kick, and after a backoff while the server is unreachable or
+// its process down.
 func (s *mcpServer) run(ctx context.Context) {
 	defer close(s.loopDone)
 	wait := s.backoff
@@ -221,64 +224,85 @@ func (s *mcpServer) run(ctx context.Context) {
 	failing := false
 	for n := 0; ; n++ {
 		err := s.connectAndList(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case err == nil && failing:
-			s.log.Info("MCP server reachable again")
-		case err != nil && !failing:
-			// Once per outage at warning level; the retries at debug level.
-			s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
-		case err != nil:
-			s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
-		}
+		s.logListing(ctx, err, failing, wait)
 		if n == 0 {
 			close(s.first)
 		}
 		if ctx.Err() != nil {
 			return
 		}
+		failing = err != nil
 		if err == nil {
-			failing = false
 			if s.stdio == nil {
 				wait = s.backoff
 			}
-			select {
-			case <-ctx.Done():
+			var restart, ok bool
+			if wait, restart, ok = s.awaitRefresh(ctx, wait, maxWait); !ok {
 				return
-			case <-s.refresh:
-			}
-			if s.stdio == nil {
+			} else if !restart {
 				continue
 			}
-			uptime, running := s.processUptime()
-			if running {
-				continue // a listing to redo, not an exit
-			}
-			wait = restartWait(wait, s.backoff, maxWait, uptime)
-			s.log.Info("MCP server process down; its tools answer tool_unavailable until it runs again", "uptime", uptime.Round(time.Millisecond), "restart_in", wait)
-		} else {
-			failing = true
 		}
-		if s.stdio != nil {
-			// A process is started again only after the wait: a call does
-			// not cut it short, or a server that keeps crashing would be
-			// started by every call.
-			if !s.pauseRestart(ctx, wait) {
-				return
-			}
-		} else {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			case <-s.refresh:
-				t.Stop()
-			}
+		if !s.pause(ctx, wait) {
+			return
 		}
 		wait = min(2*wait, maxWait)
 	}
+}
+
+// logListing logs how a listing went where that changed: once per outage
+// at warning level, the retries at debug level.
+func (s *mcpServer) logListing(ctx context.Context, err error, failing bool, wait time.Duration) {
+	switch {
+	case ctx.Err() != nil:
+	case err == nil && failing:
+		s.log.Info("MCP server reachable again")
+	case err != nil && !failing:
+		s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
+	case err != nil:
+		s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
+	}
+}
+
+// awaitRefresh waits, after a listing that worked, for a kick: a listing
+// to redo, or for a stdio server the exit of its process, which is to
+// restart after the wait it returns. ok is false once ctx is done.
+func (s *mcpServer) awaitRefresh(ctx context.Context, wait, maxWait time.Duration) (_ time.Duration, restart, ok bool) {
+	select {
+	case <-ctx.Done():
+		return wait, false, false
+	case <-s.refresh:
+	}
+	if s.stdio == nil {
+		return wait, false, true
+	}
+	uptime, running := s.processUptime()
+	if running {
+		return wait, false, true // a listing to redo, not an exit
+	}
+	wait = restartWait(wait, s.backoff, maxWait, uptime)
+	s.log.Info("MCP server process down; its tools answer tool_unavailable until it runs again", "uptime", uptime.Round(time.Millisecond), "restart_in", wait)
+	return wait, true, true
+}
+
+// pause waits for wait before the next attempt, and reports false once
+// ctx is done. A kick cuts the wait short, but not a stdio server's: a
+// process is started again only after the wait, or a server that keeps
+// crashing would be started by every call.
+func (s *mcpServer) pause(ctx context.Context, wait time.Duration) bool {
+	if s.stdio != nil {
+		return s.pauseRestart(ctx, wait)
+	}
+	t := time.NewTimer(wait)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	case <-s.refresh:
+		t.Stop()
+	}
+	return true
 }
 
 // restartWait is the wait before a stdio server's process, which ran for
