@@ -159,53 +159,69 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 		if !utf8.Valid(line) {
 			return &provider.IncompleteError{Missing: fmt.Sprintf("line %d is not valid UTF-8", n)}
 		}
+		var err error
 		if header {
-			// Most call lines take turnwire.go's scanner, as whole posts'
-			// calls do; the others encoding/json, below.
-			if c, ok := scanCallLine(line); ok {
-				if err := h.Call(c); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		// One struct for both kinds of line: a header must carry no call's
-		// fields, a call no header's.
-		var l struct {
-			ID            string          `json:"id"`
-			Mode          *string         `json:"mode"`
-			FailurePolicy *string         `json:"failure_policy"`
-			Name          *string         `json:"name"`
-			Arguments     json.RawMessage `json:"arguments"`
-		}
-		err := json.Unmarshal(line, &l)
-		if !header {
-			if err != nil || line[0] != '{' || l.Name != nil || l.Arguments != nil {
-				return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not the turn header {"id", "mode"?, "failure_policy"?}%s`, n, errSuffix(err))}
-			}
+			err = h.callLine(n, line)
+		} else {
 			header = true
-			if l.Mode != nil {
-				h.mode = dispatch.Mode(*l.Mode)
-			}
-			if l.FailurePolicy != nil {
-				h.policy = dispatch.FailurePolicy(*l.FailurePolicy)
-			}
-			if err := h.Begin(l.ID); err != nil {
-				return err
-			}
-			continue
+			err = h.headerLine(n, line)
 		}
-		if err != nil || line[0] != '{' || l.Mode != nil || l.FailurePolicy != nil {
-			return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not a call {"id", "name", "arguments"}%s`, n, errSuffix(err))}
-		}
-		name := ""
-		if l.Name != nil {
-			name = *l.Name
-		}
-		if err := h.Call(turn.Call{ID: l.ID, Name: name, Arguments: l.Arguments}); err != nil {
+		if err != nil {
 			return err
 		}
 	}
+	return h.endNDJSON(sc, body, header)
+}
+
+// ndjsonLine is either kind of line of a native streamed turn, as
+// encoding/json decodes it: a header must carry no call's fields, a call
+// no header's.
+type ndjsonLine struct {
+	ID            string          `json:"id"`
+	Mode          *string         `json:"mode"`
+	FailurePolicy *string         `json:"failure_policy"`
+	Name          *string         `json:"name"`
+	Arguments     json.RawMessage `json:"arguments"`
+}
+
+// headerLine takes line n, the stream's first, as its turn header.
+func (h *streamTurn) headerLine(n int, line []byte) error {
+	var l ndjsonLine
+	err := json.Unmarshal(line, &l)
+	if err != nil || line[0] != '{' || l.Name != nil || l.Arguments != nil {
+		return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not the turn header {"id", "mode"?, "failure_policy"?}%s`, n, errSuffix(err))}
+	}
+	if l.Mode != nil {
+		h.mode = dispatch.Mode(*l.Mode)
+	}
+	if l.FailurePolicy != nil {
+		h.policy = dispatch.FailurePolicy(*l.FailurePolicy)
+	}
+	return h.Begin(l.ID)
+}
+
+// callLine adds the call on line n, after the header, to the turn.
+func (h *streamTurn) callLine(n int, line []byte) error {
+	// Most call lines take turnwire.go's scanner, as whole posts' calls
+	// do; the others encoding/json, below.
+	if c, ok := scanCallLine(line); ok {
+		return h.Call(c)
+	}
+	var l ndjsonLine
+	err := json.Unmarshal(line, &l)
+	if err != nil || line[0] != '{' || l.Mode != nil || l.FailurePolicy != nil {
+		return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not a call {"id", "name", "arguments"}%s`, n, errSuffix(err))}
+	}
+	name := ""
+	if l.Name != nil {
+		name = *l.Name
+	}
+	return h.Call(turn.Call{ID: l.ID, Name: name, Arguments: l.Arguments})
+}
+
+// endNDJSON judges how the stream sc read from body ended: by an error,
+// before its header, without calls, or whole (nil).
+func (h *streamTurn) endNDJSON(sc *bufio.Scanner, body *provider.FailedReader, header bool) error {
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return &provider.IncompleteError{Missing: "a line longer than 16 MiB"}

@@ -86,87 +86,104 @@ func scanTurnRequest(body []byte, req *turnRequest) bool {
 	if !utf8.Valid(body) {
 		return false
 	}
+	var inline [8]callSpans
+	t, ok := scanTurnObject(body, inline[:0])
+	if !ok {
+		return false
+	}
+	t.copyInto(body, req)
+	return true
+}
+
+// turnSpans is where a turn request's fields are in the body; calls is
+// nil where the body's calls were absent or null.
+type turnSpans struct {
+	id, mode, policy span
+	calls            []callSpans
+}
+
+// The bits of the turn request's keys scanTurnObject has met.
+const (
+	seenID = 1 << iota
+	seenCalls
+	seenMode
+	seenPolicy
+)
+
+// scanTurnObject finds the fields of the turn request that is all of body,
+// its calls appended to inline, and reports whether scanTurnRequest may
+// decode it by hand.
+func scanTurnObject(body []byte, inline []callSpans) (turnSpans, bool) {
 	s := rawjson.Scanner{B: body}
 	var (
-		id, mode, policy span
-		calls            []callSpans
-		seen             uint8
-		inline           [8]callSpans
-	)
-	const (
-		seenID = 1 << iota
-		seenCalls
-		seenMode
-		seenPolicy
+		t    turnSpans
+		seen uint8
 	)
 	i := s.Space(0)
 	if i >= len(body) || body[i] != '{' {
-		return false
+		return t, false
 	}
-	i = s.Space(i + 1)
-	if i < len(body) && body[i] == '}' {
-		i++
-	} else {
-		for {
-			key, j, ok := plainKey(&s, i)
-			if !ok {
-				return false
-			}
-			var bit uint8
-			switch string(key) {
-			case "id":
-				bit = seenID
-				j, id, ok = stringField(&s, j)
-			case "mode":
-				bit = seenMode
-				j, mode, ok = stringField(&s, j)
-			case "failure_policy":
-				bit = seenPolicy
-				j, policy, ok = stringField(&s, j)
-			case "calls":
-				bit = seenCalls
-				if end := rawjson.LiteralEnd(body, j, "null"); end > 0 {
-					j = end // calls stays nil, as null decodes
-					break
-				}
-				calls = inline[:0]
-				j, calls, ok = callsField(&s, j, calls)
-			default:
-				if foldsToAny(key, "id", "mode", "failure_policy", "calls") {
-					return false
-				}
-				j = s.Value(j, 2)
-				ok = j >= 0
-			}
-			if !ok || seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			more := false
-			if i, more, ok = s.Sep(j, '}'); !ok {
-				return false
-			} else if !more {
+	if i = s.Space(i + 1); i < len(body) && body[i] == '}' {
+		return t, s.Space(i+1) == len(body)
+	}
+	for {
+		key, j, ok := plainKey(&s, i)
+		if !ok {
+			return t, false
+		}
+		var bit uint8
+		switch string(key) {
+		case "id":
+			bit = seenID
+			j, t.id, ok = stringField(&s, j)
+		case "mode":
+			bit = seenMode
+			j, t.mode, ok = stringField(&s, j)
+		case "failure_policy":
+			bit = seenPolicy
+			j, t.policy, ok = stringField(&s, j)
+		case "calls":
+			bit = seenCalls
+			if end := rawjson.LiteralEnd(body, j, "null"); end > 0 {
+				j = end // calls stays nil, as null decodes
 				break
 			}
+			j, t.calls, ok = callsField(&s, j, inline)
+		default:
+			if foldsToAny(key, "id", "mode", "failure_policy", "calls") {
+				return t, false
+			}
+			j = s.Value(j, 2)
+			ok = j >= 0
+		}
+		if !ok || seen&bit != 0 {
+			return t, false
+		}
+		seen |= bit
+		more := false
+		if i, more, ok = s.Sep(j, '}'); !ok {
+			return t, false
+		} else if !more {
+			return t, s.Space(i) == len(body)
 		}
 	}
-	if s.Space(i) != len(body) {
-		return false
-	}
+}
 
-	// The values, copied out of the pooled body: one string holds every
-	// string field, one array every call's arguments.
-	size, nargs := id.len()+mode.len()+policy.len(), 0
-	for _, c := range calls {
+// copyInto sets *req to the fields t found in body, copied out of the
+// pooled body: one string holds every string field, one array every
+// call's arguments.
+func (t *turnSpans) copyInto(body []byte, req *turnRequest) {
+	size, nargs := t.id.len()+t.mode.len()+t.policy.len(), 0
+	for _, c := range t.calls {
 		size += c.id.len() + c.name.len()
 		nargs += c.arguments.len()
 	}
 	var texts strings.Builder
 	texts.Grow(size)
-	for _, sp := range [3]span{id, mode, policy} {
+	for _, sp := range [3]span{t.id, t.mode, t.policy} {
 		texts.Write(body[sp.start:sp.end])
 	}
-	for _, c := range calls {
+	for _, c := range t.calls {
 		texts.Write(body[c.id.start:c.id.end])
 		texts.Write(body[c.name.start:c.name.end])
 	}
@@ -176,13 +193,13 @@ func scanTurnRequest(body []byte, req *turnRequest) bool {
 		all = all[len(s):]
 		return s
 	}
-	*req = turnRequest{ID: cut(id), Mode: cut(mode), FailurePolicy: cut(policy)}
-	if calls == nil {
-		return true
+	*req = turnRequest{ID: cut(t.id), Mode: cut(t.mode), FailurePolicy: cut(t.policy)}
+	if t.calls == nil {
+		return
 	}
-	req.Calls = make([]callWire, len(calls))
+	req.Calls = make([]callWire, len(t.calls))
 	args := make([]byte, 0, nargs)
-	for k, c := range calls {
+	for k, c := range t.calls {
 		cw := &req.Calls[k]
 		cw.ID, cw.Name = cut(c.id), cut(c.name)
 		if c.hasArguments {
@@ -191,7 +208,6 @@ func scanTurnRequest(body []byte, req *turnRequest) bool {
 			cw.Arguments = args[n:len(args):len(args)]
 		}
 	}
-	return true
 }
 
 // callsField scans the array of calls at body[i] into calls.

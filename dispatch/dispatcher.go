@@ -266,64 +266,68 @@ func (d *dispatcher) admit(hostCtx, toolCtx context.Context) {
 	s.admittedAt = d.now()
 	call, meta, bad := resolve(s.call)
 	s.call, s.resolved = call, meta
+	if d.settleUnasked(hostCtx, k, call.ID, bad) {
+		return
+	}
+	ahead := d.runAhead(toolCtx, k, call)
+	adm := d.host.Admit(hostCtx, call)
+	d.follow(k, call, ahead, &adm)
+}
+
+// settleUnasked settles call k without asking the host, and reports true,
+// where the wave is interrupted or tainted, its id appears earlier in the
+// wave, or resolving it found it bad.
+func (d *dispatcher) settleUnasked(hostCtx context.Context, k int, id string, bad *Outcome) bool {
+	s := &d.slots[k]
 	if hostCtx.Err() != nil {
 		d.interrupt(hostCtx)
 	}
 	switch {
 	case d.interrupted:
 		d.settle(s, Refuse, false, Cancelled(interruptedMessage(hostCtx)))
-		return
+		return true
 	case d.tainted:
 		d.settle(s, Refuse, false, Refused(CodeTurnFailed, errTainted.Error()))
-		return
+		return true
 	}
-	if _, dup := d.seen[call.ID]; dup {
-		d.settleFailure(k, Refuse, false, Refused(CodeDuplicateCallID, fmt.Sprintf("call id %q appears earlier in the wave", call.ID)))
-		return
+	if _, dup := d.seen[id]; dup {
+		d.settleFailure(k, Refuse, false, Refused(CodeDuplicateCallID, fmt.Sprintf("call id %q appears earlier in the wave", id)))
+		return true
 	}
-	d.seen[call.ID] = struct{}{}
+	d.seen[id] = struct{}{}
 	if bad != nil {
 		d.settleFailure(k, Refuse, false, *bad)
-		return
+		return true
 	}
+	return false
+}
 
-	var ahead *run
-	if d.aheader != nil && (d.concurrent || !d.serial) && d.running < d.limit {
-		if tool, ok := d.aheader.Ahead(call); ok && tool != nil {
-			ahead = d.newRun(k, call, tool, EffectRead, RetryPolicy{})
-			ahead.own = true
-			d.launch(toolCtx, ahead)
-		}
+// runAhead launches the read the aheader offers for call k, if any and if
+// the wave has room for it, before the host admits the call.
+func (d *dispatcher) runAhead(toolCtx context.Context, k int, call Call) *run {
+	if d.aheader == nil || !(d.concurrent || !d.serial) || d.running >= d.limit {
+		return nil
 	}
+	tool, ok := d.aheader.Ahead(call)
+	if !ok || tool == nil {
+		return nil
+	}
+	ahead := d.newRun(k, call, tool, EffectRead, RetryPolicy{})
+	ahead.own = true
+	d.launch(toolCtx, ahead)
+	return ahead
+}
 
-	adm := d.host.Admit(hostCtx, call)
+// follow acts on the host's admission of call k: it schedules a run (or
+// keeps the run ahead) or settles the call, discarding a run ahead it does
+// not keep.
+func (d *dispatcher) follow(k int, call Call, ahead *run, adm *Admission) {
 	switch adm.Verdict {
 	case Run:
 		if adm.Tool == nil {
 			break
 		}
-		effect := ParseEffect(string(adm.Effect))
-		s.verdict, s.admitted, s.effect = Run, true, effect
-		if ahead != nil {
-			if (d.concurrent || effect == EffectRead) && sameTool(ahead.tool, adm.Tool) {
-				if adm.Retry.attempts() > 1 {
-					then := adm.Retry // a copy, so that adm stays on the stack
-					ahead.then = &then
-				}
-				s.run = ahead
-				return
-			}
-			d.discard(ahead)
-		}
-		s.run = d.newRun(k, call, adm.Tool, effect, adm.Retry)
-		if !d.concurrent && (d.serial || effect != EffectRead) {
-			// From the first call that may change something on, the wave is
-			// serial: this call runs once all before it are accounted.
-			d.serial = true
-			d.barrier = k
-			return
-		}
-		d.queue = append(d.queue, k)
+		d.schedule(k, call, ahead, adm)
 		return
 	case Replay:
 		d.discard(ahead)
@@ -339,9 +343,37 @@ func (d *dispatcher) admit(hostCtx, toolCtx context.Context) {
 		return
 	}
 	d.discard(ahead)
-	s.effect = ""
+	d.slots[k].effect = ""
 	d.settleFailure(k, adm.Verdict, true, Refused(CodeInvalidAdmission,
 		fmt.Sprintf("admission with verdict %v and tool %v cannot run", adm.Verdict, adm.Tool)))
+}
+
+// schedule gives call k, admitted to run adm.Tool, its run: the run ahead
+// where it does the same, else a new one, queued or behind the barrier.
+func (d *dispatcher) schedule(k int, call Call, ahead *run, adm *Admission) {
+	s := &d.slots[k]
+	effect := ParseEffect(string(adm.Effect))
+	s.verdict, s.admitted, s.effect = Run, true, effect
+	if ahead != nil {
+		if (d.concurrent || effect == EffectRead) && sameTool(ahead.tool, adm.Tool) {
+			if adm.Retry.attempts() > 1 {
+				then := adm.Retry // a copy, so that adm stays on the stack
+				ahead.then = &then
+			}
+			s.run = ahead
+			return
+		}
+		d.discard(ahead)
+	}
+	s.run = d.newRun(k, call, adm.Tool, effect, adm.Retry)
+	if !d.concurrent && (d.serial || effect != EffectRead) {
+		// From the first call that may change something on, the wave is
+		// serial: this call runs once all before it are accounted.
+		d.serial = true
+		d.barrier = k
+		return
+	}
+	d.queue = append(d.queue, k)
 }
 
 func interruptedMessage(ctx context.Context) string {

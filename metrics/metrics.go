@@ -133,88 +133,83 @@ var (
 // New registers turnd's metrics on reg (built in cmd: nothing registers
 // globally) and returns them.
 func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
-	m := &Metrics{
-		dispatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: DispatchDuration,
-			Help: "Time from a call's admission to the accounting of its result, by tool and result status.",
-			// Also a native histogram, for scrapers that negotiate the
-			// protobuf format; the classic buckets stay for the others.
-			Buckets:                         latencyBuckets,
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  160,
-			NativeHistogramMinResetDuration: time.Hour,
-		}, []string{"tool", "outcome"}),
-		attempt: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    AttemptDuration,
-			Help:    "Time one attempt of a tool took, by tool and the attempt's status.",
-			Buckets: latencyBuckets,
-		}, []string{"tool", "outcome"}),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: CallsTotal,
-			Help: "Calls accounted, by tool and result status.",
-		}, []string{"tool", "outcome"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: CallsInFlight,
-			Help: "Tool attempts running in this process, by tool.",
-		}, []string{"tool"}),
-		waveSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    WaveSize,
-			Help:    "Calls in each wave started (new and resumed turns).",
-			Buckets: waveBuckets,
-		}),
-		turnTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    TurnDuration,
-			Help:    "Time from a turn's receipt to its settlement, by settled status.",
-			Buckets: turnBuckets,
-		}, []string{"status"}),
-		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: TurnsTotal,
-			Help: "Turns settled by this process, by settled status.",
-		}, []string{"status"}),
-		completions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: CompletionsTotal,
-			Help: "Deliveries to completion keys by what they came to, and parked calls timed out or cancelled.",
-		}, []string{"result"}),
-		truncations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: TruncationsTotal,
-			Help: "Outputs the budget truncated, by the unit its marker counts.",
-		}, []string{"unit"}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: DroppedBytesTotal,
-			Help: "Bytes of outputs left out of the previews the model got.",
-		}),
-		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    StoreDuration,
-			Help:    "Time of each store operation, by operation.",
-			Buckets: storeBuckets,
-		}, []string{"op"}),
-		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: WebhooksTotal,
-			Help: "Webhook delivery attempts recorded, by result (delivered, retry, dead).",
-		}, []string{"result"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: HTTPRequestsTotal,
-			Help: "HTTP requests served, by method, route pattern and status code.",
-		}, []string{"method", "route", "code"}),
-		requestTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    HTTPRequestDuration,
-			Help:    "Time to serve HTTP requests, by method, route pattern and status code.",
-			Buckets: httpBuckets,
-		}, []string{"method", "route", "code"}),
-		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: StreamedTurnsTotal,
-			Help: "Streamed turns by format and how their stream ended (completed, incomplete, replayed).",
-		}, []string{"format", "outcome"}),
-		early: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: EarlyCallsTotal,
-			Help: "Reads started while the model was generating, by whether their turn used the result or discarded it.",
-		}, []string{"outcome"}),
-		earlyLead: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    EarlyLead,
-			Help:    "How long before its stream ended each used early result was ready (0 when it was not ready yet).",
-			Buckets: latencyBuckets,
-		}),
+	m := &Metrics{}
+	m.newCallFamilies()
+	m.newTurnFamilies()
+	m.newServingFamilies()
+	m.cacheSeries()
+	for _, c := range m.collectors(o) {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
+	m.zeroSeries()
+	return m, nil
+}
+
+// newCallFamilies makes the families of calls, their attempts and waves.
+func (m *Metrics) newCallFamilies() {
+	m.dispatch = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: DispatchDuration,
+		Help: "Time from a call's admission to the accounting of its result, by tool and result status.",
+		// Also a native histogram, for scrapers that negotiate the
+		// protobuf format; the classic buckets stay for the others.
+		Buckets:                         latencyBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"tool", "outcome"})
+	m.attempt = histogramVec(AttemptDuration, "Time one attempt of a tool took, by tool and the attempt's status.", latencyBuckets, "tool", "outcome")
+	m.calls = counterVec(CallsTotal, "Calls accounted, by tool and result status.", "tool", "outcome")
+	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: CallsInFlight,
+		Help: "Tool attempts running in this process, by tool.",
+	}, []string{"tool"})
+	m.waveSize = histogram(WaveSize, "Calls in each wave started (new and resumed turns).", waveBuckets)
+}
+
+// newTurnFamilies makes the families of turns, completions, the budget,
+// streamed turns and early reads.
+func (m *Metrics) newTurnFamilies() {
+	m.turnTime = histogramVec(TurnDuration, "Time from a turn's receipt to its settlement, by settled status.", turnBuckets, "status")
+	m.turns = counterVec(TurnsTotal, "Turns settled by this process, by settled status.", "status")
+	m.completions = counterVec(CompletionsTotal, "Deliveries to completion keys by what they came to, and parked calls timed out or cancelled.", "result")
+	m.truncations = counterVec(TruncationsTotal, "Outputs the budget truncated, by the unit its marker counts.", "unit")
+	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: DroppedBytesTotal,
+		Help: "Bytes of outputs left out of the previews the model got.",
+	})
+	m.streamed = counterVec(StreamedTurnsTotal, "Streamed turns by format and how their stream ended (completed, incomplete, replayed).", "format", "outcome")
+	m.early = counterVec(EarlyCallsTotal, "Reads started while the model was generating, by whether their turn used the result or discarded it.", "outcome")
+	m.earlyLead = histogram(EarlyLead, "How long before its stream ended each used early result was ready (0 when it was not ready yet).", latencyBuckets)
+}
+
+// newServingFamilies makes the families of the store, webhooks and HTTP
+// requests.
+func (m *Metrics) newServingFamilies() {
+	m.store = histogramVec(StoreDuration, "Time of each store operation, by operation.", storeBuckets, "op")
+	m.webhooks = counterVec(WebhooksTotal, "Webhook delivery attempts recorded, by result (delivered, retry, dead).", "result")
+	m.requests = counterVec(HTTPRequestsTotal, "HTTP requests served, by method, route pattern and status code.", "method", "route", "code")
+	m.requestTime = histogramVec(HTTPRequestDuration, "Time to serve HTTP requests, by method, route pattern and status code.", httpBuckets, "method", "route", "code")
+}
+
+// counterVec makes a family of counters with labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// histogram makes a classic histogram without labels.
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
+// histogramVec makes a family of classic histograms with labels.
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+// cacheSeries makes the caches of the children the hot path touches.
+func (m *Metrics) cacheSeries() {
 	m.callS = newSeries(func(k [2]string) callSeries {
 		return callSeries{dispatch: m.dispatch.WithLabelValues(k[0], k[1]), calls: m.calls.WithLabelValues(k[0], k[1])}
 	})
@@ -229,6 +224,11 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			requestTime: m.requestTime.WithLabelValues(k.method, k.route, c),
 		}
 	})
+}
+
+// collectors returns every collector New registers, in order: m's
+// families, then those o asks for.
+func (m *Metrics) collectors(o Options) []prometheus.Collector {
 	cs := []prometheus.Collector{
 		m.dispatch, m.attempt, m.calls, m.inFlight, m.waveSize, m.turnTime, m.turns,
 		m.completions, m.truncations, m.dropped, m.store, m.webhooks, m.requests, m.requestTime,
@@ -248,13 +248,12 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	if o.Runtime {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	// The series of every known label value exist from the start at zero,
-	// so that rates and alerts see the first event.
+	return cs
+}
+
+// zeroSeries makes the series of every known label value exist from the
+// start at zero, so that rates and alerts see the first event.
+func (m *Metrics) zeroSeries() {
 	for _, r := range []turn.CompletionResult{turn.CompletionAccepted, turn.CompletionDuplicate, turn.CompletionConflict,
 		turn.CompletionUnknown, turn.CompletionLate, turn.CompletionExpired, turn.CompletionAborted} {
 		m.completions.WithLabelValues(string(r))
@@ -267,7 +266,6 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	}
 	m.early.WithLabelValues("used")
 	m.early.WithLabelValues("discarded")
-	return m, nil
 }
 
 // Handler serves the registry's metrics in the format the scraper asks for

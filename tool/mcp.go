@@ -214,6 +214,9 @@ func (s *mcpServer) kick() {
 	}
 }
 
+// run is the server's goroutine: it connects and lists the tools, again
+// on every kick, and after a backoff while the server is unreachable or
+// its process down.
 func (s *mcpServer) run(ctx context.Context) {
 	defer close(s.loopDone)
 	wait := s.backoff
@@ -221,64 +224,85 @@ func (s *mcpServer) run(ctx context.Context) {
 	failing := false
 	for n := 0; ; n++ {
 		err := s.connectAndList(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case err == nil && failing:
-			s.log.Info("MCP server reachable again")
-		case err != nil && !failing:
-			// Once per outage at warning level; the retries at debug level.
-			s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
-		case err != nil:
-			s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
-		}
+		s.logListing(ctx, err, failing, wait)
 		if n == 0 {
 			close(s.first)
 		}
 		if ctx.Err() != nil {
 			return
 		}
+		failing = err != nil
 		if err == nil {
-			failing = false
 			if s.stdio == nil {
 				wait = s.backoff
 			}
-			select {
-			case <-ctx.Done():
+			var restart, ok bool
+			if wait, restart, ok = s.awaitRefresh(ctx, wait, maxWait); !ok {
 				return
-			case <-s.refresh:
-			}
-			if s.stdio == nil {
+			} else if !restart {
 				continue
 			}
-			uptime, running := s.processUptime()
-			if running {
-				continue // a listing to redo, not an exit
-			}
-			wait = restartWait(wait, s.backoff, maxWait, uptime)
-			s.log.Info("MCP server process down; its tools answer tool_unavailable until it runs again", "uptime", uptime.Round(time.Millisecond), "restart_in", wait)
-		} else {
-			failing = true
 		}
-		if s.stdio != nil {
-			// A process is started again only after the wait: a call does
-			// not cut it short, or a server that keeps crashing would be
-			// started by every call.
-			if !s.pauseRestart(ctx, wait) {
-				return
-			}
-		} else {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			case <-s.refresh:
-				t.Stop()
-			}
+		if !s.pause(ctx, wait) {
+			return
 		}
 		wait = min(2*wait, maxWait)
 	}
+}
+
+// logListing logs how a listing went where that changed: once per outage
+// at warning level, the retries at debug level.
+func (s *mcpServer) logListing(ctx context.Context, err error, failing bool, wait time.Duration) {
+	switch {
+	case ctx.Err() != nil:
+	case err == nil && failing:
+		s.log.Info("MCP server reachable again")
+	case err != nil && !failing:
+		s.log.Warn("MCP server unreachable: its tools stay unavailable until it answers; retrying in the background", "err", err, "retry_in", wait)
+	case err != nil:
+		s.log.Debug("MCP server still unreachable", "err", err, "retry_in", wait)
+	}
+}
+
+// awaitRefresh waits, after a listing that worked, for a kick: a listing
+// to redo, or for a stdio server the exit of its process, which is to
+// restart after the wait it returns. ok is false once ctx is done.
+func (s *mcpServer) awaitRefresh(ctx context.Context, wait, maxWait time.Duration) (_ time.Duration, restart, ok bool) {
+	select {
+	case <-ctx.Done():
+		return wait, false, false
+	case <-s.refresh:
+	}
+	if s.stdio == nil {
+		return wait, false, true
+	}
+	uptime, running := s.processUptime()
+	if running {
+		return wait, false, true // a listing to redo, not an exit
+	}
+	wait = restartWait(wait, s.backoff, maxWait, uptime)
+	s.log.Info("MCP server process down; its tools answer tool_unavailable until it runs again", "uptime", uptime.Round(time.Millisecond), "restart_in", wait)
+	return wait, true, true
+}
+
+// pause waits for wait before the next attempt, and reports false once
+// ctx is done. A kick cuts the wait short, but not a stdio server's: a
+// process is started again only after the wait, or a server that keeps
+// crashing would be started by every call.
+func (s *mcpServer) pause(ctx context.Context, wait time.Duration) bool {
+	if s.stdio != nil {
+		return s.pauseRestart(ctx, wait)
+	}
+	t := time.NewTimer(wait)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	case <-s.refresh:
+		t.Stop()
+	}
+	return true
 }
 
 // restartWait is the wait before a stdio server's process, which ran for
@@ -363,6 +387,13 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	sess, process, err := s.open(cctx)
+	return s.adopt(sess, process, err)
+}
+
+// open opens a session: over streamable HTTP, or to a process it starts
+// (returned too) for a stdio server.
+func (s *mcpServer) open(ctx context.Context) (*mcp.ClientSession, *processTransport, error) {
 	var transport mcp.Transport = &mcp.StreamableClientTransport{
 		Endpoint: s.url, HTTPClient: s.httpClient, MaxRetries: s.retries,
 	}
@@ -371,7 +402,7 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		process = &processTransport{cmd: s.stdio, log: s.log, grace: s.grace}
 		transport = process
 	}
-	sess, err := s.client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	sess, err := s.client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {
 		if s.stdio != nil {
 			err = fmt.Errorf("starting the server's process: %w", err)
@@ -379,7 +410,13 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			err = fmt.Errorf("connecting: %s", s.redact(err))
 		}
 	}
+	return sess, process, err
+}
 
+// adopt records the outcome of an attempt to open a session, and makes a
+// session opened the server's, watched until it ends, unless the server
+// closed meanwhile.
+func (s *mcpServer) adopt(sess *mcp.ClientSession, process *processTransport, err error) (*mcp.ClientSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastErr = err
@@ -404,47 +441,52 @@ func (s *mcpServer) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		s.started, s.restarting = time.Now(), time.Time{}
 	}
 	s.watchers.Add(1)
-	go func() {
-		defer s.watchers.Done()
-		_ = sess.Wait()
-		status := ""
-		if process != nil {
-			// The process exited (or closed its stdout): reap it and
-			// what it started. Close returns once the first Close, by
-			// whoever called it, has.
-			_ = process.conn.Close()
-			status = process.conn.status
-		}
-		s.mu.Lock()
-		gone := s.sess == sess
-		if gone {
-			s.sess = nil
-		}
-		stopped := s.retired || s.closed
-		if process != nil && gone && !stopped {
-			// Until the goroutine schedules the restart; a process that
-			// was dropped is the goroutine's already.
-			s.restarting = time.Now()
-		}
-		if process != nil && !stopped && s.sess == nil {
-			// A call that found the session broken may have dropped it
-			// first (drop): how the process ended is still this one's.
-			s.lastExit = status
-		}
-		s.mu.Unlock()
-		switch {
-		case process == nil && gone:
-			s.log.Warn("MCP session ended; reconnecting")
-		case process != nil && stopped:
-			s.log.Info("MCP server process stopped", "pid", process.conn.cmd.Process.Pid, "status", status)
-		case process != nil:
-			s.log.Warn("MCP server process exited; turnd starts it again after a backoff", "pid", process.conn.cmd.Process.Pid, "status", status)
-		}
-		if gone {
-			s.kick()
-		}
-	}()
+	go s.watch(sess, process)
 	return sess, nil
+}
+
+// watch waits for sess, and its process if it has one, to end, then
+// forgets it and has the server reconnect (or restart the process) unless
+// it is stopping.
+func (s *mcpServer) watch(sess *mcp.ClientSession, process *processTransport) {
+	defer s.watchers.Done()
+	_ = sess.Wait()
+	status := ""
+	if process != nil {
+		// The process exited (or closed its stdout): reap it and
+		// what it started. Close returns once the first Close, by
+		// whoever called it, has.
+		_ = process.conn.Close()
+		status = process.conn.status
+	}
+	s.mu.Lock()
+	gone := s.sess == sess
+	if gone {
+		s.sess = nil
+	}
+	stopped := s.retired || s.closed
+	if process != nil && gone && !stopped {
+		// Until the goroutine schedules the restart; a process that
+		// was dropped is the goroutine's already.
+		s.restarting = time.Now()
+	}
+	if process != nil && !stopped && s.sess == nil {
+		// A call that found the session broken may have dropped it
+		// first (drop): how the process ended is still this one's.
+		s.lastExit = status
+	}
+	s.mu.Unlock()
+	switch {
+	case process == nil && gone:
+		s.log.Warn("MCP session ended; reconnecting")
+	case process != nil && stopped:
+		s.log.Info("MCP server process stopped", "pid", process.conn.cmd.Process.Pid, "status", status)
+	case process != nil:
+		s.log.Warn("MCP server process exited; turnd starts it again after a backoff", "pid", process.conn.cmd.Process.Pid, "status", status)
+	}
+	if gone {
+		s.kick()
+	}
 }
 
 // drop closes sess if it is still the server's session.

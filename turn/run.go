@@ -268,9 +268,24 @@ func (r *run) execute() {
 // turn stays running under a lease that will expire, and recovery resumes
 // it: nothing acknowledged is lost because nothing was acknowledged.
 func (r *run) settle(status Status) {
-	s := r.svc
 	r.settling.Store(true)
-	now := s.now()
+	c, settledAt := r.settlement(status)
+	ctx := context.WithoutCancel(r.ctx)
+	whole, err := r.recordSettlement(ctx, c, status, settledAt)
+	switch {
+	case whole && err != nil:
+		r.unrecordedWhole(err)
+	case err != nil:
+		r.settleFailed(ctx, err)
+	default:
+		r.settled(ctx, status, settledAt, whole, c.Webhook != nil)
+	}
+}
+
+// settlement takes what is buffered as the commit that settles the turn
+// with status, and the time it settles at (zero while it does not).
+func (r *run) settlement(status Status) (Commit, time.Time) {
+	now := r.svc.now()
 	var settledAt time.Time
 	if status.Settled() {
 		settledAt = now
@@ -285,33 +300,48 @@ func (r *run) settle(status Status) {
 		// The webhook commits with the settlement or not at all.
 		c.Webhook = settledWebhook(r.session.CallbackURL, r.key, status, settledAt)
 	}
-	ctx := context.WithoutCancel(r.ctx)
-	var err error
-	whole := false // recorded whole: the turn ran unrecorded (reads.go)
+	return c, settledAt
+}
+
+// recordSettlement stores c: with the whole turn, where the turn ran
+// unrecorded (reads.go) and settles now (whole is then true), else by a
+// commit to the turn already recorded.
+func (r *run) recordSettlement(ctx context.Context, c Commit, status Status, settledAt time.Time) (whole bool, err error) {
 	if status.Settled() {
 		whole, err = r.recordWhole(ctx, c, status, settledAt)
 	} else {
 		err = r.ensureRecorded(ctx)
 	}
 	if !whole && err == nil {
-		err = s.untilStored(r.logCtx, r.key, func() error { return r.commit(ctx, c) })
+		err = r.svc.untilStored(r.logCtx, r.key, func() error { return r.commit(ctx, c) })
 	}
-	if whole && err != nil {
-		switch {
-		case errors.Is(err, ErrTurnExists):
-			// Posted twice at once: Submit answers from the other's record.
-			s.log.InfoContext(r.logCtx, "turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
-		case errors.Is(err, ErrCallsAnswered), errors.Is(err, ErrNotFound):
-			// The optimistic run's assumptions failed: Submit runs the turn
-			// the ordinary way, which replays the answered calls.
-			s.log.DebugContext(r.logCtx, "turn not recorded whole; running it the ordinary way", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "reason", err)
-		default:
-			s.log.ErrorContext(r.logCtx, "recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
-		}
-		r.settleErr = fmt.Errorf("recording turn: %w", err)
-		r.final = r.turn
-		return
+	return whole, err
+}
+
+// unrecordedWhole ends a run whose turn, run unrecorded, could not be
+// recorded whole: nothing of it is stored.
+func (r *run) unrecordedWhole(err error) {
+	s := r.svc
+	switch {
+	case errors.Is(err, ErrTurnExists):
+		// Posted twice at once: Submit answers from the other's record.
+		s.log.InfoContext(r.logCtx, "turn recorded meanwhile by another request; answering from its record", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
+	case errors.Is(err, ErrCallsAnswered), errors.Is(err, ErrNotFound):
+		// The optimistic run's assumptions failed: Submit runs the turn
+		// the ordinary way, which replays the answered calls.
+		s.log.DebugContext(r.logCtx, "turn not recorded whole; running it the ordinary way", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "reason", err)
+	default:
+		s.log.ErrorContext(r.logCtx, "recording turn failed; nothing of it is stored", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 	}
+	r.settleErr = fmt.Errorf("recording turn: %w", err)
+	r.final = r.turn
+}
+
+// settleFailed ends a run whose settling commit failed with err: its new
+// owner or recovery settles the turn, unless the store rejected the
+// outcomes, which fails the turn now.
+func (r *run) settleFailed(ctx context.Context, err error) {
+	s := r.svc
 	if errors.Is(err, ErrLeaseLost) {
 		s.log.WarnContext(r.logCtx, "turn lease lost before settling; its new owner settles it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID)
 		r.settleErr = fmt.Errorf("settling turn: %w", err)
@@ -333,17 +363,20 @@ func (r *run) settle(status Status) {
 			err = errors.Join(err, ferr)
 		}
 	}
-	if err != nil {
-		s.log.ErrorContext(r.logCtx, "settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
-		r.settleErr = fmt.Errorf("settling turn: %w", err)
-		r.final = r.turn
-		return
-	}
+	s.log.ErrorContext(r.logCtx, "settling turn failed; recovery will resume it", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+	r.settleErr = fmt.Errorf("settling turn: %w", err)
+	r.final = r.turn
+}
+
+// settled ends a run whose turn is stored with status, and follows up on
+// it: a webhook to send, answers that came early, parked calls to cancel.
+func (r *run) settled(ctx context.Context, status Status, settledAt time.Time, whole, webhook bool) {
+	s := r.svc
 	r.turn.Status = status
 	r.turn.SettledAt = settledAt
 	r.final = r.turn
 	s.observeSettled(status, r.turn.CreatedAt)
-	if c.Webhook != nil {
+	if webhook {
 		s.wakeWebhooks()
 	}
 	if status == StatusWaiting {

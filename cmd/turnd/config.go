@@ -121,59 +121,113 @@ func envHelp() string {
 	return b.String()
 }
 
+// parseConfig reads the configuration of `turnd cmd` from args and env:
+// the flags, which default to the environment's values, then the secrets,
+// which only the environment holds; it checks every value.
 func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
-	fs := flag.NewFlagSet("turnd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	get := func(name, def string) string {
-		if v, ok := env(name); ok && v != "" {
-			return v
-		}
-		return def
+	e := envLookup(env)
+	c := runtimeEnv(e)
+	var t flagText
+	fs, err := newFlagSet(cmd, stderr, e, &c, &t)
+	if err != nil {
+		return config{}, err
 	}
+	if err := parseArgs(fs, args); err != nil {
+		return config{}, err
+	}
+	if err := c.parseServerFlags(t); err != nil {
+		return config{}, err
+	}
+	if err := c.parseLimitFlags(t); err != nil {
+		return config{}, err
+	}
+	if err := c.checkLogFlags(); err != nil {
+		return config{}, err
+	}
+	if err := c.readSecrets(e); err != nil {
+		return config{}, err
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Addr
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if err := c.readTokens(e); err != nil {
+		return config{}, err
+	}
+	if err := c.parseAccessFlags(t); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// envLookup reads a variable of the environment, as os.LookupEnv does.
+type envLookup func(string) (string, bool)
+
+// get returns the variable name's value, or def where it is unset or
+// empty.
+func (env envLookup) get(name, def string) string {
+	if v, ok := env(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// bool parses the boolean variable name (any strconv.ParseBool spelling:
+// true, 1, TRUE, ...), def where it is unset or empty.
+func (env envLookup) bool(name string, def bool) (bool, error) {
+	b, err := strconv.ParseBool(env.get(name, strconv.FormatBool(def)))
+	if err != nil {
+		return false, usageError{fmt.Sprintf("%s: %q is not a boolean like true or false", name, env.get(name, ""))}
+	}
+	return b, nil
+}
+
+// boolFlag adds the boolean flag name to fs, setting *p, whose default is
+// the variable v's value (def where it is unset or empty).
+func (env envLookup) boolFlag(fs *flag.FlagSet, p *bool, name, v string, def bool, usage string) error {
+	b, err := env.bool(v, def)
+	if err != nil {
+		return err
+	}
+	fs.BoolVar(p, name, b, usage)
+	return nil
+}
+
+// runtimeEnv returns a config holding only what the environment tells
+// the Go runtime.
+func runtimeEnv(env envLookup) config {
 	var c config
 	gogc, _ := env("GOGC")
 	c.KeepGC = gogc != "" // empty is unset, as for every other variable
 	c.GOGC = gogc
 	c.GOMEMLIMIT, _ = env("GOMEMLIMIT")
-	var grace, delay, lease, maxBody, maxCalls string
-	var allowedHosts, corsOrigins, callbackAllow, callbackDeny string
-	// Parsed before the flags so that the environment's value is the flag's
-	// default; any strconv.ParseBool spelling (true, 1, TRUE, ...) counts.
-	noMigrate, err := strconv.ParseBool(get("TURND_NO_MIGRATE", "false"))
-	if err != nil {
-		return config{}, usageError{fmt.Sprintf("TURND_NO_MIGRATE: %q is not a boolean like true or false", get("TURND_NO_MIGRATE", ""))}
+	return c
+}
+
+// flagText holds, as given, the flags parsed once the flag set has: those
+// of durations, numbers and lists.
+type flagText struct {
+	grace, delay, lease, maxBody, maxCalls, streamIdle, streamMax string
+	allowedHosts, corsOrigins, callbackAllow, callbackDeny        string
+}
+
+// newFlagSet returns the flag set of `turnd cmd`, whose flags set c or t
+// and default to the environment's values.
+func newFlagSet(cmd string, stderr io.Writer, env envLookup, c *config, t *flagText) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet("turnd "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// The boolean variables are parsed before the flags so that the
+	// environment's value is the flag's default.
+	for _, add := range []func(*flag.FlagSet, envLookup, *config, *flagText) error{
+		storeFlags, toolFlags, serverFlags,
+	} {
+		if err := add(fs, env, c, t); err != nil {
+			return nil, err
+		}
 	}
-	demo, err := strconv.ParseBool(get("TURND_DEMO", "false"))
-	if err != nil {
-		return config{}, usageError{fmt.Sprintf("TURND_DEMO: %q is not a boolean like true or false", get("TURND_DEMO", ""))}
-	}
-	fs.StringVar(&c.Addr, "addr", get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
-	fs.StringVar(&c.DatabaseURL, "database-url", get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
-	fs.StringVar(&c.DataPath, "data", get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
-	fs.StringVar(&c.ConfigPath, "config", get("TURND_CONFIG", ""), "tool config YAML file (TURND_CONFIG)")
-	fs.StringVar(&c.LogFormat, "log-format", get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
-	fs.StringVar(&c.LogLevel, "log-level", get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
-	fs.BoolVar(&c.NoMigrate, "no-migrate", noMigrate, "do not migrate the schema at start (TURND_NO_MIGRATE=true)")
-	fs.BoolVar(&c.Demo, "demo", demo, "demo mode: the approval builtin shows each call's complete_url, which carries its completion key (a credential), in the log and as the parked call's output; never in production (TURND_DEMO=true)")
-	ui, err := strconv.ParseBool(get("TURND_UI", "true"))
-	if err != nil {
-		return config{}, usageError{fmt.Sprintf("TURND_UI: %q is not a boolean like true or false", get("TURND_UI", ""))}
-	}
-	fs.BoolVar(&c.UI, "ui", ui, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)")
-	fs.StringVar(&grace, "shutdown-grace", get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
-	fs.StringVar(&delay, "shutdown-delay", get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
-	fs.StringVar(&lease, "lease-ttl", get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
-	fs.StringVar(&maxBody, "max-body-bytes", get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
-	var streamIdle, streamMax string
-	fs.StringVar(&streamIdle, "stream-idle-timeout", get("TURND_STREAM_IDLE_TIMEOUT", "60s"), "a streamed turn whose body brings no byte for this long is broken off, 422 stream_incomplete (TURND_STREAM_IDLE_TIMEOUT)")
-	fs.StringVar(&streamMax, "stream-max-duration", get("TURND_STREAM_MAX_DURATION", "10m"), "the longest a streamed turn's body may take in all (TURND_STREAM_MAX_DURATION)")
-	fs.StringVar(&maxCalls, "max-calls", get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
-	fs.StringVar(&c.PublicURL, "public-url", get("TURND_PUBLIC_URL", ""), "the URL external systems reach turnd at, for completion URLs (TURND_PUBLIC_URL; default http://ADDR)")
-	fs.StringVar(&allowedHosts, "allowed-hosts", get("TURND_ALLOWED_HOSTS", ""), "comma-separated Host names served besides localhost, 127.0.0.0/8, [::1] and the public URL's host; when set, or on loopback without tokens, requests naming another Host answer 403 (TURND_ALLOWED_HOSTS)")
-	fs.StringVar(&corsOrigins, "cors-origins", get("TURND_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port]) of browser frontends that call turnd directly; requests from other origins than these and turnd's own answer 403 (TURND_CORS_ORIGINS)")
-	fs.StringVar(&callbackAllow, "callback-allow-nets", get("TURND_CALLBACK_ALLOW_NETS", ""), "comma-separated CIDRs callback URLs may reach although blocked: link-local, metadata, unspecified, multicast addresses and the deny list (TURND_CALLBACK_ALLOW_NETS)")
-	fs.StringVar(&callbackDeny, "callback-deny-nets", get("TURND_CALLBACK_DENY_NETS", ""), "comma-separated CIDRs callback URLs may not reach besides the blocked ones, e.g. 127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,::1/128,fc00::/7 (TURND_CALLBACK_DENY_NETS)")
+	logFlags(fs, env, c)
+	limitFlags(fs, env, t)
+	accessFlags(fs, env, t)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
 		fs.PrintDefaults()
@@ -181,19 +235,89 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 			fmt.Fprint(fs.Output(), envHelp())
 		}
 	}
+	return fs, nil
+}
+
+// storeFlags adds the flags of the store: where it is, its schema, leases.
+func storeFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
+	if err := env.boolFlag(fs, &c.NoMigrate, "no-migrate", "TURND_NO_MIGRATE", false, "do not migrate the schema at start (TURND_NO_MIGRATE=true)"); err != nil {
+		return err
+	}
+	fs.StringVar(&c.DatabaseURL, "database-url", env.get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
+	fs.StringVar(&c.DataPath, "data", env.get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
+	fs.StringVar(&t.lease, "lease-ttl", env.get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
+	return nil
+}
+
+// toolFlags adds the flags of the tools: their config and the demo mode.
+func toolFlags(fs *flag.FlagSet, env envLookup, c *config, _ *flagText) error {
+	if err := env.boolFlag(fs, &c.Demo, "demo", "TURND_DEMO", false, "demo mode: the approval builtin shows each call's complete_url, which carries its completion key (a credential), in the log and as the parked call's output; never in production (TURND_DEMO=true)"); err != nil {
+		return err
+	}
+	fs.StringVar(&c.ConfigPath, "config", env.get("TURND_CONFIG", ""), "tool config YAML file (TURND_CONFIG)")
+	return nil
+}
+
+// serverFlags adds the flags of the HTTP server: its addresses, the web
+// UI and shutdown.
+func serverFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
+	if err := env.boolFlag(fs, &c.UI, "ui", "TURND_UI", true, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)"); err != nil {
+		return err
+	}
+	fs.StringVar(&c.Addr, "addr", env.get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
+	fs.StringVar(&t.grace, "shutdown-grace", env.get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
+	fs.StringVar(&t.delay, "shutdown-delay", env.get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env.get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
+	fs.StringVar(&c.PublicURL, "public-url", env.get("TURND_PUBLIC_URL", ""), "the URL external systems reach turnd at, for completion URLs (TURND_PUBLIC_URL; default http://ADDR)")
+	return nil
+}
+
+// logFlags adds the flags of the log.
+func logFlags(fs *flag.FlagSet, env envLookup, c *config) {
+	fs.StringVar(&c.LogFormat, "log-format", env.get("TURND_LOG_FORMAT", "auto"), "log format: auto (text on a terminal, else json), text or json (TURND_LOG_FORMAT)")
+	fs.StringVar(&c.LogLevel, "log-level", env.get("TURND_LOG_LEVEL", "info"), "log level: debug, info, warn, error (TURND_LOG_LEVEL)")
+}
+
+// limitFlags adds the flags that bound requests and streamed turns.
+func limitFlags(fs *flag.FlagSet, env envLookup, t *flagText) {
+	fs.StringVar(&t.maxBody, "max-body-bytes", env.get("TURND_MAX_BODY_BYTES", "4194304"), "request body limit (TURND_MAX_BODY_BYTES)")
+	fs.StringVar(&t.streamIdle, "stream-idle-timeout", env.get("TURND_STREAM_IDLE_TIMEOUT", "60s"), "a streamed turn whose body brings no byte for this long is broken off, 422 stream_incomplete (TURND_STREAM_IDLE_TIMEOUT)")
+	fs.StringVar(&t.streamMax, "stream-max-duration", env.get("TURND_STREAM_MAX_DURATION", "10m"), "the longest a streamed turn's body may take in all (TURND_STREAM_MAX_DURATION)")
+	fs.StringVar(&t.maxCalls, "max-calls", env.get("TURND_MAX_CALLS", "128"), "most calls in one turn (TURND_MAX_CALLS)")
+}
+
+// accessFlags adds the flags of who may reach turnd, and whom callbacks
+// may reach.
+func accessFlags(fs *flag.FlagSet, env envLookup, t *flagText) {
+	fs.StringVar(&t.allowedHosts, "allowed-hosts", env.get("TURND_ALLOWED_HOSTS", ""), "comma-separated Host names served besides localhost, 127.0.0.0/8, [::1] and the public URL's host; when set, or on loopback without tokens, requests naming another Host answer 403 (TURND_ALLOWED_HOSTS)")
+	fs.StringVar(&t.corsOrigins, "cors-origins", env.get("TURND_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port]) of browser frontends that call turnd directly; requests from other origins than these and turnd's own answer 403 (TURND_CORS_ORIGINS)")
+	fs.StringVar(&t.callbackAllow, "callback-allow-nets", env.get("TURND_CALLBACK_ALLOW_NETS", ""), "comma-separated CIDRs callback URLs may reach although blocked: link-local, metadata, unspecified, multicast addresses and the deny list (TURND_CALLBACK_ALLOW_NETS)")
+	fs.StringVar(&t.callbackDeny, "callback-deny-nets", env.get("TURND_CALLBACK_DENY_NETS", ""), "comma-separated CIDRs callback URLs may not reach besides the blocked ones, e.g. 127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,::1/128,fc00::/7 (TURND_CALLBACK_DENY_NETS)")
+}
+
+// parseArgs parses args with fs, which takes no operands.
+func parseArgs(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// The flags are printed; main exits 0, as `turnd help` does.
-			return config{}, flag.ErrHelp
+			return flag.ErrHelp
 		}
-		return config{}, usageError{err.Error()}
+		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return config{}, usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
+		return usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
 	}
-	if c.ShutdownGrace, err = time.ParseDuration(grace); err != nil || c.ShutdownGrace < 0 {
-		return config{}, usageError{fmt.Sprintf("shutdown-grace: %q is not a duration like 30s", grace)}
+	return nil
+}
+
+// parseServerFlags sets the shutdown's durations and checks the metrics
+// address.
+func (c *config) parseServerFlags(t flagText) error {
+	var err error
+	if c.ShutdownGrace, err = time.ParseDuration(t.grace); err != nil || c.ShutdownGrace < 0 {
+		return usageError{fmt.Sprintf("shutdown-grace: %q is not a duration like 30s", t.grace)}
 	}
+	delay := t.delay
 	if delay == "" {
 		// A replica behind a load balancer must be seen leaving before it
 		// stops taking requests; on loopback nothing watches /readyz.
@@ -203,43 +327,63 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		}
 	}
 	if c.ShutdownDelay, err = time.ParseDuration(delay); err != nil || c.ShutdownDelay < 0 {
-		return config{}, usageError{fmt.Sprintf("shutdown-delay: %q is not a duration like 5s", delay)}
+		return usageError{fmt.Sprintf("shutdown-delay: %q is not a duration like 5s", delay)}
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return config{}, usageError{fmt.Sprintf("metrics-addr: %q is not a host:port address", c.MetricsAddr)}
+			return usageError{fmt.Sprintf("metrics-addr: %q is not a host:port address", c.MetricsAddr)}
 		}
 		if c.MetricsAddr == c.Addr {
-			return config{}, usageError{fmt.Sprintf("metrics-addr: %q is the main address; leave it empty to serve /metrics there", c.MetricsAddr)}
+			return usageError{fmt.Sprintf("metrics-addr: %q is the main address; leave it empty to serve /metrics there", c.MetricsAddr)}
 		}
 	}
-	if c.LeaseTTL, err = time.ParseDuration(lease); err != nil || c.LeaseTTL < time.Second {
-		return config{}, usageError{fmt.Sprintf("lease-ttl: %q is not a duration of at least 1s", lease)}
+	return nil
+}
+
+// parseLimitFlags sets the lease and the bounds of requests and streamed
+// turns.
+func (c *config) parseLimitFlags(t flagText) error {
+	var err error
+	if c.LeaseTTL, err = time.ParseDuration(t.lease); err != nil || c.LeaseTTL < time.Second {
+		return usageError{fmt.Sprintf("lease-ttl: %q is not a duration of at least 1s", t.lease)}
 	}
-	if c.MaxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || c.MaxBodyBytes < 1024 {
-		return config{}, usageError{fmt.Sprintf("max-body-bytes: %q is not an integer of at least 1024", maxBody)}
+	if c.MaxBodyBytes, err = strconv.ParseInt(t.maxBody, 10, 64); err != nil || c.MaxBodyBytes < 1024 {
+		return usageError{fmt.Sprintf("max-body-bytes: %q is not an integer of at least 1024", t.maxBody)}
 	}
-	if c.MaxCalls, err = strconv.Atoi(maxCalls); err != nil || c.MaxCalls < 1 {
-		return config{}, usageError{fmt.Sprintf("max-calls: %q is not a positive integer", maxCalls)}
+	if c.MaxCalls, err = strconv.Atoi(t.maxCalls); err != nil || c.MaxCalls < 1 {
+		return usageError{fmt.Sprintf("max-calls: %q is not a positive integer", t.maxCalls)}
 	}
-	if c.StreamIdleTimeout, err = time.ParseDuration(streamIdle); err != nil || c.StreamIdleTimeout <= 0 {
-		return config{}, usageError{fmt.Sprintf("stream-idle-timeout: %q is not a positive duration like 60s", streamIdle)}
+	if c.StreamIdleTimeout, err = time.ParseDuration(t.streamIdle); err != nil || c.StreamIdleTimeout <= 0 {
+		return usageError{fmt.Sprintf("stream-idle-timeout: %q is not a positive duration like 60s", t.streamIdle)}
 	}
-	if c.StreamMaxDuration, err = time.ParseDuration(streamMax); err != nil || c.StreamMaxDuration <= 0 {
-		return config{}, usageError{fmt.Sprintf("stream-max-duration: %q is not a positive duration like 10m", streamMax)}
+	if c.StreamMaxDuration, err = time.ParseDuration(t.streamMax); err != nil || c.StreamMaxDuration <= 0 {
+		return usageError{fmt.Sprintf("stream-max-duration: %q is not a positive duration like 10m", t.streamMax)}
 	}
+	return nil
+}
+
+// checkLogFlags checks the log's format and level.
+func (c *config) checkLogFlags() error {
 	switch c.LogFormat {
 	case "auto", "text", "json":
 	default:
-		return config{}, usageError{fmt.Sprintf("log-format: %q is not auto, text or json", c.LogFormat)}
+		return usageError{fmt.Sprintf("log-format: %q is not auto, text or json", c.LogFormat)}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return config{}, usageError{fmt.Sprintf("log-level: %q is not debug, info, warn or error", c.LogLevel)}
+		return usageError{fmt.Sprintf("log-level: %q is not debug, info, warn or error", c.LogLevel)}
 	}
+	return nil
+}
+
+// readSecrets reads the database URL, where no flag or variable set it,
+// and the secrets from the environment or the files it names, noting the
+// deprecated names it used.
+func (c *config) readSecrets(env envLookup) error {
+	var err error
 	if c.DatabaseURL == "" {
 		if c.DatabaseURL, err = fileVar(env, "DATABASE_URL_FILE"); err != nil {
-			return config{}, err
+			return err
 		}
 	}
 	for _, sec := range []struct {
@@ -252,9 +396,9 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		{&c.MetricsToken, secretVars[3]},
 	} {
 		for i, name := range append([]string{sec.v.name}, sec.v.old...) {
-			if *sec.dst = get(name, ""); *sec.dst == "" {
+			if *sec.dst = env.get(name, ""); *sec.dst == "" {
 				if *sec.dst, err = fileVar(env, name+"_FILE"); err != nil {
-					return config{}, err
+					return err
 				}
 			}
 			if *sec.dst != "" {
@@ -265,14 +409,17 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 			}
 		}
 	}
-	if c.PublicURL == "" {
-		c.PublicURL = "http://" + c.Addr
-	}
-	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
-	tokens := get("TURND_API_TOKENS", "")
+	return nil
+}
+
+// readTokens reads the API tokens from the environment or the file it
+// names.
+func (c *config) readTokens(env envLookup) error {
+	tokens := env.get("TURND_API_TOKENS", "")
 	if tokens == "" {
+		var err error
 		if tokens, err = fileVar(env, "TURND_API_TOKENS_FILE"); err != nil {
-			return config{}, err
+			return err
 		}
 	}
 	for _, t := range strings.FieldsFunc(tokens, func(r rune) bool { return r == ',' || r == '\n' }) {
@@ -280,25 +427,30 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 			c.Tokens = append(c.Tokens, t)
 		}
 	}
-	for _, h := range splitList(allowedHosts) {
+	return nil
+}
+
+// parseAccessFlags sets the hosts and origins served and the networks
+// callbacks may and may not reach.
+func (c *config) parseAccessFlags(t flagText) error {
+	for _, h := range splitList(t.allowedHosts) {
 		if strings.ContainsAny(h, "/ *") {
-			return config{}, usageError{fmt.Sprintf("allowed-hosts: %q is not a host name (no scheme, path or wildcard)", h)}
+			return usageError{fmt.Sprintf("allowed-hosts: %q is not a host name (no scheme, path or wildcard)", h)}
 		}
 		c.AllowedHosts = append(c.AllowedHosts, h)
 	}
-	for _, o := range splitList(corsOrigins) {
+	for _, o := range splitList(t.corsOrigins) {
 		if err := checkOrigin(o); err != nil {
-			return config{}, usageError{fmt.Sprintf("cors-origins: %q %v", o, err)}
+			return usageError{fmt.Sprintf("cors-origins: %q %v", o, err)}
 		}
 		c.CORSOrigins = append(c.CORSOrigins, strings.TrimRight(o, "/"))
 	}
-	if c.CallbackAllowNets, err = parseNets("callback-allow-nets", callbackAllow); err != nil {
-		return config{}, err
+	var err error
+	if c.CallbackAllowNets, err = parseNets("callback-allow-nets", t.callbackAllow); err != nil {
+		return err
 	}
-	if c.CallbackDenyNets, err = parseNets("callback-deny-nets", callbackDeny); err != nil {
-		return config{}, err
-	}
-	return c, nil
+	c.CallbackDenyNets, err = parseNets("callback-deny-nets", t.callbackDeny)
+	return err
 }
 
 // splitList splits a comma-separated setting, dropping empty items.
