@@ -63,13 +63,8 @@ func toSessionWire(s turn.Session) sessionWire {
 		Metadata:  s.Metadata,
 		CreatedAt: s.CreatedAt.UTC(),
 	}
-	if s.CallbackURL != "" {
-		cb := s.CallbackURL
-		out.CallbackURL = &cb
-	}
-	if len(out.Metadata) == 0 {
-		out.Metadata = json.RawMessage("null")
-	}
+	out.CallbackURL = strPtr(s.CallbackURL)
+	out.Metadata = rawOr(out.Metadata, "null")
 	return out
 }
 
@@ -158,17 +153,9 @@ func toTurnWire(t turn.Turn) turnWire {
 			StartedAt:     timePtr(r.StartedAt),
 			FinishedAt:    timePtr(r.FinishedAt),
 		}
-		if len(rw.Output) == 0 {
-			rw.Output = json.RawMessage("null")
-		}
-		if r.OutputID != "" {
-			id := r.OutputID
-			rw.OutputID = &id
-		}
-		if r.ReplayedFrom != "" {
-			from := r.ReplayedFrom
-			rw.ReplayedFrom = &from
-		}
+		rw.Output = rawOr(rw.Output, "null")
+		rw.OutputID = strPtr(r.OutputID)
+		rw.ReplayedFrom = strPtr(r.ReplayedFrom)
 		out.Results = append(out.Results, rw)
 	}
 	return out
@@ -185,13 +172,8 @@ type lineWire struct {
 
 func toLineWire(l turn.Line) lineWire {
 	out := lineWire{Seq: l.Seq, TurnID: l.TurnID, Kind: string(l.Kind), At: l.At.UTC(), Data: l.Data}
-	if l.CallID != "" {
-		id := l.CallID
-		out.CallID = &id
-	}
-	if len(out.Data) == 0 {
-		out.Data = json.RawMessage("{}")
-	}
+	out.CallID = strPtr(l.CallID)
+	out.Data = rawOr(out.Data, "{}")
 	return out
 }
 
@@ -335,4 +317,21 @@ func preferences(r *http.Request) map[string]string {
 		}
 	}
 	return out
+}
+
+// strPtr is s for an optional wire field: nil (JSON null) when s is empty.
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// rawOr is r, or def when r is empty: the JSON a wire field holds for a
+// value the store kept none of.
+func rawOr(r json.RawMessage, def string) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage(def)
+	}
+	return r
 }
