@@ -150,39 +150,25 @@ func TestMigrateFromVersion1(t *testing.T) {
 	checkUpgrade(t, s)
 }
 
-// checkUpgrade checks that s, at version 1, migrates to the latest version
-// with its data — a session, a running turn with a result, ledger lines
-// with and without data — and that the stores' writes work on the result.
-// The data is written with version 1's SQL, as that release wrote it.
+// checkUpgrade runs storetest.CheckUpgrade on s, at version 1.
 func checkUpgrade(t *testing.T, s *postgres.Store) {
 	t.Helper()
-	ctx := t.Context()
-	if current, _, err := s.SchemaVersion(ctx); err != nil || current != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", current, err)
+	exec := func(ctx context.Context, sql string, args ...any) error {
+		_, err := s.Pool().Exec(ctx, sql, args...)
+		return err
 	}
-	if err := s.Ping(ctx); !errors.Is(err, migrations.ErrSchemaBehind) {
-		t.Fatalf("Ping at version 1: %v, want ErrSchemaBehind", err)
-	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	data := storetest.UpgradeLineData
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', $1, 2)`, []any{now}},
-		{`INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
-VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', $1, 'owner', $2)`, []any{now, now.Add(time.Hour)}},
-		{`INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
-VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, []any{now}},
-		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', $1, $2)`, []any{now, data}},
-		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', $1)`, []any{now.Add(time.Second)}},
-	} {
-		if _, err := s.Pool().Exec(ctx, q.sql, q.args...); err != nil {
-			t.Fatalf("writing version 1 data: %v\n%s", err, q.sql)
+	storetest.CheckUpgrade(t, s, exec, func(now time.Time) []storetest.Statement {
+		data := storetest.UpgradeLineData
+		return []storetest.Statement{
+			{SQL: `INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', $1, 2)`, Args: []any{now}},
+			{SQL: `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
+VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', $1, 'owner', $2)`, Args: []any{now, now.Add(time.Hour)}},
+			{SQL: `INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
+VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, Args: []any{now}},
+			{SQL: `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', $1, $2)`, Args: []any{now, data}},
+			{SQL: `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', $1)`, Args: []any{now.Add(time.Second)}},
 		}
-	}
-
-	storetest.CheckUpgraded(t, s, now)
+	})
 }
 
 // TestIndexedIDsCompareAsBytes: every collatable key of every index (a
