@@ -527,47 +527,24 @@ func TestProviderTools(t *testing.T) {
 		query string
 		want  []string
 	}{{"", all}, {"&session_id=narrow", []string{"echo", "search"}}} {
-		r := s.do("GET", "/v1/tools?format=openai.chat"+tc.query, nil)
-		var chat []openai.ChatCompletionToolUnionParam
-		r.json(t, &chat)
-		var names []string
-		for _, tool := range chat {
-			names = append(names, tool.OfFunction.Function.Name)
+		checkToolNames(t, s, "openai.chat", tc.query, tc.want, func(tool openai.ChatCompletionToolUnionParam) string {
 			if tool.OfFunction.Function.Name == "search" && tool.OfFunction.Function.Description.Value != "Search the docs" {
 				t.Errorf("search description %q", tool.OfFunction.Function.Description.Value)
 			}
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Errorf("openai.chat%s: %v, want %v", tc.query, names, tc.want)
-		}
-
-		r = s.do("GET", "/v1/tools?format=openai.responses"+tc.query, nil)
-		var resp []responses.ToolUnionParam
-		r.json(t, &resp)
-		names = nil
-		for _, tool := range resp {
-			names = append(names, tool.OfFunction.Name)
+			return tool.OfFunction.Function.Name
+		})
+		checkToolNames(t, s, "openai.responses", tc.query, tc.want, func(tool responses.ToolUnionParam) string {
 			if tool.OfFunction.Name == "search" && tool.OfFunction.Parameters["required"] == nil {
 				t.Errorf("search parameters %v", tool.OfFunction.Parameters)
 			}
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Errorf("openai.responses%s: %v, want %v", tc.query, names, tc.want)
-		}
-
-		r = s.do("GET", "/v1/tools?format=anthropic.messages"+tc.query, nil)
-		var claude []anthropic.ToolUnionParam
-		r.json(t, &claude)
-		names = nil
-		for _, tool := range claude {
-			names = append(names, tool.OfTool.Name)
+			return tool.OfFunction.Name
+		})
+		checkToolNames(t, s, "anthropic.messages", tc.query, tc.want, func(tool anthropic.ToolUnionParam) string {
 			if tool.OfTool.Name == "search" && tool.OfTool.InputSchema.Required[0] != "q" {
 				t.Errorf("search input_schema %+v", tool.OfTool.InputSchema)
 			}
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Errorf("anthropic.messages%s: %v, want %v", tc.query, names, tc.want)
-		}
+			return tool.OfTool.Name
+		})
 	}
 	// The native listing takes the session filter too.
 	var native struct {
@@ -665,5 +642,21 @@ func TestProviderOutputIsProjected(t *testing.T) {
 	out := items[0].OfFunctionCallOutput.Output.OfString.Value
 	if len(out) > 256 || !strings.Contains(out, "truncated") {
 		t.Fatalf("the rendering is not the projection (%d bytes): %q", len(out), out)
+	}
+}
+
+// checkToolNames lists the tools in format (with query's filters) and checks
+// their names, in order, against want; name checks each tool and says its
+// name.
+func checkToolNames[T any](t *testing.T, s *stack, format, query string, want []string, name func(T) string) {
+	t.Helper()
+	var tools []T
+	s.do("GET", "/v1/tools?format="+format+query, nil).json(t, &tools)
+	var names []string
+	for _, tool := range tools {
+		names = append(names, name(tool))
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("%s%s: %v, want %v", format, query, names, want)
 	}
 }

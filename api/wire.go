@@ -218,29 +218,21 @@ func decodeJSONFrom(body io.Reader, v any) error {
 func decodeStream(body io.Reader, v any) error {
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return errBodyTooLarge(tooLarge.Limit)
-		case isTimeout(err):
-			return errReadTimeout()
-		case errors.Is(err, io.EOF):
-			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
-		default:
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) {
-				return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value))
-			}
-			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not valid JSON: "+err.Error())
+		if e := bodyReadLimit(err); e != nil {
+			return e
 		}
+		if errors.Is(err, io.EOF) {
+			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
+		}
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value))
+		}
+		return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not valid JSON: "+err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return errBodyTooLarge(tooLarge.Limit)
-		case isTimeout(err):
-			return errReadTimeout()
+		if e := bodyReadLimit(err); e != nil {
+			return e
 		}
 		return errHTTP(http.StatusBadRequest, "malformed_json", "unexpected data after the JSON value")
 	}
@@ -250,6 +242,16 @@ func decodeStream(body io.Reader, v any) error {
 // readBodyError maps an error reading a request body to its answer: 413
 // past the limit, 408 when the body came too slowly, else 400.
 func readBodyError(err error) error {
+	if e := bodyReadLimit(err); e != nil {
+		return e
+	}
+	return errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+}
+
+// bodyReadLimit is the answer to an error reading a request body that hit
+// a limit — 413 past the size limit, 408 when the body came too slowly —
+// and nil for any other error.
+func bodyReadLimit(err error) error {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -257,7 +259,7 @@ func readBodyError(err error) error {
 	case isTimeout(err):
 		return errReadTimeout()
 	}
-	return errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+	return nil
 }
 
 // isTimeout reports whether err is a read deadline passing (the server's
