@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,9 +17,7 @@ import (
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/completion"
-	"github.com/turnd/turnd/internal/pgtest"
-	"github.com/turnd/turnd/store/postgres"
-	"github.com/turnd/turnd/store/sqlite"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
@@ -32,18 +29,8 @@ var stores = []struct {
 	name string
 	open func(t *testing.T) turn.Store
 }{
-	{"sqlite", func(t *testing.T) turn.Store {
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "turnd.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}},
-	{"postgres", func(t *testing.T) turn.Store { return pgtest.StoreWith(t, postgres.Options{MaxConns: 8}) }},
+	{"sqlite", func(t *testing.T) turn.Store { return teststores.SQLite(t) }},
+	{"postgres", func(t *testing.T) turn.Store { return teststores.Postgres(t) }},
 }
 
 // stack is a whole turnd on loopback: a real HTTP server over the service

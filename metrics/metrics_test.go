@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,9 +22,9 @@ import (
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/metrics"
 	"github.com/turnd/turnd/store/postgres"
-	"github.com/turnd/turnd/store/sqlite"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
@@ -72,17 +71,7 @@ var stores = []struct {
 	name string
 	open func(t *testing.T) turn.Store
 }{
-	{"sqlite", func(t *testing.T) turn.Store {
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "turnd.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		if err := st.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}},
+	{"sqlite", func(t *testing.T) turn.Store { return teststores.SQLite(t) }},
 	{"postgres", func(t *testing.T) turn.Store { return openPostgres(t, pgtest.URL(t)) }},
 }
 
