@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -124,7 +125,7 @@ func checkAnswers(t *testing.T, got []string, texts map[string]string, isError m
 
 func TestOpenAIChatRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// The completion as the SDK receives it from the model API.
 		completion := openai.ChatCompletion{ID: "chatcmpl-rt1", Object: "chat.completion", Model: "gpt-test", Created: 1}
@@ -187,7 +188,7 @@ func TestOpenAIChatRoundTrip(t *testing.T) {
 
 func TestOpenAIResponsesRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// The response as the SDK receives it: built as JSON, decoded by
 		// the SDK, posted as its raw JSON.
@@ -248,7 +249,7 @@ func TestOpenAIResponsesRoundTrip(t *testing.T) {
 
 func TestAnthropicMessagesRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// The message as the SDK receives it.
 		content := []map[string]any{{"type": "text", "text": "Let me check."}}
@@ -343,7 +344,7 @@ func TestAnthropicMessagesRoundTrip(t *testing.T) {
 // the result arrives, and the same renderings on every read.
 func TestPendingPlaceholders(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		for _, tc := range []struct {
 			format string
@@ -518,7 +519,7 @@ func TestPendingPlaceholders(t *testing.T) {
 
 func TestProviderTools(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	if r := s.do("POST", "/v1/sessions", `{"id":"narrow","tools":["echo","search"]}`); r.status != 201 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
@@ -558,7 +559,7 @@ func TestProviderTools(t *testing.T) {
 
 func TestProviderBadInput(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		okChat := `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"now","arguments":"{}"}}]}`
 		if r := s.do("POST", "/v1/sessions/done/turns?format=openai.chat&turn_id=t1", okChat); r.status != 200 {
@@ -628,7 +629,7 @@ func TestProviderBadInput(t *testing.T) {
 // projection of an oversized output, not the output.
 func TestProviderOutputIsProjected(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	if r := s.do("POST", "/v1/sessions", `{"id":"small","budget":{"limit":64}}`); r.status != 201 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}

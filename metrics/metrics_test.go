@@ -66,15 +66,6 @@ type rig struct {
 	events chan event
 }
 
-// stores open a fresh, migrated store of each kind.
-var stores = []struct {
-	name string
-	open func(t *testing.T) turn.Store
-}{
-	{"sqlite", func(t *testing.T) turn.Store { return teststores.SQLite(t) }},
-	{"postgres", func(t *testing.T) turn.Store { return openPostgres(t, pgtest.URL(t)) }},
-}
-
 func openPostgres(t *testing.T, url string) turn.Store {
 	t.Helper()
 	st, err := postgres.Open(context.Background(), url, postgres.Options{MaxConns: 8})
@@ -264,12 +255,9 @@ func value(mfs map[string]*dto.MetricFamily, name string, labels ...string) floa
 // every kind through the HTTP API and checks what /metrics then says.
 func TestScrapeAfterWorkload(t *testing.T) {
 	t.Parallel()
-	for _, s := range stores {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			scrapeAfterWorkload(t, newRig(t, s.open(t)))
-		})
-	}
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		scrapeAfterWorkload(t, newRig(t, open(t)))
+	})
 }
 
 // TestPendingAcrossReplicas: turnd_pending_calls counts the calls parked

@@ -46,3 +46,15 @@ var Kinds = []Kind{
 	{"sqlite", func(t testing.TB) turn.Store { return SQLite(t) }},
 	{"postgres", func(t testing.TB) turn.Store { return Postgres(t) }},
 }
+
+// Each runs f as a parallel subtest of t for each kind of store, named for
+// the kind, with the kind's Open.
+func Each(t *testing.T, f func(t *testing.T, open func(testing.TB) turn.Store)) {
+	t.Helper()
+	for _, k := range Kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, k.Open)
+		})
+	}
+}
