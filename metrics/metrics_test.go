@@ -66,6 +66,7 @@ type rig struct {
 	events chan event
 }
 
+// openPostgres opens a store on url, a schema pgtest.URL made and migrated.
 func openPostgres(t *testing.T, url string) turn.Store {
 	t.Helper()
 	st, err := postgres.Open(context.Background(), url, postgres.Options{MaxConns: 8})
@@ -73,9 +74,6 @@ func openPostgres(t *testing.T, url string) turn.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	return st
 }
 
