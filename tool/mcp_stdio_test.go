@@ -47,21 +47,7 @@ func stdioConfig(t *testing.T, env map[string]string, extra string) string {
 // openStdio opens a config with fast restarts and a short stop grace.
 func openStdio(t *testing.T, cfg string, env map[string]string, backoff time.Duration) (*Live, *logBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
-	opts := Options{
-		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Env:          func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		mcpBackoff:   backoff,
-		mcpStopGrace: time.Second,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := Open(ctx, writeConfig(t, t.TempDir(), cfg), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	return l, logs
+	return openLogged(t, cfg, 30*time.Second, Options{Env: mapEnv(env), mcpBackoff: backoff, mcpStopGrace: time.Second})
 }
 
 // serverOf is the Live's first MCP server.

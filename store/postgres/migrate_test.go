@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/testnet"
 	"github.com/turnd/turnd/migrations"
 	"github.com/turnd/turnd/migrations/migrationstest"
 	"github.com/turnd/turnd/store/postgres"
@@ -113,15 +113,10 @@ func TestSearchPathIsolation(t *testing.T) {
 // A server nobody listens on is unavailable, not some other failure.
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testnet.ClosedAddr(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err = postgres.Open(ctx, "postgres://turnd@"+addr+"/postgres?sslmode=disable", postgres.Options{ConnectTimeout: 2 * time.Second})
+	_, err := postgres.Open(ctx, "postgres://turnd@"+addr+"/postgres?sslmode=disable", postgres.Options{ConnectTimeout: 2 * time.Second})
 	if !errors.Is(err, turn.ErrUnavailable) {
 		t.Fatalf("Open of a closed port: %v, want ErrUnavailable", err)
 	}
