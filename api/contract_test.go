@@ -760,14 +760,7 @@ func TestContractCheckerOnServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var body io.Reader
-			if tt.body != "" {
-				body = strings.NewReader(tt.body)
-			}
-			req, err := http.NewRequestWithContext(t.Context(), tt.method, "http://turnd.test"+tt.path, body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			req := testRequest(t, tt.method, tt.path, tt.body)
 			if tt.method == "POST" {
 				req.Header.Set("Content-Type", "application/json")
 			}
@@ -1090,16 +1083,9 @@ func TestContractCheckerCatchesMismatches(t *testing.T) {
 					Body: io.NopCloser(strings.NewReader(tt.respBody)), ContentLength: int64(len(tt.respBody)),
 				}, nil
 			})
-			var body io.Reader
-			if tt.body != "" {
-				body = strings.NewReader(tt.body)
-			}
-			req, err := http.NewRequestWithContext(t.Context(), tt.method, "http://turnd.test"+tt.path, body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			req := testRequest(t, tt.method, tt.path, tt.body)
 			req.Header.Set("Authorization", "Bearer any")
-			if body != nil {
+			if tt.body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
 			resp, err := c.Transport(canned).RoundTrip(req)
@@ -1130,4 +1116,19 @@ func init() {
 	}
 	openapi3filter.RegisterBodyDecoder("text/event-stream", text)
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", text)
+}
+
+// testRequest is a request to turnd.test of method, path and body (none
+// when empty), bound to the test's context.
+func testRequest(t *testing.T, method, path, body string) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://turnd.test"+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
