@@ -22,6 +22,7 @@ import (
 
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/internal/testnet"
+	"github.com/turnd/turnd/internal/testproc"
 )
 
 // The interop tests run turnd's MCP client against servers written by
@@ -348,7 +349,7 @@ func waitGroupGone(t *testing.T, pgid int) {
 func groupMembers(pgid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		if gone(pgid) {
+		if testproc.Gone(pgid) {
 			return nil
 		}
 		return []int{pgid}
