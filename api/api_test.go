@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,33 +17,12 @@ import (
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/completion"
-	"github.com/turnd/turnd/internal/pgtest"
-	"github.com/turnd/turnd/store/postgres"
-	"github.com/turnd/turnd/store/sqlite"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// stores are the store implementations every functional test runs against.
-var stores = []struct {
-	name string
-	open func(t *testing.T) turn.Store
-}{
-	{"sqlite", func(t *testing.T) turn.Store {
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "turnd.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return st
-	}},
-	{"postgres", func(t *testing.T) turn.Store { return pgtest.StoreWith(t, postgres.Options{MaxConns: 8}) }},
-}
 
 // stack is a whole turnd on loopback: a real HTTP server over the service
 // over a real store, with the builtin tools and HTTP tools served by a
@@ -119,7 +97,7 @@ func newToolServer(t testing.TB) *toolServer {
 	return ts
 }
 
-func newStack(t *testing.T, open func(*testing.T) turn.Store, o stackOptions) *stack {
+func newStack(t *testing.T, open func(testing.TB) turn.Store, o stackOptions) *stack {
 	t.Helper()
 	return stackOn(t, open(t), o)
 }
@@ -285,18 +263,9 @@ func summary(t wireTurn) string {
 	return strings.Join(parts, " ")
 }
 
-func forEachStore(t *testing.T, f func(t *testing.T, open func(*testing.T) turn.Store)) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, st.open)
-		})
-	}
-}
-
 func TestQuickStartTurn(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		if r := s.do("POST", "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`); r.status != 201 {
 			t.Fatalf("create session: %d %s", r.status, r.body)
@@ -398,7 +367,7 @@ func TestQuickStartTurn(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		many := make([]map[string]any, 129)
 		for i := range many {
@@ -451,7 +420,7 @@ func TestBadInput(t *testing.T) {
 
 func TestRefusedCallsAreResults(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		if r := s.do("POST", "/v1/sessions", `{"id":"narrow","tools":["echo","search"]}`); r.status != 201 {
 			t.Fatalf("%d %s", r.status, r.body)
@@ -476,7 +445,7 @@ func TestRefusedCallsAreResults(t *testing.T) {
 
 func TestToolFailures(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		r := s.do("POST", "/v1/sessions/s/turns", `{"calls":[{"id":"a","name":"flaky"},{"id":"b","name":"down"},{"id":"c","name":"big"}]}`)
 		var tr wireTurn
@@ -500,7 +469,7 @@ func TestToolFailures(t *testing.T) {
 
 func TestAuthAndAsync(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{tokens: []string{"secret-1", "secret-2"}})
 		s.token = "wrong"
 		if r := s.do("GET", "/v1/tools", nil); r.status != 401 || r.code(t) != "unauthorized" || r.header.Get("WWW-Authenticate") == "" {
@@ -539,7 +508,7 @@ func TestAuthAndAsync(t *testing.T) {
 
 func TestRecordedCallIDsReplayAcrossTurns(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		s.do("POST", "/v1/sessions/s/turns", `{"id":"t1","calls":[{"id":"a","name":"search","arguments":{"q":"x"}}]}`)
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t2","calls":[{"id":"a","name":"search","arguments":{"q":"x"}},{"id":"b","name":"search","arguments":{"q":"y"}}]}`)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -13,7 +14,7 @@ import (
 // state change, never a 500.
 func TestBadBytes(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		const bad = "\xff\xfe"
 		var sessions []string
@@ -85,7 +86,7 @@ func TestBadBytes(t *testing.T) {
 // leaves the call pending, on both stores.
 func TestBadBytesInCompletions(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"d","name":"deferred","arguments":{"deadline":"1h"}}]}`)
 		if r.status != 202 {

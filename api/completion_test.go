@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
 func TestDeferredLoopOverHTTP(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"a","name":"echo","arguments":{"x":1}},{"id":"d","name":"deferred","arguments":{"deadline":"1h"}}]}`)
 		var tr wireTurn
@@ -88,7 +89,7 @@ func TestDeferredLoopOverHTTP(t *testing.T) {
 
 func TestCancelAndLateDelivery(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"d","name":"deferred","arguments":{"on_cancel":"ignore"}}]}`)
 		key := (<-s.tools.keys)[0]
@@ -118,7 +119,7 @@ func TestCancelAndLateDelivery(t *testing.T) {
 func TestSignedDeliveries(t *testing.T) {
 	t.Parallel()
 	secret := "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	s := newStack(t, stores[0].open, stackOptions{signingSecret: secret})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{signingSecret: secret})
 	s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"d","name":"deferred"}]}`)
 	key := (<-s.tools.keys)[0]
 	body := `{"output":"signed"}`

@@ -178,38 +178,39 @@ func (c *contractChecker) roundTrip(base http.RoundTripper, req *http.Request) (
 		}
 		body = b
 	}
-	withBody := func(r *http.Request) *http.Request {
-		if body != nil {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		}
-		return r
-	}
-
-	// The validator's copy of the request, on the document's server.
-	vreq := withBody(req.Clone(req.Context()))
-	u := *req.URL
-	u.Scheme, u.Host = c.server.Scheme, c.server.Host
-	vreq.URL, vreq.Host = &u, c.server.Host
-
-	route, pathParams, routeErr := c.router.FindRoute(vreq)
-	var in *openapi3filter.RequestValidationInput
-	var reqErr error
-	if routeErr == nil {
-		in = &openapi3filter.RequestValidationInput{
-			Request:    vreq,
-			PathParams: pathParams,
-			Route:      route,
-			Options:    c.options(),
-		}
-		reqErr = openapi3filter.ValidateRequest(req.Context(), in)
-	}
-
-	resp, err := base.RoundTrip(withBody(req.Clone(req.Context())))
+	in, routeErr, reqErr := c.validateRequest(req, body)
+	resp, err := base.RoundTrip(withBody(req.Clone(req.Context()), body))
 	if err != nil {
 		return nil, err
 	}
-	return c.checkExchange(req, resp, in, route != nil, routeErr, reqErr)
+	return c.checkExchange(req, resp, in, routeErr, reqErr)
+}
+
+// withBody is r with body as its body, read afresh by each reader (r as it
+// is for a nil body).
+func withBody(r *http.Request, body []byte) *http.Request {
+	if body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return r
+}
+
+// validateRequest validates req, whose body is body, against the document:
+// the request's route (in; nil when none matches, routeErr says why) and
+// what the validator found wrong with it (reqErr).
+func (c *contractChecker) validateRequest(req *http.Request, body []byte) (in *openapi3filter.RequestValidationInput, routeErr, reqErr error) {
+	// The validator's copy of the request, on the document's server.
+	vreq := withBody(req.Clone(req.Context()), body)
+	u := *req.URL
+	u.Scheme, u.Host = c.server.Scheme, c.server.Host
+	vreq.URL, vreq.Host = &u, c.server.Host
+	route, pathParams, routeErr := c.router.FindRoute(vreq)
+	if routeErr != nil {
+		return nil, routeErr, nil
+	}
+	in = &openapi3filter.RequestValidationInput{Request: vreq, PathParams: pathParams, Route: route, Options: c.options()}
+	return in, nil, openapi3filter.ValidateRequest(req.Context(), in)
 }
 
 // streamedBody reports whether req's body is a streamed turn, which the
@@ -239,25 +240,16 @@ func (c *contractChecker) roundTripStreamed(base http.RoundTripper, req *http.Re
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errReader{rerr}))
 		return resp, nil
 	}
-	vreq := req.Clone(req.Context())
 	body := copyBuf.Bytes()
-	vreq.Body = io.NopCloser(bytes.NewReader(body))
-	vreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	u := *req.URL
-	u.Scheme, u.Host = c.server.Scheme, c.server.Host
-	vreq.URL, vreq.Host = &u, c.server.Host
-	route, pathParams, routeErr := c.router.FindRoute(vreq)
-	var in *openapi3filter.RequestValidationInput
-	var reqErr error
-	if routeErr == nil {
-		in = &openapi3filter.RequestValidationInput{Request: vreq, PathParams: pathParams, Route: route, Options: c.options()}
-		reqErr = openapi3filter.ValidateRequest(req.Context(), in)
+	if body == nil {
+		body = []byte{}
 	}
-	return c.checkExchange(req, resp, in, route != nil, routeErr, reqErr)
+	in, routeErr, reqErr := c.validateRequest(req, body)
+	return c.checkExchange(req, resp, in, routeErr, reqErr)
 }
 
 // checkExchange checks an answered request against the document.
-func (c *contractChecker) checkExchange(req *http.Request, resp *http.Response, in *openapi3filter.RequestValidationInput, _ bool, routeErr, reqErr error) (*http.Response, error) {
+func (c *contractChecker) checkExchange(req *http.Request, resp *http.Response, in *openapi3filter.RequestValidationInput, routeErr, reqErr error) (*http.Response, error) {
 	data, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
@@ -768,14 +760,7 @@ func TestContractCheckerOnServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var body io.Reader
-			if tt.body != "" {
-				body = strings.NewReader(tt.body)
-			}
-			req, err := http.NewRequestWithContext(t.Context(), tt.method, "http://turnd.test"+tt.path, body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			req := testRequest(t, tt.method, tt.path, tt.body)
 			if tt.method == "POST" {
 				req.Header.Set("Content-Type", "application/json")
 			}
@@ -1098,16 +1083,9 @@ func TestContractCheckerCatchesMismatches(t *testing.T) {
 					Body: io.NopCloser(strings.NewReader(tt.respBody)), ContentLength: int64(len(tt.respBody)),
 				}, nil
 			})
-			var body io.Reader
-			if tt.body != "" {
-				body = strings.NewReader(tt.body)
-			}
-			req, err := http.NewRequestWithContext(t.Context(), tt.method, "http://turnd.test"+tt.path, body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			req := testRequest(t, tt.method, tt.path, tt.body)
 			req.Header.Set("Authorization", "Bearer any")
-			if body != nil {
+			if tt.body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
 			resp, err := c.Transport(canned).RoundTrip(req)
@@ -1138,4 +1116,19 @@ func init() {
 	}
 	openapi3filter.RegisterBodyDecoder("text/event-stream", text)
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", text)
+}
+
+// testRequest is a request to turnd.test of method, path and body (none
+// when empty), bound to the test's context.
+func testRequest(t *testing.T, method, path, body string) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://turnd.test"+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }

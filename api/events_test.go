@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -65,7 +66,7 @@ func readEvents(t *testing.T, s *stack, path, lastID string, out chan<- sseEvent
 
 func TestTurnEvents(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"a","name":"echo"},{"id":"d","name":"deferred"}]}`)
 		if r.status != 202 {

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -124,7 +125,7 @@ func checkAnswers(t *testing.T, got []string, texts map[string]string, isError m
 
 func TestOpenAIChatRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// The completion as the SDK receives it from the model API.
 		completion := openai.ChatCompletion{ID: "chatcmpl-rt1", Object: "chat.completion", Model: "gpt-test", Created: 1}
@@ -187,7 +188,7 @@ func TestOpenAIChatRoundTrip(t *testing.T) {
 
 func TestOpenAIResponsesRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// The response as the SDK receives it: built as JSON, decoded by
 		// the SDK, posted as its raw JSON.
@@ -248,7 +249,7 @@ func TestOpenAIResponsesRoundTrip(t *testing.T) {
 
 func TestAnthropicMessagesRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// The message as the SDK receives it.
 		content := []map[string]any{{"type": "text", "text": "Let me check."}}
@@ -343,7 +344,7 @@ func TestAnthropicMessagesRoundTrip(t *testing.T) {
 // the result arrives, and the same renderings on every read.
 func TestPendingPlaceholders(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		for _, tc := range []struct {
 			format string
@@ -518,7 +519,7 @@ func TestPendingPlaceholders(t *testing.T) {
 
 func TestProviderTools(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	if r := s.do("POST", "/v1/sessions", `{"id":"narrow","tools":["echo","search"]}`); r.status != 201 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
@@ -527,47 +528,24 @@ func TestProviderTools(t *testing.T) {
 		query string
 		want  []string
 	}{{"", all}, {"&session_id=narrow", []string{"echo", "search"}}} {
-		r := s.do("GET", "/v1/tools?format=openai.chat"+tc.query, nil)
-		var chat []openai.ChatCompletionToolUnionParam
-		r.json(t, &chat)
-		var names []string
-		for _, tool := range chat {
-			names = append(names, tool.OfFunction.Function.Name)
+		checkToolNames(t, s, "openai.chat", tc.query, tc.want, func(tool openai.ChatCompletionToolUnionParam) string {
 			if tool.OfFunction.Function.Name == "search" && tool.OfFunction.Function.Description.Value != "Search the docs" {
 				t.Errorf("search description %q", tool.OfFunction.Function.Description.Value)
 			}
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Errorf("openai.chat%s: %v, want %v", tc.query, names, tc.want)
-		}
-
-		r = s.do("GET", "/v1/tools?format=openai.responses"+tc.query, nil)
-		var resp []responses.ToolUnionParam
-		r.json(t, &resp)
-		names = nil
-		for _, tool := range resp {
-			names = append(names, tool.OfFunction.Name)
+			return tool.OfFunction.Function.Name
+		})
+		checkToolNames(t, s, "openai.responses", tc.query, tc.want, func(tool responses.ToolUnionParam) string {
 			if tool.OfFunction.Name == "search" && tool.OfFunction.Parameters["required"] == nil {
 				t.Errorf("search parameters %v", tool.OfFunction.Parameters)
 			}
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Errorf("openai.responses%s: %v, want %v", tc.query, names, tc.want)
-		}
-
-		r = s.do("GET", "/v1/tools?format=anthropic.messages"+tc.query, nil)
-		var claude []anthropic.ToolUnionParam
-		r.json(t, &claude)
-		names = nil
-		for _, tool := range claude {
-			names = append(names, tool.OfTool.Name)
+			return tool.OfFunction.Name
+		})
+		checkToolNames(t, s, "anthropic.messages", tc.query, tc.want, func(tool anthropic.ToolUnionParam) string {
 			if tool.OfTool.Name == "search" && tool.OfTool.InputSchema.Required[0] != "q" {
 				t.Errorf("search input_schema %+v", tool.OfTool.InputSchema)
 			}
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Errorf("anthropic.messages%s: %v, want %v", tc.query, names, tc.want)
-		}
+			return tool.OfTool.Name
+		})
 	}
 	// The native listing takes the session filter too.
 	var native struct {
@@ -581,7 +559,7 @@ func TestProviderTools(t *testing.T) {
 
 func TestProviderBadInput(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		okChat := `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"now","arguments":"{}"}}]}`
 		if r := s.do("POST", "/v1/sessions/done/turns?format=openai.chat&turn_id=t1", okChat); r.status != 200 {
@@ -651,7 +629,7 @@ func TestProviderBadInput(t *testing.T) {
 // projection of an oversized output, not the output.
 func TestProviderOutputIsProjected(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	if r := s.do("POST", "/v1/sessions", `{"id":"small","budget":{"limit":64}}`); r.status != 201 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
@@ -665,5 +643,21 @@ func TestProviderOutputIsProjected(t *testing.T) {
 	out := items[0].OfFunctionCallOutput.Output.OfString.Value
 	if len(out) > 256 || !strings.Contains(out, "truncated") {
 		t.Fatalf("the rendering is not the projection (%d bytes): %q", len(out), out)
+	}
+}
+
+// checkToolNames lists the tools in format (with query's filters) and checks
+// their names, in order, against want; name checks each tool and says its
+// name.
+func checkToolNames[T any](t *testing.T, s *stack, format, query string, want []string, name func(T) string) {
+	t.Helper()
+	var tools []T
+	s.do("GET", "/v1/tools?format="+format+query, nil).json(t, &tools)
+	var names []string
+	for _, tool := range tools {
+		names = append(names, name(tool))
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("%s%s: %v, want %v", format, query, names, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/api"
+	"github.com/turnd/turnd/internal/teststores"
 )
 
 // quickStart is the configuration `turnd serve` gives a loopback server
@@ -41,7 +42,7 @@ func problemCode(t *testing.T, resp *http.Response) string {
 // a foreign Origin) is refused before any route runs.
 func TestCrossSiteWritesRefused(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{config: quickStart})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{config: quickStart})
 	self := s.url // http://127.0.0.1:port
 	port := self[strings.LastIndex(self, ":")+1:]
 	turn := `{"calls":[{"id":"a","name":"echo","arguments":{"x":1}}]}`
@@ -133,7 +134,7 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 func TestCORSPreflight(t *testing.T) {
 	t.Parallel()
 	const app, evil = "https://app.example", "https://evil.example"
-	s := newStack(t, stores[0].open, stackOptions{
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{
 		tokens: []string{"a-token-of-enough-length-for-this-test"},
 		config: func(c *api.Config) { c.CORSOrigins = []string{app + "/", "http://localhost:5173"} },
 	})
@@ -210,7 +211,7 @@ func TestCORSPreflight(t *testing.T) {
 // would write in plain text are problems.
 func TestProblemsFromTheHTTPMachinery(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	t.Run("431", func(t *testing.T) {
 		r := s.do("GET", "/v1/tools", nil, "X-Big", strings.Repeat("x", 70<<10))
 		if r.status != 431 || r.code(t) != "headers_too_large" || r.header.Get("Content-Type") != "application/problem+json" {
@@ -239,7 +240,7 @@ func TestProblemsFromTheHTTPMachinery(t *testing.T) {
 // deadline answers 408, as a problem.
 func TestSlowBody(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{readTimeout: 300 * time.Millisecond})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{readTimeout: 300 * time.Millisecond})
 	u, err := url.Parse(s.url)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +273,7 @@ func TestSlowBody(t *testing.T) {
 // metadata service or link-local addresses.
 func TestCallbackURLBlocked(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	for i, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/", "http://metadata.google.internal/", "http://[fe80::1%25eth0]:8080/", "http://0.0.0.0:8080/"} {
 		id := "cb" + string(rune('a'+i))
 		r := s.do("POST", "/v1/sessions", map[string]any{"id": id, "callback_url": u})

@@ -5,13 +5,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/turnd/turnd/internal/teststores"
 )
 
 // HTTP conventions: a 405 lists the methods its resource allows (Allow),
 // and the answers that depend on Prefer say so (Vary: Prefer).
 func TestHTTPConventions(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stores[0].open, stackOptions{})
+	s := newStack(t, teststores.Kinds[0].Open, stackOptions{})
 	if r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t1","calls":[{"id":"a","name":"echo"}]}`); r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}

@@ -1,17 +1,13 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/turnd/turnd/internal/pgtest"
-	"github.com/turnd/turnd/store/postgres"
-	"github.com/turnd/turnd/store/sqlite"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -23,26 +19,9 @@ import (
 // stream and (with -benchmem) what reading it allocates in the process
 // (server and client).
 func BenchmarkLateLedgerPage(b *testing.B) {
-	opens := []struct {
-		name string
-		open func(testing.TB) turn.Store
-	}{
-		{"sqlite", func(tb testing.TB) turn.Store {
-			st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "turnd.db"))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if err := st.Migrate(context.Background()); err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(st.Close)
-			return st
-		}},
-		{"postgres", func(tb testing.TB) turn.Store { return pgtest.StoreWith(tb, postgres.Options{MaxConns: 8}) }},
-	}
-	for _, o := range opens {
-		b.Run(o.name, func(b *testing.B) {
-			s := stackOn(b, o.open(b), stackOptions{})
+	for _, o := range teststores.Kinds {
+		b.Run(o.Name, func(b *testing.B) {
+			s := stackOn(b, o.Open(b), stackOptions{})
 			if r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"d","name":"deferred","arguments":{"on_cancel":"ignore"}}]}`); r.status != 202 {
 				b.Fatalf("post: %d %s", r.status, r.body)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -72,7 +73,7 @@ func lateLines(t *testing.T, s *stack, sid string) []wireLine {
 // answers 410 completion_gone all the same.
 func TestLateDeliveriesRecordedOnce(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		key := cancelledKey(t, s, "s", `{"limit":1024}`)
 		big := strings.Repeat("x", 100_000)
@@ -131,7 +132,7 @@ func TestLateDeliveriesRecordedOnce(t *testing.T) {
 // a single line, and paging reads every line.
 func TestLedgerPageBytes(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		// A budget large enough that the late payloads are kept whole.
 		key := cancelledKey(t, s, "s", `{"limit":4194304,"max_lines":100000}`)
@@ -173,7 +174,7 @@ func TestLedgerPageBytes(t *testing.T) {
 // not the completion_late lines of deliveries that came after.
 func TestTurnEventsWithoutLateLines(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		key := cancelledKey(t, s, "s", `{}`)
 		if r := s.do("POST", "/v1/complete/"+key, `{"output":"late"}`); r.status != 410 {
@@ -203,7 +204,7 @@ func TestTurnEventsWithoutLateLines(t *testing.T) {
 // stream reads page after page up to turn_settled.
 func TestTurnEventsAcrossBytePages(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		ctx := t.Context()
 		now := time.Now().UTC()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -15,7 +16,7 @@ import (
 // completion key, and bad queries are 400 invalid_query.
 func TestListings(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		for i := range 7 {
 			if r := s.do("POST", "/v1/sessions", fmt.Sprintf(`{"id":"s%d"}`, i)); r.status != 201 {

@@ -48,25 +48,30 @@ func problemFor(err error) (status int, code, detail string) {
 			return http.StatusUnprocessableEntity, "too_many_calls", inv.Error()
 		}
 		return http.StatusUnprocessableEntity, "invalid_request", inv.Error()
-	case errors.Is(err, turn.ErrCompletionConflict):
-		return http.StatusConflict, "completion_conflict", "the key was already completed with a different payload"
-	case errors.Is(err, turn.ErrCompletionGone):
-		return http.StatusGone, "completion_gone", "the call timed out or was cancelled before this result arrived; the result is recorded in the ledger as completion_late"
-	case errors.Is(err, turn.ErrCompletionsDisabled):
-		return http.StatusNotFound, "not_found", "no such resource"
-	case errors.Is(err, turn.ErrTurnConflict):
-		return http.StatusConflict, "turn_conflict", "the turn id is already recorded with different calls"
-	case errors.Is(err, turn.ErrSessionExists):
-		return http.StatusConflict, "session_exists", "a session with this id already exists"
-	case errors.Is(err, turn.ErrNotFound):
-		return http.StatusNotFound, "not_found", "no such resource"
-	case errors.Is(err, turn.ErrShuttingDown):
-		return http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another replica"
-	case errors.Is(err, turn.ErrUnavailable):
-		return http.StatusServiceUnavailable, "store_unavailable", "the database is unavailable; retry later"
-	default:
-		return http.StatusInternalServerError, "internal", "internal error"
 	}
+	for _, p := range sentinelProblems {
+		if errors.Is(err, p.err) {
+			return p.status, p.code, p.detail
+		}
+	}
+	return http.StatusInternalServerError, "internal", "internal error"
+}
+
+// sentinelProblems are the domain's sentinel errors as HTTP, the first
+// match winning (so the order is the precedence where an error wraps two).
+var sentinelProblems = []struct {
+	err          error
+	status       int
+	code, detail string
+}{
+	{turn.ErrCompletionConflict, http.StatusConflict, "completion_conflict", "the key was already completed with a different payload"},
+	{turn.ErrCompletionGone, http.StatusGone, "completion_gone", "the call timed out or was cancelled before this result arrived; the result is recorded in the ledger as completion_late"},
+	{turn.ErrCompletionsDisabled, http.StatusNotFound, "not_found", "no such resource"},
+	{turn.ErrTurnConflict, http.StatusConflict, "turn_conflict", "the turn id is already recorded with different calls"},
+	{turn.ErrSessionExists, http.StatusConflict, "session_exists", "a session with this id already exists"},
+	{turn.ErrNotFound, http.StatusNotFound, "not_found", "no such resource"},
+	{turn.ErrShuttingDown, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another replica"},
+	{turn.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", "the database is unavailable; retry later"},
 }
 
 // httpError is an error raised by the HTTP layer itself (bad JSON, body too

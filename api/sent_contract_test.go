@@ -19,6 +19,7 @@ import (
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
@@ -87,7 +88,7 @@ func TestSentMessagesMatchSpec(t *testing.T) {
 		}
 	}
 
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		signer, err := completion.NewSigner("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/turnd/turnd/internal/streamfix"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -21,7 +22,7 @@ import (
 // turns streamed in a random format, in random chunks.
 func TestStreamedLedgerProperty(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		s := newStack(t, open, stackOptions{yaml: probeYAML(p)})
 		// The deferred tool's server reports each key; nobody completes them.

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/turnd/turnd/internal/streamfix"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -166,7 +167,7 @@ func renderedIDs(t *testing.T, format string, body []byte) []string {
 
 func TestStreamedProviderFormats(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		s := newStack(t, open, stackOptions{yaml: probeYAML(p)})
 		for _, pf := range providerFormats {
@@ -231,7 +232,7 @@ func TestStreamedProviderFormats(t *testing.T) {
 // random chunk sizes: the answer is the whole post's.
 func TestStreamedSplits(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		calls := []streamfix.Call{{ID: "a", Name: "echo", Arguments: `{"text":"é ☃ 𝄞"}`}, {ID: "b", Name: "now", Arguments: `{}`}}
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -269,7 +270,7 @@ func TestStreamedSplits(t *testing.T) {
 // nothing and answer 422 stream_incomplete; the turn id stays free.
 func TestStreamedProviderBroken(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		s := newStack(t, open, stackOptions{yaml: probeYAML(p)})
 		calls := []streamfix.Call{{ID: "h1", Name: "phold", Arguments: `{}`}, {ID: "r2", Name: "pread", Arguments: `{"q":"x"}`}}

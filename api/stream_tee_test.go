@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/turnd/turnd/internal/streamfix"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -69,7 +70,7 @@ func (c closeBoth) Close() error {
 
 func TestTeeRecipe(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		calls := []streamfix.Call{{ID: "call_a", Name: "echo", Arguments: `{"text":"from the stream"}`}, {ID: "call_b", Name: "now", Arguments: `{}`}}
 		// A stand-in for the Chat Completions API, streaming as it does.

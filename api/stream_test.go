@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/internal/streamfix"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/metrics"
 	"github.com/turnd/turnd/turn"
 )
@@ -283,7 +284,7 @@ func normalizeData(d, sid string) string {
 
 func TestStreamedNDJSON(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		reg := prometheus.NewRegistry()
 		m, err := metrics.New(reg, metrics.Options{})
@@ -419,7 +420,7 @@ func scrapeValue(t *testing.T, reg *prometheus.Registry, series string) float64 
 // call id was answered before replays instead of running.
 func TestStreamedNoEarlyStart(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		s := newStack(t, open, stackOptions{yaml: probeYAML(p)})
 		if r := s.do("POST", "/v1/sessions", `{"id":"g","tools":["pwrite","pread"]}`); r.status != 201 {
@@ -454,7 +455,7 @@ func TestStreamedNoEarlyStart(t *testing.T) {
 
 func TestStreamedBroken(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		s := newStack(t, open, stackOptions{yaml: probeYAML(p), config: func(c *api.Config) {
 			c.StreamIdleTimeout = 300 * time.Millisecond
@@ -541,7 +542,7 @@ func TestStreamedBroken(t *testing.T) {
 // Prefer: respond-async and pending=placeholder included.
 func TestStreamedAnswers(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		s := newStack(t, open, stackOptions{})
 		sp := s.stream("/v1/sessions/ans/turns", "application/x-ndjson", "Prefer", "respond-async")
 		sp.write(ndLine(map[string]any{"id": "async"}) + ndCall("e", "echo", `{"x":1}`))
@@ -581,7 +582,7 @@ func TestStreamedAnswers(t *testing.T) {
 // stream that keeps arriving; its own idle timeout governs it.
 func TestStreamedOutlastsReadTimeout(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open func(*testing.T) turn.Store) {
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		p := newProbe(t)
 		s := newStack(t, open, stackOptions{yaml: probeYAML(p), readTimeout: 200 * time.Millisecond})
 		sp := s.stream("/v1/sessions/long/turns", "application/x-ndjson")

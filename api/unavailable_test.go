@@ -49,7 +49,7 @@ func TestDatabaseUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/" + db
-	open := func(t *testing.T) turn.Store {
+	open := func(t testing.TB) turn.Store {
 		st, err := postgres.Open(ctx, u.String(), postgres.Options{MaxConns: 4})
 		if err != nil {
 			t.Fatal(err)

@@ -63,13 +63,8 @@ func toSessionWire(s turn.Session) sessionWire {
 		Metadata:  s.Metadata,
 		CreatedAt: s.CreatedAt.UTC(),
 	}
-	if s.CallbackURL != "" {
-		cb := s.CallbackURL
-		out.CallbackURL = &cb
-	}
-	if len(out.Metadata) == 0 {
-		out.Metadata = json.RawMessage("null")
-	}
+	out.CallbackURL = strPtr(s.CallbackURL)
+	out.Metadata = rawOr(out.Metadata, "null")
 	return out
 }
 
@@ -158,17 +153,9 @@ func toTurnWire(t turn.Turn) turnWire {
 			StartedAt:     timePtr(r.StartedAt),
 			FinishedAt:    timePtr(r.FinishedAt),
 		}
-		if len(rw.Output) == 0 {
-			rw.Output = json.RawMessage("null")
-		}
-		if r.OutputID != "" {
-			id := r.OutputID
-			rw.OutputID = &id
-		}
-		if r.ReplayedFrom != "" {
-			from := r.ReplayedFrom
-			rw.ReplayedFrom = &from
-		}
+		rw.Output = rawOr(rw.Output, "null")
+		rw.OutputID = strPtr(r.OutputID)
+		rw.ReplayedFrom = strPtr(r.ReplayedFrom)
 		out.Results = append(out.Results, rw)
 	}
 	return out
@@ -185,13 +172,8 @@ type lineWire struct {
 
 func toLineWire(l turn.Line) lineWire {
 	out := lineWire{Seq: l.Seq, TurnID: l.TurnID, Kind: string(l.Kind), At: l.At.UTC(), Data: l.Data}
-	if l.CallID != "" {
-		id := l.CallID
-		out.CallID = &id
-	}
-	if len(out.Data) == 0 {
-		out.Data = json.RawMessage("{}")
-	}
+	out.CallID = strPtr(l.CallID)
+	out.Data = rawOr(out.Data, "{}")
 	return out
 }
 
@@ -236,29 +218,21 @@ func decodeJSONFrom(body io.Reader, v any) error {
 func decodeStream(body io.Reader, v any) error {
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return errBodyTooLarge(tooLarge.Limit)
-		case isTimeout(err):
-			return errReadTimeout()
-		case errors.Is(err, io.EOF):
-			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
-		default:
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) {
-				return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value))
-			}
-			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not valid JSON: "+err.Error())
+		if e := bodyReadLimit(err); e != nil {
+			return e
 		}
+		if errors.Is(err, io.EOF) {
+			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
+		}
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value))
+		}
+		return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not valid JSON: "+err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return errBodyTooLarge(tooLarge.Limit)
-		case isTimeout(err):
-			return errReadTimeout()
+		if e := bodyReadLimit(err); e != nil {
+			return e
 		}
 		return errHTTP(http.StatusBadRequest, "malformed_json", "unexpected data after the JSON value")
 	}
@@ -268,6 +242,16 @@ func decodeStream(body io.Reader, v any) error {
 // readBodyError maps an error reading a request body to its answer: 413
 // past the limit, 408 when the body came too slowly, else 400.
 func readBodyError(err error) error {
+	if e := bodyReadLimit(err); e != nil {
+		return e
+	}
+	return errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+}
+
+// bodyReadLimit is the answer to an error reading a request body that hit
+// a limit — 413 past the size limit, 408 when the body came too slowly —
+// and nil for any other error.
+func bodyReadLimit(err error) error {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -275,7 +259,7 @@ func readBodyError(err error) error {
 	case isTimeout(err):
 		return errReadTimeout()
 	}
-	return errHTTP(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+	return nil
 }
 
 // isTimeout reports whether err is a read deadline passing (the server's
@@ -335,4 +319,21 @@ func preferences(r *http.Request) map[string]string {
 		}
 	}
 	return out
+}
+
+// strPtr is s for an optional wire field: nil (JSON null) when s is empty.
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// rawOr is r, or def when r is empty: the JSON a wire field holds for a
+// value the store kept none of.
+func rawOr(r json.RawMessage, def string) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage(def)
+	}
+	return r
 }

@@ -359,20 +359,15 @@ func randomJSON(rng *rand.Rand, depth int) string {
 
 func TestProjectJSONRandom(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(6) {
-		t.Run("", func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(seed, 99))
-			for range 200 {
-				raw := randomJSON(rng, 1+rng.IntN(3))
-				for range 3 {
-					p := exact(t, rng.IntN(len(raw)+50), 1+rng.IntN(3), []Mode{ModeBytes, ModeTokens}[rng.IntN(2)],
-						[]Window{WindowHead, WindowTail, WindowHeadTail}[rng.IntN(3)], float64(rng.IntN(11))/10)
-					projectJSON(t, p, raw)
-				}
+	eachSeed(t, 6, 99, func(t *testing.T, rng *rand.Rand) {
+		for range 200 {
+			raw := randomJSON(rng, 1+rng.IntN(3))
+			for range 3 {
+				p := randomProjectorWithin(t, rng, rng.IntN(len(raw)+50), 1+rng.IntN(3))
+				projectJSON(t, p, raw)
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestProjectJSONDoesNotAlias(t *testing.T) {

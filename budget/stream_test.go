@@ -24,9 +24,28 @@ func randomText(rng *rand.Rand, maxPieces int) []byte {
 
 func randomProjector(t testing.TB, rng *rand.Rand) *Projector {
 	t.Helper()
+	return randomProjectorWithin(t, rng, rng.IntN(60), rng.IntN(8))
+}
+
+// randomProjectorWithin is a projector of limit and maxLines with a random
+// mode, window and head share.
+func randomProjectorWithin(t testing.TB, rng *rand.Rand, limit, maxLines int) *Projector {
+	t.Helper()
 	modes := []Mode{ModeBytes, ModeTokens}
 	windows := []Window{WindowHead, WindowTail, WindowHeadTail}
-	return exact(t, rng.IntN(60), rng.IntN(8), modes[rng.IntN(2)], windows[rng.IntN(3)], float64(rng.IntN(11))/10)
+	return exact(t, limit, maxLines, modes[rng.IntN(2)], windows[rng.IntN(3)], float64(rng.IntN(11))/10)
+}
+
+// eachSeed runs f as n parallel subtests, each with a generator of its own
+// seed (0 to n-1) on stream.
+func eachSeed(t *testing.T, n, stream uint64, f func(t *testing.T, rng *rand.Rand)) {
+	t.Helper()
+	for seed := range n {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			f(t, rand.New(rand.NewPCG(seed, stream)))
+		})
+	}
 }
 
 // writeChunked writes b to w in random chunks.
@@ -43,29 +62,25 @@ func writeChunked(t testing.TB, rng *rand.Rand, w io.Writer, b []byte) {
 
 func TestStreamMatchesProject(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(8) {
-		t.Run("", func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(seed, 42))
-			for range 1000 {
-				p := randomProjector(t, rng)
-				in := randomText(rng, 120)
-				want := p.Project(in)
-				checkText(t, p, in, want)
+	eachSeed(t, 8, 42, func(t *testing.T, rng *rand.Rand) {
+		for range 1000 {
+			p := randomProjector(t, rng)
+			in := randomText(rng, 120)
+			want := p.Project(in)
+			checkText(t, p, in, want)
 
-				s := p.NewStream()
-				half := rng.IntN(len(in) + 1)
-				writeChunked(t, rng, s, in[:half])
-				if mid := s.Result(); !reflect.DeepEqual(mid, p.Project(in[:half])) {
-					t.Fatalf("mid-stream result differs for %q", in[:half])
-				}
-				writeChunked(t, rng, s, in[half:])
-				if got := s.Result(); !reflect.DeepEqual(got, want) {
-					t.Fatalf("config %+v, input %q:\nstream  %+v\nproject %+v", p.Config(), in, got, want)
-				}
+			s := p.NewStream()
+			half := rng.IntN(len(in) + 1)
+			writeChunked(t, rng, s, in[:half])
+			if mid := s.Result(); !reflect.DeepEqual(mid, p.Project(in[:half])) {
+				t.Fatalf("mid-stream result differs for %q", in[:half])
 			}
-		})
-	}
+			writeChunked(t, rng, s, in[half:])
+			if got := s.Result(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("config %+v, input %q:\nstream  %+v\nproject %+v", p.Config(), in, got, want)
+			}
+		}
+	})
 }
 
 func TestProjectReader(t *testing.T) {

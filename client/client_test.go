@@ -14,16 +14,24 @@ import (
 
 func TestAgainstServer(t *testing.T) {
 	t.Parallel()
+	againstEachStore(t, func(t *testing.T, srv *server, c *client.Client) {
+		t.Run("PostTurn", func(t *testing.T) { testPostTurn(t, c) })
+		t.Run("Errors", func(t *testing.T) { testErrors(t, c) })
+		t.Run("Deferred", func(t *testing.T) { testDeferred(t, srv, c) })
+		t.Run("Provider", func(t *testing.T) { testProvider(t, srv, c) })
+		t.Run("Listing", func(t *testing.T) { testListing(t, c) })
+	})
+}
+
+// againstEachStore runs f as a parallel subtest against a turnd of its own
+// on each store, with a client of it.
+func againstEachStore(t *testing.T, f func(t *testing.T, srv *server, c *client.Client)) {
+	t.Helper()
 	for _, st := range stores() {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t, st)
-			c := newClient(t, srv.URL)
-			t.Run("PostTurn", func(t *testing.T) { testPostTurn(t, c) })
-			t.Run("Errors", func(t *testing.T) { testErrors(t, c) })
-			t.Run("Deferred", func(t *testing.T) { testDeferred(t, srv, c) })
-			t.Run("Provider", func(t *testing.T) { testProvider(t, srv, c) })
-			t.Run("Listing", func(t *testing.T) { testListing(t, c) })
+			f(t, srv, newClient(t, srv.URL))
 		})
 	}
 }

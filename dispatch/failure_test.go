@@ -20,9 +20,7 @@ func TestCancellation(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
-			h := newHost()
-			g := newGates(h)
-			h.register("read", dispatch.EffectRead, g.tool()).register("write", dispatch.EffectWrite, g.tool())
+			h, _ := gatedHost(true)
 			// stubborn ignores cancellation: what it did is kept.
 			h.register("stubborn", dispatch.EffectRead, dispatch.ToolFunc(
 				func(ctx context.Context, _ dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
@@ -77,9 +75,7 @@ func TestCancellation(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
-			h := newHost()
-			g := newGates(h)
-			h.register("read", dispatch.EffectRead, g.tool())
+			h, _ := gatedHost(false)
 			feed := make(chan dispatch.Call)
 			run := start(ctx, dispatch.Wave{Feed: feed}, h)
 			feed <- calls("a")[0]
@@ -190,9 +186,7 @@ func TestFailFast(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				h := newHost()
-				g := newGates(h)
-				h.register("read", dispatch.EffectRead, g.tool()).register("write", dispatch.EffectWrite, g.tool())
+				h, g := gatedHost(true)
 				w := dispatch.Wave{Calls: calls(tc.calls...), FailurePolicy: dispatch.PolicyFailFast, MaxConcurrency: tc.limit}
 				run := start(t.Context(), w, h)
 				for _, s := range tc.steps {
@@ -233,9 +227,7 @@ func TestFailFast(t *testing.T) {
 func TestDuplicateCallIDIsRefused(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newHost()
-		g := newGates(h)
-		h.register("read", dispatch.EffectRead, g.tool())
+		h, g := gatedHost(false)
 		w := dispatch.Wave{Calls: calls("a", "a", "b")}
 		run := start(t.Context(), w, h)
 		synctest.Wait()
@@ -297,9 +289,7 @@ func TestBadWaves(t *testing.T) {
 func TestAccountErrorAbortsTheWave(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newHost()
-		g := newGates(h)
-		h.register("read", dispatch.EffectRead, g.tool()).register("write", dispatch.EffectWrite, g.tool())
+		h, g := gatedHost(true)
 		h.accountErr["r0"] = errHost
 		w := dispatch.Wave{Calls: calls("r0", "r1", "r2", "w3:write", "r4")}
 		run := start(t.Context(), w, h)
@@ -413,9 +403,7 @@ func TestMalformedAdmissionsAndOutcomes(t *testing.T) {
 func TestPanickingHostLeaksNothing(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newHost()
-		g := newGates(h)
-		h.register("read", dispatch.EffectRead, g.tool())
+		h, _ := gatedHost(false)
 		h.onAdmit = func(call dispatch.Call) {
 			if call.ID == "c2" {
 				synctest.Wait() // c0 and c1 are running
@@ -438,9 +426,7 @@ func TestCancellationOfASerialWave(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
-		h := newHost()
-		g := newGates(h)
-		h.register("read", dispatch.EffectRead, g.tool()).register("write", dispatch.EffectWrite, g.tool())
+		h, _ := gatedHost(true)
 		w := dispatch.Wave{Calls: calls("w0:write", "r1", "w2:write")}
 		run := start(ctx, w, h)
 		synctest.Wait()

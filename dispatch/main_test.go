@@ -131,6 +131,18 @@ type gates struct {
 	ch map[string]chan dispatch.Outcome
 }
 
+// gatedHost is a host with the tool "read" (and, withWrite, "write") held
+// by gates of its own.
+func gatedHost(withWrite bool) (*host, *gates) {
+	h := newHost()
+	g := newGates(h)
+	h.register("read", dispatch.EffectRead, g.tool())
+	if withWrite {
+		h.register("write", dispatch.EffectWrite, g.tool())
+	}
+	return h, g
+}
+
 func newGates(h *host) *gates {
 	return &gates{h: h, ch: map[string]chan dispatch.Outcome{}}
 }

@@ -49,9 +49,7 @@ func TestLeadingReadsRunTogether(t *testing.T) {
 func TestWriteWaitsForEarlierReadsThenWaveIsSerial(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h := newHost()
-		g := newGates(h)
-		h.register("read", dispatch.EffectRead, g.tool()).register("write", dispatch.EffectWrite, g.tool())
+		h, g := gatedHost(true)
 		w := dispatch.Wave{Calls: calls("r0", "r1", "w2:write", "r3")}
 		run := start(t.Context(), w, h)
 
@@ -140,9 +138,7 @@ func TestAccountingOrderIsIndependentOfFinishOrder(t *testing.T) {
 		t.Run(fmt.Sprint(perm), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				h := newHost()
-				g := newGates(h)
-				h.register("read", dispatch.EffectRead, g.tool())
+				h, g := gatedHost(false)
 				run := start(t.Context(), dispatch.Wave{Calls: calls(ids...)}, h)
 				synctest.Wait()
 				released := make([]bool, n)
@@ -372,9 +368,7 @@ func TestAccountingDoesNotWaitForTheWave(t *testing.T) {
 	t.Run("feed", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			h := newHost()
-			g := newGates(h)
-			h.register("read", dispatch.EffectRead, g.tool())
+			h, g := gatedHost(false)
 			feed := make(chan dispatch.Call)
 			run := start(t.Context(), dispatch.Wave{Feed: feed}, h)
 			cs := calls("c0", "c1", "c2")

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,9 +22,9 @@ import (
 
 	"github.com/turnd/turnd/api"
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/metrics"
 	"github.com/turnd/turnd/store/postgres"
-	"github.com/turnd/turnd/store/sqlite"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
@@ -67,25 +66,7 @@ type rig struct {
 	events chan event
 }
 
-// stores open a fresh, migrated store of each kind.
-var stores = []struct {
-	name string
-	open func(t *testing.T) turn.Store
-}{
-	{"sqlite", func(t *testing.T) turn.Store {
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "turnd.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		if err := st.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}},
-	{"postgres", func(t *testing.T) turn.Store { return openPostgres(t, pgtest.URL(t)) }},
-}
-
+// openPostgres opens a store on url, a schema pgtest.URL made and migrated.
 func openPostgres(t *testing.T, url string) turn.Store {
 	t.Helper()
 	st, err := postgres.Open(context.Background(), url, postgres.Options{MaxConns: 8})
@@ -93,9 +74,6 @@ func openPostgres(t *testing.T, url string) turn.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	return st
 }
 
@@ -275,12 +253,9 @@ func value(mfs map[string]*dto.MetricFamily, name string, labels ...string) floa
 // every kind through the HTTP API and checks what /metrics then says.
 func TestScrapeAfterWorkload(t *testing.T) {
 	t.Parallel()
-	for _, s := range stores {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			scrapeAfterWorkload(t, newRig(t, s.open(t)))
-		})
-	}
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		scrapeAfterWorkload(t, newRig(t, open(t)))
+	})
 }
 
 // TestPendingAcrossReplicas: turnd_pending_calls counts the calls parked

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/internal/testnet"
 )
 
 // cancelKey is the completion key in the cancel tests; no error may show it.
@@ -180,14 +180,9 @@ func TestCancelExternalRetries(t *testing.T) {
 
 func TestCancelExternalNetworkError(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testnet.ClosedAddr(t)
 	reg := cancelRegistry(t, "http://"+addr+"/cancel?t=${TOKEN}")
-	err = reg.CancelExternal(t.Context(), "t", cancelBody, testSigner(t))
+	err := reg.CancelExternal(t.Context(), "t", cancelBody, testSigner(t))
 	checkCancelError(t, err)
 	if !errors.Is(err, ErrCancelFailed) || !strings.Contains(err.Error(), "connection refused") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("attempt %d of %d", CancelAttempts, CancelAttempts)) {

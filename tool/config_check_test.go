@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+	"github.com/turnd/turnd/internal/testnet"
 )
 
 // docsEnv sets the variables the repository's examples and docs/config.md
@@ -248,7 +249,7 @@ tools:
     builtin: approval
   - mcp: {url: "http://%[1]s/mcp"}
   - mcp: {command: [%q], cwd: %q}
-`, closedAddr(t), script, dir)
+`, testnet.ClosedAddr(t), script, dir)
 	sum, err := checkString(t, config, testEnv)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/testnet"
 )
 
 // testNow is the clock of the HTTP tests (for HTTP-date Retry-After).
@@ -390,12 +390,7 @@ func BenchmarkHTTPTextStream(b *testing.B) {
 
 func TestHTTPConnectionRefused(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testnet.ClosedAddr(t)
 	s := httpSpec(t, "http://"+addr+"/?token=${TOKEN}", "")
 	out := invoke(t.Context(), s, `{}`)
 	checkNoSecret(t, out)

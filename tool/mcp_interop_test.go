@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/testnet"
+	"github.com/turnd/turnd/internal/testproc"
 )
 
 // The interop tests run turnd's MCP client against servers written by
@@ -57,20 +58,12 @@ func npmServer(t *testing.T, bin string) string {
 // openInterop opens a config with turnd's own environment and a debug log.
 func openInterop(t *testing.T, cfg string) (*Live, *logBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	l, logs := openLogged(t, cfg, 60*time.Second, Options{})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("turnd's log:\n%s", logs.String())
 		}
 	})
-	opts := Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	l, err := Open(ctx, writeConfig(t, t.TempDir(), cfg), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
 	return l, logs
 }
 
@@ -92,7 +85,7 @@ func pick(t *testing.T, r *Registry, prefix string, candidates ...string) string
 func startEverything(t *testing.T) string {
 	t.Helper()
 	bin := npmServer(t, "mcp-server-everything")
-	port := strings.TrimPrefix(closedAddr(t), "127.0.0.1:")
+	port := strings.TrimPrefix(testnet.ClosedAddr(t), "127.0.0.1:")
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "streamableHttp")
 	cmd.Env = append(os.Environ(), "PORT="+port)
@@ -356,7 +349,7 @@ func waitGroupGone(t *testing.T, pgid int) {
 func groupMembers(pgid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		if gone(pgid) {
+		if testproc.Gone(pgid) {
 			return nil
 		}
 		return []int{pgid}

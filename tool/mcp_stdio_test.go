@@ -14,11 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/testproc"
 )
 
 // stdioConfig is an mcp entry that runs the test binary as a stdio server
@@ -47,21 +47,7 @@ func stdioConfig(t *testing.T, env map[string]string, extra string) string {
 // openStdio opens a config with fast restarts and a short stop grace.
 func openStdio(t *testing.T, cfg string, env map[string]string, backoff time.Duration) (*Live, *logBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
-	opts := Options{
-		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Env:          func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		mcpBackoff:   backoff,
-		mcpStopGrace: time.Second,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := Open(ctx, writeConfig(t, t.TempDir(), cfg), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	return l, logs
+	return openLogged(t, cfg, 30*time.Second, Options{Env: mapEnv(env), mcpBackoff: backoff, mcpStopGrace: time.Second})
 }
 
 // serverOf is the Live's first MCP server.
@@ -121,29 +107,13 @@ func pidsOf(t *testing.T, r *Registry, name string) (pid, child int) {
 	return p.Pid, p.Child
 }
 
-// gone reports whether no process pid runs (a zombie left for init to
-// reap counts as gone).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
-
 // waitGone waits (bounded) until every pid is gone: SIGKILL is delivered
 // after kill(2) returns, so a short poll is the one way to watch for it.
 func waitGone(t *testing.T, what string, pids ...int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for !gone(pid) {
+		for !testproc.Gone(pid) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: process %d still runs", what, pid)
 			}
@@ -285,7 +255,7 @@ func TestMCPStdioStops(t *testing.T) {
 		t.Parallel()
 		l, _ := openStdio(t, stdioConfig(t, grand, ""), nil, 10*time.Millisecond)
 		pid, child := pidsOf(t, l.Registry(), "pids")
-		if child == 0 || gone(child) {
+		if child == 0 || testproc.Gone(child) {
 			t.Fatalf("no sleeper: %d", child)
 		}
 		l.Close()

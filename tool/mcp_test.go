@@ -23,6 +23,7 @@ import (
 
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/internal/syncbuf"
+	"github.com/turnd/turnd/internal/testnet"
 )
 
 // mcpRig is an MCP server built with the SDK, served over streamable HTTP
@@ -170,14 +171,20 @@ type logBuffer = syncbuf.Buffer
 // openLive opens a config with fast MCP reconnects, closed at the end.
 func openLive(t testing.TB, cfg string, env map[string]string) (*Live, *logBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
-	opts := Options{
-		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Env:              func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	return openLogged(t, cfg, 30*time.Second, Options{
+		Env:              mapEnv(env),
 		mcpStreamRetries: -1,
 		mcpBackoff:       10 * time.Millisecond,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	})
+}
+
+// openLogged opens a config with opts and a debug log, which it returns,
+// taking up to timeout; the Live is closed at the end.
+func openLogged(t testing.TB, cfg string, timeout time.Duration, opts Options) (*Live, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	l, err := Open(ctx, writeConfig(t, t.TempDir(), cfg), opts)
 	if err != nil {
@@ -185,6 +192,11 @@ func openLive(t testing.TB, cfg string, env map[string]string) (*Live, *logBuffe
 	}
 	t.Cleanup(l.Close)
 	return l, logs
+}
+
+// mapEnv is an environment of env's variables only.
+func mapEnv(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 }
 
 // waitFor waits (bounded) until the live registry satisfies ok, watching
@@ -378,12 +390,7 @@ func TestMCPListChanged(t *testing.T) {
 
 func TestMCPServerDownAtStart(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := testnet.ClosedAddr(t)
 
 	l, logs := openLive(t, mcpConfig("http://"+addr+"/mcp", "")+"builtin: [echo]\n", nil)
 	if got := names(l.Registry()); !slices.Equal(got, []string{"echo"}) {
@@ -812,8 +819,8 @@ func TestMCPConcurrentCalls(t *testing.T) {
 func TestMCPRedact(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{
-		"http://" + closedAddr(t) + "/mcp/tenant-7?key=sekrit",
-		"http://user:hush@" + closedAddr(t) + "/mcp?key=sekrit",
+		"http://" + testnet.ClosedAddr(t) + "/mcp/tenant-7?key=sekrit",
+		"http://user:hush@" + testnet.ClosedAddr(t) + "/mcp?key=sekrit",
 	} {
 		s := &mcpServer{url: raw, safeURL: "http://host"}
 		_, err := http.Get(raw)
@@ -825,18 +832,6 @@ func TestMCPRedact(t *testing.T) {
 			t.Errorf("redact(%v) = %q", err, got)
 		}
 	}
-}
-
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // TestMCPContentJSON: content other than text reaches the model as MCP

@@ -643,9 +643,7 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	if t.Status.Settled() {
 		return t, nil
 	}
-	s.mu.Lock()
-	r := s.active[k]
-	s.mu.Unlock()
+	r := s.activeRun(k)
 	if r != nil {
 		r.cancelRequested.Store(true)
 		r.cancel()

@@ -27,6 +27,20 @@ func slowDeferring(keys chan<- string) *tool.Spec {
 	})}
 }
 
+// slowDeferringTurn submits turn s1/t1, async, of one call c1 to
+// slowDeferring on a started fixture, and waits for the call's key.
+func slowDeferringTurn(t *testing.T) (*fixture, *turn.Service, turn.TurnKey, string) {
+	t.Helper()
+	keys := make(chan string, 1)
+	f, svc := startedFixture(t, slowDeferring(keys))
+	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
+	if _, err := svc.Submit(context.Background(), k.SessionID, turn.TurnRequest{ID: k.TurnID, Async: true,
+		Calls: []turn.Call{{ID: "c1", Name: "slow_defer", Arguments: json.RawMessage(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	return f, svc, k, <-keys
+}
+
 // A call whose key took a delivery before its tool answered (early), and
 // whose turn is then cancelled before the call parked: the accepted
 // delivery is the call's result, the key is completed, and the call is
@@ -35,14 +49,7 @@ func slowDeferring(keys chan<- string) *tool.Spec {
 // call_answered line came after turn_settled.
 func TestEarlyDeliveryOutlivesACancel(t *testing.T) {
 	t.Parallel()
-	keys := make(chan string, 1)
-	f, svc := startedFixture(t, slowDeferring(keys))
-	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
-	if _, err := svc.Submit(context.Background(), k.SessionID, turn.TurnRequest{ID: k.TurnID, Async: true,
-		Calls: []turn.Call{{ID: "c1", Name: "slow_defer", Arguments: json.RawMessage(`{}`)}}}); err != nil {
-		t.Fatal(err)
-	}
-	key := <-keys
+	f, svc, k, key := slowDeferringTurn(t)
 	res, err := svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`{"done":true}`)})
 	if err != nil || res.Status != "accepted" {
 		t.Fatalf("early delivery: %+v %v", res, err)
@@ -69,14 +76,7 @@ func TestEarlyDeliveryOutlivesACancel(t *testing.T) {
 // (410, recorded once), never accepted for a call that ended.
 func TestKeyOfACallThatDidNotParkIsClosed(t *testing.T) {
 	t.Parallel()
-	keys := make(chan string, 1)
-	f, svc := startedFixture(t, slowDeferring(keys))
-	k := turn.TurnKey{SessionID: "s1", TurnID: "t1"}
-	if _, err := svc.Submit(context.Background(), k.SessionID, turn.TurnRequest{ID: k.TurnID, Async: true,
-		Calls: []turn.Call{{ID: "c1", Name: "slow_defer", Arguments: json.RawMessage(`{}`)}}}); err != nil {
-		t.Fatal(err)
-	}
-	key := <-keys
+	f, svc, k, key := slowDeferringTurn(t)
 	got, err := svc.Cancel(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)

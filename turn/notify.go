@@ -119,12 +119,7 @@ func (s *Service) note(k TurnKey, publish bool) {
 // the zero key, possibly any turn).
 func (s *Service) remote(k TurnKey) {
 	all := k == TurnKey{}
-	here := false
-	if !all {
-		s.mu.Lock()
-		_, here = s.active[k]
-		s.mu.Unlock()
-	}
+	here := !all && s.activeRun(k) != nil
 	n := &s.notes
 	n.mu.Lock()
 	if all {
@@ -274,9 +269,7 @@ func (s *Service) applyCancelRequests(ctx context.Context, keys []TurnKey) {
 		return
 	}
 	for _, k := range requested {
-		s.mu.Lock()
-		r := s.active[k]
-		s.mu.Unlock()
+		r := s.activeRun(k)
 		if r != nil && !r.cancelRequested.Swap(true) {
 			s.log.Info("cancelling turn at a request made on another replica", "session_id", k.SessionID, "turn_id", k.TurnID)
 			r.cancel()
@@ -308,9 +301,7 @@ func (s *Service) cancelElsewhere(ctx context.Context, k TurnKey) (Turn, error) 
 		if err != nil {
 			return Turn{}, err
 		}
-		s.mu.Lock()
-		_, here := s.active[k]
-		s.mu.Unlock()
+		here := s.activeRun(k) != nil
 		if t.Status != StatusRunning || here {
 			stop()
 			return s.Cancel(ctx, k)

@@ -9,21 +9,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/internal/pgtest"
-	"github.com/turnd/turnd/store/postgres"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
-
-// bothStores opens each store implementation for the tests that must hold
-// on both.
-var bothStores = []struct {
-	name string
-	open func(t *testing.T) turn.Store
-}{
-	{"sqlite", func(t *testing.T) turn.Store { return openSQLite(t) }},
-	{"postgres", func(t *testing.T) turn.Store { return pgtest.StoreWith(t, postgres.Options{MaxConns: 4}) }},
-}
 
 // A tool output no store can hold as it is (invalid UTF-8, NUL, a \u0000
 // escape, an unpaired surrogate) is repaired at the tool boundary: the call
@@ -46,69 +35,66 @@ func TestPoisonOutputsAreRepaired(t *testing.T) {
 		{"text invalid utf-8 and nul", dispatch.OK([]byte("a\xff\x00b\xe2\x82"), false), "a\uFFFD\uFFFDb\uFFFD\uFFFD", 4},
 		{"error message with nul and invalid utf-8", dispatch.Fail("boom\x00", "bad \xc0 byte"), "bad \uFFFD byte", 2},
 	}
-	for _, st := range bothStores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			f := &fixture{t: t, store: st.open(t)}
-			var specs []*tool.Spec
-			for i, p := range poisons {
-				outcome := p.outcome
-				fn := func(context.Context, dispatch.Call, *dispatch.Attempt) dispatch.Outcome { return outcome }
-				specs = append(specs,
-					f.counted(fmt.Sprintf("read%d", i), dispatch.EffectRead, fn),
-					f.counted(fmt.Sprintf("write%d", i), dispatch.EffectWrite, fn))
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		f := &fixture{t: t, store: open(t)}
+		var specs []*tool.Spec
+		for i, p := range poisons {
+			outcome := p.outcome
+			fn := func(context.Context, dispatch.Call, *dispatch.Attempt) dispatch.Outcome { return outcome }
+			specs = append(specs,
+				f.counted(fmt.Sprintf("read%d", i), dispatch.EffectRead, fn),
+				f.counted(fmt.Sprintf("write%d", i), dispatch.EffectWrite, fn))
+		}
+		f.reg = mustRegistry(t, specs...)
+		f.svc = f.service("owner-a", nil)
+		for i, p := range poisons {
+			for _, effect := range []string{"read", "write"} {
+				name := fmt.Sprintf("%s%d", effect, i)
+				t.Run(p.name+"/"+effect, func(t *testing.T) {
+					session := "s-" + name
+					got := submitAwait(t, f.svc, session, turn.TurnRequest{ID: "t1", Calls: []turn.Call{{ID: "c1", Name: name, Arguments: json.RawMessage(`{}`)}}})
+					if got.Status != turn.StatusCompleted && got.Status != turn.StatusFailed {
+						t.Fatalf("turn %s, want settled", got.Status)
+					}
+					if n := f.count(name); n != 1 {
+						t.Errorf("tool ran %d times, want once", n)
+					}
+					res := got.Results[0]
+					if res.Status == turn.CallFailed && res.Error.Code == turn.CodeInterrupted {
+						t.Fatalf("result interrupted: %+v", res.Error)
+					}
+					text := string(res.Output)
+					if res.Error != nil {
+						text = res.Error.Code + " " + res.Error.Message
+					}
+					if !strings.Contains(text, p.want) || !utf8.ValidString(text) || strings.ContainsRune(text, 0) || strings.Contains(text, `\u0000`) {
+						t.Errorf("answer %q, want it to contain %q, valid UTF-8 without NUL", text, p.want)
+					}
+					// What was answered is what the store holds.
+					stored, err := f.store.GetTurn(context.Background(), turn.TurnKey{SessionID: session, TurnID: "t1"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if s := stored.Results[0]; string(s.Output) != string(res.Output) || fmt.Sprint(s.Error) != fmt.Sprint(res.Error) {
+						t.Errorf("stored %s %v, answered %s %v", s.Output, s.Error, res.Output, res.Error)
+					}
+					lines, err := f.store.Ledger(context.Background(), session, 0, 100, turn.MaxPageBytes)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var answered string
+					for _, l := range lines {
+						if l.Kind == turn.LineCallAnswered {
+							answered = string(l.Data)
+						}
+					}
+					if want := fmt.Sprintf(`"output_repaired":%d`, p.repaired); !strings.Contains(answered, want) {
+						t.Errorf("call_answered %s, want %s", answered, want)
+					}
+				})
 			}
-			f.reg = mustRegistry(t, specs...)
-			f.svc = f.service("owner-a", nil)
-			for i, p := range poisons {
-				for _, effect := range []string{"read", "write"} {
-					name := fmt.Sprintf("%s%d", effect, i)
-					t.Run(p.name+"/"+effect, func(t *testing.T) {
-						session := "s-" + name
-						got := submitAwait(t, f.svc, session, turn.TurnRequest{ID: "t1", Calls: []turn.Call{{ID: "c1", Name: name, Arguments: json.RawMessage(`{}`)}}})
-						if got.Status != turn.StatusCompleted && got.Status != turn.StatusFailed {
-							t.Fatalf("turn %s, want settled", got.Status)
-						}
-						if n := f.count(name); n != 1 {
-							t.Errorf("tool ran %d times, want once", n)
-						}
-						res := got.Results[0]
-						if res.Status == turn.CallFailed && res.Error.Code == turn.CodeInterrupted {
-							t.Fatalf("result interrupted: %+v", res.Error)
-						}
-						text := string(res.Output)
-						if res.Error != nil {
-							text = res.Error.Code + " " + res.Error.Message
-						}
-						if !strings.Contains(text, p.want) || !utf8.ValidString(text) || strings.ContainsRune(text, 0) || strings.Contains(text, `\u0000`) {
-							t.Errorf("answer %q, want it to contain %q, valid UTF-8 without NUL", text, p.want)
-						}
-						// What was answered is what the store holds.
-						stored, err := f.store.GetTurn(context.Background(), turn.TurnKey{SessionID: session, TurnID: "t1"})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if s := stored.Results[0]; string(s.Output) != string(res.Output) || fmt.Sprint(s.Error) != fmt.Sprint(res.Error) {
-							t.Errorf("stored %s %v, answered %s %v", s.Output, s.Error, res.Output, res.Error)
-						}
-						lines, err := f.store.Ledger(context.Background(), session, 0, 100, turn.MaxPageBytes)
-						if err != nil {
-							t.Fatal(err)
-						}
-						var answered string
-						for _, l := range lines {
-							if l.Kind == turn.LineCallAnswered {
-								answered = string(l.Data)
-							}
-						}
-						if want := fmt.Sprintf(`"output_repaired":%d`, p.repaired); !strings.Contains(answered, want) {
-							t.Errorf("call_answered %s, want %s", answered, want)
-						}
-					})
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // submitAwait submits req and waits for the turn to settle or wait.

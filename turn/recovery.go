@@ -85,9 +85,7 @@ func (s *Service) renew(ctx context.Context) {
 		return
 	}
 	for _, k := range lost {
-		s.mu.Lock()
-		r := s.active[k]
-		s.mu.Unlock()
+		r := s.activeRun(k)
 		// A run settling (to waiting or settled) released its lease
 		// itself; nothing was lost.
 		if r != nil && !r.settling.Load() {
@@ -133,10 +131,8 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 	n := 0
 	for _, c := range claims {
 		k := c.TurnKey
-		s.mu.Lock()
-		r, running := s.active[k]
-		s.mu.Unlock()
-		if running {
+		r := s.activeRun(k)
+		if r != nil {
 			if c.PrevOwner == s.cfg.Owner && !r.leaseLost.Load() {
 				// This process stalled past its own lease (a suspended VM,
 				// a long GC pause) and nobody took the turn meanwhile: its

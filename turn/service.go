@@ -490,13 +490,19 @@ func (s *Service) checkRequest(req *TurnRequest) error {
 	return nil
 }
 
+// activeRun is the run of turn k in this process, nil when none is.
+func (s *Service) activeRun(k TurnKey) *run {
+	s.mu.Lock()
+	r := s.active[k]
+	s.mu.Unlock()
+	return r
+}
+
 // Await waits until the turn leaves status running in this process, or ctx
 // ends, and returns its latest state. A turn not running here is read from
 // the store.
 func (s *Service) Await(ctx context.Context, k TurnKey) (Turn, error) {
-	s.mu.Lock()
-	r := s.active[k]
-	s.mu.Unlock()
+	r := s.activeRun(k)
 	if r != nil {
 		select {
 		case <-r.done:

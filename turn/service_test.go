@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/store/sqlite"
+	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
@@ -52,15 +51,7 @@ func echo(_ context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outc
 
 func openSQLite(t *testing.T) turn.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "turnd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	return st
+	return teststores.SQLite(t)
 }
 
 func newFixture(t *testing.T, extra ...*tool.Spec) *fixture {

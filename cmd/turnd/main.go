@@ -68,10 +68,40 @@ Clients of a running turnd (--url or TURND_URL, --token or TURND_TOKEN):
 Run 'turnd serve -h' for the flags. Every flag also reads an environment
 variable (shown in its help); secrets take a _FILE variant.`
 
+// subcommand runs one subcommand on its arguments (those after its name).
+type subcommand func(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error
+
+// subcommands are the subcommands that take run's streams as they are;
+// serve, version and help are run's own cases.
+var subcommands = map[string]subcommand{
+	"migrate":     runMigrate,
+	"bench":       runBench,
+	"tail":        runTail,
+	"post":        withStdin(runPost),
+	"turn":        runTurn,
+	"sessions":    runSessions,
+	"turns":       runTurns,
+	"complete":    withStdin(runComplete),
+	"healthcheck": healthcheck,
+	"check-config": func(_ context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
+		return checkConfig(args, stdout, stderr, env)
+	},
+}
+
+// withStdin is a subcommand that reads the process's standard input.
+func withStdin(f func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) (string, bool)) error) subcommand {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
+		return f(ctx, args, os.Stdin, stdout, stderr, env)
+	}
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return usageError{"a subcommand is required"}
+	}
+	if sub, ok := subcommands[args[0]]; ok {
+		return sub(ctx, args[1:], stdout, stderr, env)
 	}
 	switch args[0] {
 	case "serve":
@@ -80,26 +110,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 			return err
 		}
 		return serve(ctx, cfg, stderr)
-	case "migrate":
-		return runMigrate(ctx, args[1:], stdout, stderr, env)
-	case "bench":
-		return runBench(ctx, args[1:], stdout, stderr, env)
-	case "tail":
-		return runTail(ctx, args[1:], stdout, stderr, env)
-	case "post":
-		return runPost(ctx, args[1:], os.Stdin, stdout, stderr, env)
-	case "turn":
-		return runTurn(ctx, args[1:], stdout, stderr, env)
-	case "sessions":
-		return runSessions(ctx, args[1:], stdout, stderr, env)
-	case "turns":
-		return runTurns(ctx, args[1:], stdout, stderr, env)
-	case "complete":
-		return runComplete(ctx, args[1:], os.Stdin, stdout, stderr, env)
-	case "healthcheck":
-		return healthcheck(ctx, args[1:], stdout, stderr, env)
-	case "check-config":
-		return checkConfig(args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
 		printVersion(stdout)
 		return nil

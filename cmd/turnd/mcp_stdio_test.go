@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/turnd/turnd/internal/testproc"
 )
 
 // TestStdioMCPServerServesTurn: turnd runs @modelcontextprotocol/server-
@@ -89,7 +90,7 @@ func TestStdioMCPServerServesTurn(t *testing.T) {
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !processGone(pid); {
+	for deadline := time.Now().Add(10 * time.Second); !testproc.Gone(pid); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the MCP server (pid %d) outlived turnd", pid)
 		}
@@ -118,21 +119,6 @@ func filesystemServer(t *testing.T) string {
 	return bin
 }
 
-// processGone reports whether no process pid runs (a zombie counts as
-// gone).
-func processGone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
-
 // TestStdioMCPServerDiesWithTurnd: on Linux a stdio MCP server does not
 // outlive a turnd killed without a chance to stop it.
 func TestStdioMCPServerDiesWithTurnd(t *testing.T) {
@@ -157,7 +143,7 @@ func TestStdioMCPServerDiesWithTurnd(t *testing.T) {
 		time.Sleep(pollInterval)
 	}
 	p.kill()
-	for deadline := time.Now().Add(10 * time.Second); !processGone(pid); {
+	for deadline := time.Now().Add(10 * time.Second); !testproc.Gone(pid); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the MCP server (pid %d) outlived a killed turnd", pid)
 		}

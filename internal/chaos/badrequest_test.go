@@ -88,9 +88,7 @@ func badRequests() []badRequest {
 // afterwards.
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
-	pgLock.RLock()
-	t.Cleanup(pgLock.RUnlock)
-	r := newRig(t, "--database-url", database(t))
+	r := pgRig(t)
 	p := r.start("turnd")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -199,9 +197,7 @@ func TestBadRequests(t *testing.T) {
 // read timeout and drop it without an answer.
 func TestSlowBody(t *testing.T) {
 	t.Parallel()
-	pgLock.RLock()
-	t.Cleanup(pgLock.RUnlock)
-	r := newRig(t, "--database-url", database(t))
+	r := pgRig(t)
 	p := r.start("turnd")
 	began := time.Now()
 	conn, err := net.Dial("tcp", p.Addr)

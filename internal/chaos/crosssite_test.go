@@ -27,9 +27,7 @@ type crossSite struct {
 // a tool or create a session.
 func TestCrossSite(t *testing.T) {
 	t.Parallel()
-	pgLock.RLock()
-	t.Cleanup(pgLock.RUnlock)
-	r := newRig(t, "--database-url", database(t))
+	r := pgRig(t)
 	p := r.start("turnd")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

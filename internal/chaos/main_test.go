@@ -153,6 +153,15 @@ func newRig(t *testing.T, args ...string) *rig {
 	return r
 }
 
+// pgRig is a rig whose turnds use a database of the test's own (args are
+// added to their flags), holding pgLock shared until the test has ended.
+func pgRig(t *testing.T, args ...string) *rig {
+	t.Helper()
+	pgLock.RLock()
+	t.Cleanup(pgLock.RUnlock)
+	return newRig(t, append([]string{"--database-url", database(t)}, args...)...)
+}
+
 // start starts a turnd of the rig.
 func (r *rig) start(name string, env ...string) *Turnd {
 	r.t.Helper()

@@ -18,9 +18,7 @@ import (
 // and a restart (recovery, several leases) no poison tool may have run
 // twice, nor turnd's memory have held the 1 GiB.
 func TestPoisonTools(t *testing.T) {
-	pgLock.RLock()
-	defer pgLock.RUnlock()
-	r := newRig(t, "--database-url", database(t), "--lease-ttl", "1s")
+	r := pgRig(t, "--lease-ttl", "1s")
 	r.rss = poisonRSSBound
 	p := r.start("turnd")
 	began := time.Now()

@@ -28,9 +28,7 @@ type delivery struct {
 // result, a call that timed out or was cancelled accepted none, and late
 // payloads are recorded once each, projected.
 func TestReplicasRace(t *testing.T) {
-	pgLock.RLock()
-	defer pgLock.RUnlock()
-	r := newRig(t, "--database-url", database(t), "--lease-ttl", "1s")
+	r := pgRig(t, "--lease-ttl", "1s")
 	replicas := []*Turnd{r.start("replica-a"), r.start("replica-b")}
 
 	const posters, callsPerTurn = 4, 4

@@ -136,6 +136,19 @@ func (h *heldGroup) ran() string {
 	return fmt.Sprint(h.batches)
 }
 
+// wantRan checks that the batches run so far are want, ending the test
+// when they are not; when is what the test did last, if it says more than
+// the batches.
+func (h *heldGroup) wantRan(t *testing.T, want, when string) {
+	t.Helper()
+	if got := h.ran(); got != want {
+		if when != "" {
+			t.Fatalf("%s: batches %s, want %s", when, got, want)
+		}
+		t.Fatalf("batches %s, want %s", got, want)
+	}
+}
+
 // submit queues a call on a goroutine of its own and waits until it
 // blocks, so that calls queue in the order submitted.
 func (h *heldGroup) submit(id, key int) {
@@ -170,19 +183,13 @@ func TestGroupEndedStatementLeavesFewCalls(t *testing.T) {
 		h.submit(1, 0)
 		h.submit(2, 0)
 		h.submit(3, 0) // two wait: a second statement
-		if got := h.ran(); got != "[[1] [2 3]]" {
-			t.Fatalf("batches %s, want [[1] [2 3]]", got)
-		}
+		h.wantRan(t, "[[1] [2 3]]", "")
 		h.submit(4, 0) // one waits beside two statements
 		close(h.hold[2])
-		if got := h.ran(); got != "[[1] [2 3]]" {
-			t.Fatalf("the second statement's runner took a lone waiting call: batches %s", got)
-		}
+		h.wantRan(t, "[[1] [2 3]]", "the second statement's runner took a lone waiting call")
 		close(h.hold[1])
 		h.finish(t)
-		if got := h.ran(); got != "[[1] [2 3] [4]]" {
-			t.Errorf("batches %s, want [[1] [2 3] [4]]", got)
-		}
+		h.wantRan(t, "[[1] [2 3] [4]]", "")
 	})
 }
 
@@ -199,18 +206,12 @@ func TestGroupEndedStatementSkipsBusyKeys(t *testing.T) {
 		h.submit(3, 3) // two wait: the second statement
 		h.submit(4, 1) // key 1 is the first statement's
 		h.submit(5, 4)
-		if got := h.ran(); got != "[[1] [2 3]]" {
-			t.Fatalf("batches %s, want [[1] [2 3]]", got)
-		}
+		h.wantRan(t, "[[1] [2 3]]", "")
 		close(h.hold[2]) // two wait: its runner takes 5, not 4, then leaves
-		if got := h.ran(); got != "[[1] [2 3] [5]]" {
-			t.Fatalf("after the second statement: batches %s, want [[1] [2 3] [5]]", got)
-		}
+		h.wantRan(t, "[[1] [2 3] [5]]", "after the second statement")
 		close(h.hold[1])
 		h.finish(t)
-		if got := h.ran(); got != "[[1] [2 3] [5] [4]]" {
-			t.Errorf("batches %s, want [[1] [2 3] [5] [4]]", got)
-		}
+		h.wantRan(t, "[[1] [2 3] [5] [4]]", "")
 	})
 }
 

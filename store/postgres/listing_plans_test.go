@@ -15,13 +15,7 @@ import (
 func TestListingPlans(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Store(t)
-	ctx := t.Context()
-	conn, err := s.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	for _, q := range []string{
+	conn := planConn(t, s,
 		`INSERT INTO sessions (id, budget, created_at) SELECT 's' || g, '{}', now() - g * interval '1 second' FROM generate_series(1, 20000) g`,
 		`INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at)
 SELECT 's' || (g % 50 + 1), 't' || g, CASE WHEN g % 7 = 0 THEN 'waiting' ELSE 'completed' END, 'ordered', 'isolate', '[]', 'h', now() - g * interval '1 second'
@@ -30,11 +24,7 @@ FROM generate_series(1, 20000) g`,
 SELECT sha256(g::text::bytea), 's' || (g % 50 + 1), 't' || g, 0, 'c', 'approve', CASE WHEN g % 7 = 0 THEN 'pending' ELSE 'completed' END, now() - g * interval '1 second'
 FROM generate_series(1, 20000) g`,
 		`ANALYZE sessions`, `ANALYZE turns`, `ANALYZE completions`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	tests := []struct {
 		name, sql, params, index, table string
 		// filtered: the planner may read the session's turns by another
@@ -48,34 +38,9 @@ FROM generate_series(1, 20000) g`,
 		{"parked", postgres.ListParkedSQL, `('9999-12-31', '', '', 2147483647, 50)`, "completions_parked", "completions", false},
 	}
 	for _, tt := range tests {
-		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.Exec(ctx, "PREPARE plan_"+tt.name+" AS "+tt.sql); err != nil {
-				t.Fatal(err)
-			}
-			rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_"+tt.name+tt.params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan strings.Builder
-			for rows.Next() {
-				var l string
-				if err := rows.Scan(&l); err != nil {
-					t.Fatal(err)
-				}
-				plan.WriteString(l + "\n")
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			p := plan.String()
+		for mode, p := range explainBoth(t, conn, tt.name, tt.sql, tt.params) {
 			if !(strings.Contains(p, "using "+tt.index) || strings.Contains(p, "Index Scan on "+tt.index)) || strings.Contains(p, "Seq Scan on "+tt.table) || (!tt.filtered && strings.Contains(p, "Sort")) {
 				t.Errorf("%s listing (%s) is not one scan of %s:\n%s", tt.name, mode, tt.index, p)
-			}
-			if _, err := conn.Exec(ctx, "DEALLOCATE plan_"+tt.name); err != nil {
-				t.Fatal(err)
 			}
 		}
 	}

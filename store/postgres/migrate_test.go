@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/testnet"
 	"github.com/turnd/turnd/migrations"
 	"github.com/turnd/turnd/migrations/migrationstest"
 	"github.com/turnd/turnd/store/postgres"
@@ -113,15 +113,10 @@ func TestSearchPathIsolation(t *testing.T) {
 // A server nobody listens on is unavailable, not some other failure.
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testnet.ClosedAddr(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err = postgres.Open(ctx, "postgres://turnd@"+addr+"/postgres?sslmode=disable", postgres.Options{ConnectTimeout: 2 * time.Second})
+	_, err := postgres.Open(ctx, "postgres://turnd@"+addr+"/postgres?sslmode=disable", postgres.Options{ConnectTimeout: 2 * time.Second})
 	if !errors.Is(err, turn.ErrUnavailable) {
 		t.Fatalf("Open of a closed port: %v, want ErrUnavailable", err)
 	}
@@ -150,39 +145,25 @@ func TestMigrateFromVersion1(t *testing.T) {
 	checkUpgrade(t, s)
 }
 
-// checkUpgrade checks that s, at version 1, migrates to the latest version
-// with its data — a session, a running turn with a result, ledger lines
-// with and without data — and that the stores' writes work on the result.
-// The data is written with version 1's SQL, as that release wrote it.
+// checkUpgrade runs storetest.CheckUpgrade on s, at version 1.
 func checkUpgrade(t *testing.T, s *postgres.Store) {
 	t.Helper()
-	ctx := t.Context()
-	if current, _, err := s.SchemaVersion(ctx); err != nil || current != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", current, err)
+	exec := func(ctx context.Context, sql string, args ...any) error {
+		_, err := s.Pool().Exec(ctx, sql, args...)
+		return err
 	}
-	if err := s.Ping(ctx); !errors.Is(err, migrations.ErrSchemaBehind) {
-		t.Fatalf("Ping at version 1: %v, want ErrSchemaBehind", err)
-	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	data := storetest.UpgradeLineData
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', $1, 2)`, []any{now}},
-		{`INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
-VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', $1, 'owner', $2)`, []any{now, now.Add(time.Hour)}},
-		{`INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
-VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, []any{now}},
-		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', $1, $2)`, []any{now, data}},
-		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', $1)`, []any{now.Add(time.Second)}},
-	} {
-		if _, err := s.Pool().Exec(ctx, q.sql, q.args...); err != nil {
-			t.Fatalf("writing version 1 data: %v\n%s", err, q.sql)
+	storetest.CheckUpgrade(t, s, exec, func(now time.Time) []storetest.Statement {
+		data := storetest.UpgradeLineData
+		return []storetest.Statement{
+			{SQL: `INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', $1, 2)`, Args: []any{now}},
+			{SQL: `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
+VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', $1, 'owner', $2)`, Args: []any{now, now.Add(time.Hour)}},
+			{SQL: `INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
+VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, $1, $1)`, Args: []any{now}},
+			{SQL: `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', $1, $2)`, Args: []any{now, data}},
+			{SQL: `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', $1)`, Args: []any{now.Add(time.Second)}},
 		}
-	}
-
-	storetest.CheckUpgraded(t, s, now)
+	})
 }
 
 // TestIndexedIDsCompareAsBytes: every collatable key of every index (a

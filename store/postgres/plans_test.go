@@ -147,21 +147,12 @@ func TestLedgerPlans(t *testing.T) {
 	if err := s.CreateSession(ctx, turn.Session{ID: "s", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := s.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	for _, q := range []string{
+	conn := planConn(t, s,
 		`INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
 SELECT 's', 't' || (g % 1000), g, g, '[{"t":"t","c":"","k":"call_admitted","a":0}]' FROM generate_series(1, 20000) g`,
 		`UPDATE sessions SET last_seq = 20000 WHERE id = 's'`,
 		`ANALYZE ledger_batches`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	tests := []struct {
 		name, sql, params, index string
 	}{
@@ -169,34 +160,64 @@ SELECT 's', 't' || (g % 1000), g, g, '[{"t":"t","c":"","k":"call_admitted","a":0
 		{"session", postgres.LedgerSQL, `('s', 100, 500, 1048576)`, "ledger_batches_pkey"},
 	}
 	for _, tt := range tests {
-		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.Exec(ctx, "PREPARE plan_"+tt.name+" AS "+tt.sql); err != nil {
-				t.Fatal(err)
-			}
-			rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_"+tt.name+tt.params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan strings.Builder
-			for rows.Next() {
-				var l string
-				if err := rows.Scan(&l); err != nil {
-					t.Fatal(err)
-				}
-				plan.WriteString(l + "\n")
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(plan.String(), "Index Scan using "+tt.index) || strings.Contains(plan.String(), "Seq Scan on ledger_batches") {
-				t.Errorf("%s ledger page (%s) is not read by %s:\n%s", tt.name, mode, tt.index, plan.String())
-			}
-			if _, err := conn.Exec(ctx, "DEALLOCATE plan_"+tt.name); err != nil {
-				t.Fatal(err)
+		for mode, plan := range explainBoth(t, conn, tt.name, tt.sql, tt.params) {
+			if !strings.Contains(plan, "Index Scan using "+tt.index) || strings.Contains(plan, "Seq Scan on ledger_batches") {
+				t.Errorf("%s ledger page (%s) is not read by %s:\n%s", tt.name, mode, tt.index, plan)
 			}
 		}
 	}
+}
+
+// planConn is a connection of s's main pool, released when the test ends,
+// on which setup's statements have run.
+func planConn(t *testing.T, s *postgres.Store, setup ...string) *pgxpool.Conn {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	for _, q := range setup {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
+// explainBoth is the plan of sql, prepared as name and run with params, in
+// each plan_cache_mode that forces a plan (custom, then generic), by mode.
+func explainBoth(t *testing.T, conn *pgxpool.Conn, name, sql, params string) map[string]string {
+	t.Helper()
+	ctx := t.Context()
+	plans := map[string]string{}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "PREPARE plan_"+name+" AS "+sql); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_"+name+params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(l + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		plans[mode] = plan.String()
+		if _, err := conn.Exec(ctx, "DEALLOCATE plan_"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return plans
 }

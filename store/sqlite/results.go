@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -32,27 +33,19 @@ WHERE rank = 1`
 // turn.Store. Each result keeps the Index it had in its own turn, and
 // ReplayedFrom names that turn.
 func (s *Store) Answered(ctx context.Context, sessionID string, callIDs []string) (map[string]turn.Result, error) {
-	answered := make(map[string]turn.Result)
-	if len(callIDs) == 0 {
-		return answered, nil
-	}
-	op := "reading answered calls of session " + sessionID
-	ids, err := json.Marshal(callIDs)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	rows, err := s.read.QueryContext(ctx, sqlAnswered, sessionID, string(ids))
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	_, err = collectResults(rows, func(turnID string, r *turn.Result) {
-		r.ReplayedFrom = turnID
-		answered[r.CallID] = *r
+	return sqlstore.Answered(callIDs, func(each func(turnID string, r *turn.Result)) error {
+		op := "reading answered calls of session " + sessionID
+		ids, err := json.Marshal(callIDs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		rows, err := s.read.QueryContext(ctx, sqlAnswered, sessionID, string(ids))
+		if err != nil {
+			return wrap(op, err)
+		}
+		_, err = collectResults(rows, each)
+		return wrap(op, err)
 	})
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	return answered, nil
 }
 
 // collectResults scans rows of resultColumns and closes rows. With each

@@ -87,38 +87,20 @@ func TestMigrateFromVersion1(t *testing.T) {
 	checkUpgrade(t, s)
 }
 
-// checkUpgrade checks that s, at version 1, migrates to the latest version
-// with its data — a session, a running turn with a result, ledger lines
-// with and without data — and that the store's writes work on the result.
-// The data is written with version 1's SQL, as that release wrote it.
+// checkUpgrade runs storetest.CheckUpgrade on s, at version 1.
 func checkUpgrade(t *testing.T, s *sqlite.Store) {
 	t.Helper()
-	ctx := t.Context()
-	if current, _, err := s.SchemaVersion(ctx); err != nil || current != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", current, err)
-	}
-	if err := s.Ping(ctx); !errors.Is(err, migrations.ErrSchemaBehind) {
-		t.Fatalf("Ping at version 1: %v, want ErrSchemaBehind", err)
-	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	us := now.UnixMicro()
-	data := storetest.UpgradeLineData
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
-		{`INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', ?, 2)`, []any{us}},
-		{`INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
-VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', ?, 'owner', ?)`, []any{us, now.Add(time.Hour).UnixMicro()}},
-		{`INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
-VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, ?, ?)`, []any{us, us}},
-		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', ?, ?)`, []any{us, data}},
-		{`INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', ?)`, []any{us + 1_000_000}},
-	} {
-		if err := s.ExecRaw(ctx, q.sql, q.args...); err != nil {
-			t.Fatalf("writing version 1 data: %v\n%s", err, q.sql)
+	storetest.CheckUpgrade(t, s, s.ExecRaw, func(now time.Time) []storetest.Statement {
+		us := now.UnixMicro()
+		data := storetest.UpgradeLineData
+		return []storetest.Statement{
+			{SQL: `INSERT INTO sessions (id, budget, created_at, last_seq) VALUES ('s1', '{}', ?, 2)`, Args: []any{us}},
+			{SQL: `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, lease_owner, lease_until)
+VALUES ('s1', 't1', 'running', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', ?, 'owner', ?)`, Args: []any{us, now.Add(time.Hour).UnixMicro()}},
+			{SQL: `INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output, attempts, started_at, finished_at)
+VALUES ('s1', 't1', 0, 'c0', 'approve', 'read', 'ok', '"yes"', 1, ?, ?)`, Args: []any{us, us}},
+			{SQL: `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at, data) VALUES ('s1', 1, 't1', '', 'turn_received', ?, ?)`, Args: []any{us, data}},
+			{SQL: `INSERT INTO ledger (session_id, seq, turn_id, call_id, kind, at) VALUES ('s1', 2, 't1', 'c0', 'call_admitted', ?)`, Args: []any{us + 1_000_000}},
 		}
-	}
-
-	storetest.CheckUpgraded(t, s, now)
+	})
 }

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,23 +22,16 @@ func receiveLeased(t *testing.T, s turn.Store, sid, tid, owner string, until tim
 }
 
 func sortKeys(keys []turn.TurnKey) []turn.TurnKey {
-	keys = slices.Clone(keys)
-	slices.SortFunc(keys, func(a, b turn.TurnKey) int {
-		if a.SessionID != b.SessionID {
-			if a.SessionID < b.SessionID {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.TurnID < b.TurnID:
-			return -1
-		case a.TurnID > b.TurnID:
-			return 1
-		}
-		return 0
+	return sortedClone(keys, func(a, b turn.TurnKey) int {
+		return cmp.Or(strings.Compare(a.SessionID, b.SessionID), strings.Compare(a.TurnID, b.TurnID))
 	})
-	return keys
+}
+
+// sortedClone is a copy of xs sorted by compare.
+func sortedClone[T any](xs []T, compare func(a, b T) int) []T {
+	xs = slices.Clone(xs)
+	slices.SortFunc(xs, compare)
+	return xs
 }
 
 func testClaimTurns(t *testing.T, s turn.Store) {

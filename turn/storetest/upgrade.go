@@ -1,13 +1,16 @@
 package storetest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/migrations"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -15,6 +18,35 @@ import (
 // test writes at version 1: spacing and escapes that must come back byte for
 // byte after the migrations.
 const UpgradeLineData = ` {"calls" : ["c0"], "note": "é \u00e9 <b>"} `
+
+// Statement is a statement of a store's SQL and its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// CheckUpgrade checks that s, at version 1, migrates to the latest version
+// with its data — a session, a running turn with a result, ledger lines
+// with and without data — and that the store's writes work on the result.
+// The data is written by exec, in the statements v1 gives for now (a time
+// truncated to microseconds): version 1's SQL, as that release wrote it.
+func CheckUpgrade(t *testing.T, s turn.MigratedStore, exec func(ctx context.Context, sql string, args ...any) error, v1 func(now time.Time) []Statement) {
+	t.Helper()
+	ctx := t.Context()
+	if current, _, err := s.SchemaVersion(ctx); err != nil || current != 1 {
+		t.Fatalf("SchemaVersion = %d, %v; want 1", current, err)
+	}
+	if err := s.Ping(ctx); !errors.Is(err, migrations.ErrSchemaBehind) {
+		t.Fatalf("Ping at version 1: %v, want ErrSchemaBehind", err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for _, q := range v1(now) {
+		if err := exec(ctx, q.SQL, q.Args...); err != nil {
+			t.Fatalf("writing version 1 data: %v\n%s", err, q.SQL)
+		}
+	}
+	CheckUpgraded(t, s, now)
+}
 
 // CheckUpgraded migrates s, which holds what a store's upgrade test wrote
 // at version 1 with that version's SQL — session s1 (last seq 2); turn t1,

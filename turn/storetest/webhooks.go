@@ -3,7 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,17 +56,7 @@ func turnWebhooks(t *testing.T, s turn.Store, sid, tid string) []turn.Webhook {
 }
 
 func sortWebhooks(ws []turn.Webhook) []turn.Webhook {
-	ws = slices.Clone(ws)
-	slices.SortFunc(ws, func(a, b turn.Webhook) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	return ws
+	return sortedClone(ws, func(a, b turn.Webhook) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // settleWithHook records turn sid/tid and commits it completed at at with

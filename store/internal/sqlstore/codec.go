@@ -266,3 +266,21 @@ func InOrder(keys, found []turn.TurnKey) []turn.TurnKey {
 	}
 	return out
 }
+
+// Answered is turn.Store.Answered's map of the earliest final, non-replayed
+// result per call id: read hands each such result to each, with the turn it
+// was recorded in (ReplayedFrom). Nothing is read for no call ids.
+func Answered(callIDs []string, read func(each func(turnID string, r *turn.Result)) error) (map[string]turn.Result, error) {
+	answered := make(map[string]turn.Result)
+	if len(callIDs) == 0 {
+		return answered, nil
+	}
+	err := read(func(turnID string, r *turn.Result) {
+		r.ReplayedFrom = turnID
+		answered[r.CallID] = *r
+	})
+	if err != nil {
+		return nil, err
+	}
+	return answered, nil
+}
