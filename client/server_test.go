@@ -21,6 +21,7 @@ import (
 
 	"github.com/turnd/turnd/client"
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/testnet"
 	"github.com/turnd/turnd/internal/turndbin"
 )
 
@@ -66,7 +67,7 @@ func stores() []store {
 // startServer starts a turnd on st with extra environment.
 func startServer(t testing.TB, st store, env ...string) *server {
 	t.Helper()
-	addr := turndbin.FreeAddr(t)
+	addr := testnet.ClosedAddr(t)
 	args := []string{"serve", "--addr", addr, "--log-format", "json", "--config", "../examples/turnd.yaml", "--demo"}
 	childEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	switch st {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/internal/syncbuf"
+	"github.com/turnd/turnd/internal/testnet"
 	"github.com/turnd/turnd/internal/turndbin"
 )
 
@@ -71,7 +72,7 @@ func childEnv(extra ...string) []string {
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string { return turndbin.FreeAddr(t) }
+func freeAddr(t *testing.T) string { return testnet.ClosedAddr(t) }
 
 // syncBuffer collects a child's output, written by exec's copying goroutine
 // and read by the test.

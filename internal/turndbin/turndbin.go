@@ -2,7 +2,6 @@ package turndbin
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,17 +61,4 @@ func (b *Build) Binary(t testing.TB) string {
 		t.Fatal(b.err)
 	}
 	return b.path
-}
-
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
