@@ -161,81 +161,109 @@ func (st *Stream) checkCall(c Call) bool {
 // see it may so start early; admission then replays it, and its early
 // result is discarded.
 func (st *Stream) start(i int, c Call, spec *tool.Spec) {
+	sess, cached, ok := st.admit(c)
+	if !ok {
+		return
+	}
+	st.early++
+	ctx, cancel := context.WithCancel(st.svc.base)
+	e := &earlyRun{index: i, call: c, spec: spec, cancel: cancel, done: make(chan struct{})}
+	st.pool.add(e)
+	if !cached {
+		st.lookupOnce.Do(func() { go st.lookupTurn(ctx, c.ID) })
+	}
+	go st.runEarly(ctx, e, sess, cached)
+}
+
+// admit decides from what this process knows whether c may start early
+// and, where it may, counts its run among the service's waves. It returns
+// the session if cached, and whether it was.
+func (st *Stream) admit(c Call) (sess Session, cached, ok bool) {
 	s := st.svc
 	probe := Turn{SessionID: st.sessionID, ID: st.turnID, Calls: []Call{c}}
 	if s.recent.known(probe) {
-		return
+		return Session{}, false, false
 	}
-	sess, cached := s.sessions.get(st.sessionID)
+	sess, cached = s.sessions.get(st.sessionID)
 	if cached && !sess.Granted(c.Name) {
-		return
+		return Session{}, false, false
 	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return
+		return Session{}, false, false
 	}
 	s.waves.Add(1)
 	s.mu.Unlock()
-	st.early++
-	ctx, cancel := context.WithCancel(s.base)
-	e := &earlyRun{index: i, call: c, spec: spec, cancel: cancel, done: make(chan struct{})}
-	st.pool.add(e)
+	return sess, cached, true
+}
+
+// lookupTurn reads the stream's session and turn, and whether the call
+// callID is answered, from the store, for the early runs that wait on
+// lookupDone.
+func (st *Stream) lookupTurn(ctx context.Context, callID string) {
+	defer close(st.lookupDone)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	st.lookup, st.lookupErr = st.svc.store.LookupTurn(lctx, st.sessionID, st.turnID, []string{callID})
+}
+
+// runEarly runs e's tool in sess, once the store tells the session where
+// it was not cached, and closes e.done whether or not the tool ran.
+func (st *Stream) runEarly(ctx context.Context, e *earlyRun, sess Session, cached bool) {
+	defer st.svc.waves.Done()
 	if !cached {
-		st.lookupOnce.Do(func() {
-			go func() {
-				defer close(st.lookupDone)
-				lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				st.lookup, st.lookupErr = s.store.LookupTurn(lctx, st.sessionID, st.turnID, []string{c.ID})
-			}()
-		})
-	}
-	go func() {
-		defer s.waves.Done()
-		started := false
-		defer func() {
-			if !started {
-				close(e.done)
-			}
-		}()
-		if !cached {
-			select {
-			case <-st.lookupDone:
-			case <-ctx.Done():
-				return
-			}
-			lk := st.lookup
-			sess = Session{ID: st.sessionID, Budget: s.cfg.Budget}
-			switch {
-			case st.lookupErr != nil, lk.TurnFound, lk.Answered[c.ID].Status.Final():
-				return
-			case lk.SessionFound:
-				sess = lk.Session
-				if !sess.Granted(c.Name) {
-					return
-				}
-			}
+		var ok bool
+		if sess, ok = st.awaitSession(ctx, &e.call); !ok {
+			close(e.done)
+			return
 		}
-		tctx := tool.WithProjector(ctx, st.projector(sess), s.cfg.OutputKeepCap)
-		tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
-		started, e.started, e.startedAt = true, true, s.now()
-		exited := true
-		defer func() {
-			if exited { // the tool ended this goroutine (runtime.Goexit)
-				e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
-				e.readyAt, e.endedAt = time.Now(), s.now()
-				close(e.done)
-			}
-		}()
-		e.out = dispatch.InvokeEarly(tctx, spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-		exited = false
-		e.readyAt, e.endedAt = time.Now(), s.now()
-		close(e.done)
-		if e.discarded.Load() {
-			st.pool.countDiscarded(e)
+	}
+	st.invoke(ctx, e, sess)
+}
+
+// awaitSession waits for the stream's LookupTurn and returns the session
+// c runs in: false where the lookup failed or was given up, the turn or c
+// is answered already, or the session does not grant c's tool.
+func (st *Stream) awaitSession(ctx context.Context, c *Call) (Session, bool) {
+	select {
+	case <-st.lookupDone:
+	case <-ctx.Done():
+		return Session{}, false
+	}
+	lk := st.lookup
+	switch {
+	case st.lookupErr != nil, lk.TurnFound, lk.Answered[c.ID].Status.Final():
+		return Session{}, false
+	case lk.SessionFound:
+		return lk.Session, lk.Session.Granted(c.Name)
+	}
+	return Session{ID: st.sessionID, Budget: st.svc.cfg.Budget}, true
+}
+
+// invoke runs e's tool in sess and records its outcome and times in e,
+// closing e.done; a tool that exits its goroutine fails.
+func (st *Stream) invoke(ctx context.Context, e *earlyRun, sess Session) {
+	s := st.svc
+	c := &e.call
+	tctx := tool.WithProjector(ctx, st.projector(sess), s.cfg.OutputKeepCap)
+	tctx = tool.WithCallContext(tctx, tool.CallContext{SessionID: st.sessionID, TurnID: st.turnID, CompleteURL: s.cfg.CompleteURL})
+	e.started, e.startedAt = true, s.now()
+	exited := true
+	defer func() {
+		if exited { // the tool ended this goroutine (runtime.Goexit)
+			e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
+			e.readyAt, e.endedAt = time.Now(), s.now()
+			close(e.done)
 		}
 	}()
+	e.out = dispatch.InvokeEarly(tctx, e.spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	exited = false
+	e.readyAt, e.endedAt = time.Now(), s.now()
+	close(e.done)
+	if e.discarded.Load() {
+		st.pool.countDiscarded(e)
+	}
 }
 
 // projector is the budget projector of the stream's session, built once.

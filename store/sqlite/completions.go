@@ -247,80 +247,117 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 	if err := sqlstore.CheckResolve(b); err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
-	payloads := make([]any, len(b.Items))
-	for i, it := range b.Items {
-		p, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", op, err)
-		}
-		payloads[i] = nullText(p)
-	}
-	results, outputs := sqlstore.ResolveWrites(b)
-	w, err := encodeWrites(b.Key, b.Lines, results, outputs)
+	r, err := encodeResolve(b)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
-	settleLines, err := encodeLines(b.Key, b.SettleLines)
-	if err != nil {
-		return false, fmt.Errorf("%s: settle %w", op, err)
-	}
-	hook, err := encodeWebhook(b.Key, b.SettleWebhook)
-	if err != nil {
-		return false, fmt.Errorf("%s: settle %w", op, err)
-	}
-	var settledAt any // as in Commit: only a settled status has a settled_at
-	if b.SettleStatus.Settled() {
-		settledAt = micros(b.Now)
-	}
-
 	settled := false
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var one int
-		if err := tx.QueryRowContext(ctx, sqlTurnExists, b.Key.SessionID, b.Key.TurnID).Scan(&one); err != nil {
-			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
-		}
-		statuses := make(map[[32]byte]turn.CompletionStatus, len(b.Items))
-		for _, it := range b.Items {
-			var st string
-			err := tx.QueryRowContext(ctx, sqlCompletionStatus, it.KeyHash[:], b.Key.SessionID, b.Key.TurnID).Scan(&st)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue // not a completion of this turn: CheckExpected says so
-			}
-			if err != nil {
-				return err
-			}
-			statuses[it.KeyHash] = turn.CompletionStatus(st)
-		}
-		if err := sqlstore.CheckExpected(b.Items, statuses); err != nil {
+		if err := checkResolvable(ctx, tx, b); err != nil {
 			return err
 		}
-		for i, it := range b.Items {
-			if _, err := tx.ExecContext(ctx, sqlResolveCompletion, it.KeyHash[:], string(it.Status),
-				payloads[i], sqlstore.Hash(it.PayloadHash), micros(b.Now)); err != nil {
-				return err
-			}
-		}
-		if err := w.apply(ctx, tx); err != nil {
+		if err := r.resolve(ctx, tx, b); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, sqlSettle, b.Key.SessionID, b.Key.TurnID, string(b.SettleStatus), settledAt)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil || n == 0 {
-			return err
-		}
-		settled = true
-		if err := settleLines.append(ctx, tx); err != nil {
-			return err
-		}
-		return hook.insert(ctx, tx, b.Key)
+		var err error
+		settled, err = r.settle(ctx, tx, b)
+		return err
 	})
 	if err != nil {
 		return false, wrap(op, err)
 	}
 	return settled, nil
+}
+
+// resolved is a ResolveBatch encoded for its statements: the completions'
+// payloads, the writes, and what settling the turn adds.
+type resolved struct {
+	payloads    []any
+	writes      writes
+	settleLines lines
+	hook        webhook
+	settledAt   any // as in Commit: only a settled status has a settled_at
+}
+
+// encodeResolve encodes b's payloads, writes and settle rows; an error
+// names what could not be encoded.
+func encodeResolve(b turn.ResolveBatch) (resolved, error) {
+	var r resolved
+	r.payloads = make([]any, len(b.Items))
+	for i, it := range b.Items {
+		p, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
+		if err != nil {
+			return resolved{}, err
+		}
+		r.payloads[i] = nullText(p)
+	}
+	results, outputs := sqlstore.ResolveWrites(b)
+	var err error
+	if r.writes, err = encodeWrites(b.Key, b.Lines, results, outputs); err != nil {
+		return resolved{}, err
+	}
+	if r.settleLines, err = encodeLines(b.Key, b.SettleLines); err != nil {
+		return resolved{}, fmt.Errorf("settle %w", err)
+	}
+	if r.hook, err = encodeWebhook(b.Key, b.SettleWebhook); err != nil {
+		return resolved{}, fmt.Errorf("settle %w", err)
+	}
+	if b.SettleStatus.Settled() {
+		r.settledAt = micros(b.Now)
+	}
+	return r, nil
+}
+
+// checkResolvable checks, in tx, that b's turn exists and that each of
+// its completions has the status b expects.
+func checkResolvable(ctx context.Context, tx *sql.Tx, b turn.ResolveBatch) error {
+	var one int
+	if err := tx.QueryRowContext(ctx, sqlTurnExists, b.Key.SessionID, b.Key.TurnID).Scan(&one); err != nil {
+		return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
+	}
+	statuses := make(map[[32]byte]turn.CompletionStatus, len(b.Items))
+	for _, it := range b.Items {
+		var st string
+		err := tx.QueryRowContext(ctx, sqlCompletionStatus, it.KeyHash[:], b.Key.SessionID, b.Key.TurnID).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // not a completion of this turn: CheckExpected says so
+		}
+		if err != nil {
+			return err
+		}
+		statuses[it.KeyHash] = turn.CompletionStatus(st)
+	}
+	return sqlstore.CheckExpected(b.Items, statuses)
+}
+
+// resolve records, in tx, each completion's status and payload, and the
+// turn's writes.
+func (r resolved) resolve(ctx context.Context, tx *sql.Tx, b turn.ResolveBatch) error {
+	for i, it := range b.Items {
+		if _, err := tx.ExecContext(ctx, sqlResolveCompletion, it.KeyHash[:], string(it.Status),
+			r.payloads[i], sqlstore.Hash(it.PayloadHash), micros(b.Now)); err != nil {
+			return err
+		}
+	}
+	return r.writes.apply(ctx, tx)
+}
+
+// settle moves, in tx, the turn to b.SettleStatus with its settle lines
+// and webhook, and says whether it did: false where the turn was no longer
+// running.
+func (r resolved) settle(ctx context.Context, tx *sql.Tx, b turn.ResolveBatch) (bool, error) {
+	res, err := tx.ExecContext(ctx, sqlSettle, b.Key.SessionID, b.Key.TurnID, string(b.SettleStatus), r.settledAt)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return false, err
+	}
+	if err := r.settleLines.append(ctx, tx); err != nil {
+		return true, err
+	}
+	return true, r.hook.insert(ctx, tx, b.Key)
 }
 
 // queryAll runs query on q and reads its rows with collect, which closes
