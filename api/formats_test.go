@@ -82,6 +82,19 @@ func checkRecord(t *testing.T, s *stack, sid, tid string) {
 	}
 }
 
+// byCallID lists the call ids of items in order and maps each to its text,
+// as pick gives them.
+func byCallID[T any](items []T, pick func(T) (id, text string)) ([]string, map[string]string) {
+	var ids []string
+	texts := map[string]string{}
+	for _, it := range items {
+		id, text := pick(it)
+		ids = append(ids, id)
+		texts[id] = text
+	}
+	return ids, texts
+}
+
 // checkAnswers checks one answer per call id, in call order, each saying
 // what it must.
 // readAnswers decodes a 200 answer as a list of the SDK's items and checks
@@ -94,16 +107,13 @@ func readAnswers[T any](t *testing.T, r response, what string, pick func(T) (id,
 	}
 	var items []T
 	r.json(t, &items)
-	var ids []string
-	texts := map[string]string{}
-	for _, it := range items {
+	ids, texts := byCallID(items, func(it T) (string, string) {
 		id, text, ok := pick(it)
 		if !ok {
 			t.Fatalf("not a %s: %s", what, r.body)
 		}
-		ids = append(ids, id)
-		texts[id] = text
-	}
+		return id, text
+	})
 	checkAnswers(t, ids, texts, nil)
 	return items
 }
@@ -361,13 +371,9 @@ func TestPendingPlaceholders(t *testing.T) {
 				func(t *testing.T, r response) ([]string, map[string]string) {
 					var msgs []openai.ChatCompletionMessageParamUnion
 					r.json(t, &msgs)
-					var ids []string
-					texts := map[string]string{}
-					for _, m := range msgs {
-						ids = append(ids, m.OfTool.ToolCallID)
-						texts[m.OfTool.ToolCallID] = m.OfTool.Content.OfString.Value
-					}
-					return ids, texts
+					return byCallID(msgs, func(m openai.ChatCompletionMessageParamUnion) (string, string) {
+						return m.OfTool.ToolCallID, m.OfTool.Content.OfString.Value
+					})
 				},
 				func(t *testing.T, r response) string {
 					var msgs []openai.ChatCompletionMessageParamUnion
@@ -388,13 +394,9 @@ func TestPendingPlaceholders(t *testing.T) {
 				func(t *testing.T, r response) ([]string, map[string]string) {
 					var items []responses.ResponseInputItemUnionParam
 					r.json(t, &items)
-					var ids []string
-					texts := map[string]string{}
-					for _, it := range items {
-						ids = append(ids, it.OfFunctionCallOutput.CallID.Value)
-						texts[it.OfFunctionCallOutput.CallID.Value] = it.OfFunctionCallOutput.Output.OfString.Value
-					}
-					return ids, texts
+					return byCallID(items, func(it responses.ResponseInputItemUnionParam) (string, string) {
+						return it.OfFunctionCallOutput.CallID.Value, it.OfFunctionCallOutput.Output.OfString.Value
+					})
 				},
 				func(t *testing.T, r response) string {
 					var items []responses.ResponseInputItemUnionParam
@@ -415,13 +417,9 @@ func TestPendingPlaceholders(t *testing.T) {
 				func(t *testing.T, r response) ([]string, map[string]string) {
 					var m anthropic.MessageParam
 					r.json(t, &m)
-					var ids []string
-					texts := map[string]string{}
-					for _, b := range m.Content {
-						ids = append(ids, b.OfToolResult.ToolUseID)
-						texts[b.OfToolResult.ToolUseID] = b.OfToolResult.Content[0].OfText.Text
-					}
-					return ids, texts
+					return byCallID(m.Content, func(b anthropic.ContentBlockParamUnion) (string, string) {
+						return b.OfToolResult.ToolUseID, b.OfToolResult.Content[0].OfText.Text
+					})
 				},
 				func(t *testing.T, r response) string {
 					var m anthropic.MessageParam
