@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,18 +36,17 @@ func (p *proc) mustCLI(t *testing.T, stdin string, args ...string) string {
 // returns its complete_url.
 func (p *proc) completeURL(t *testing.T, turnID string) string {
 	t.Helper()
-	deadline := time.Now().Add(settleTimeout)
-	for {
+	var url string
+	poll(t, settleTimeout, func() error {
 		for _, l := range p.logLines() {
 			if u, ok := l["complete_url"].(string); ok && l["turn_id"] == turnID {
-				return u
+				url = u
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no approval of %s logged within %v", turnID, settleTimeout)
-		}
-		time.Sleep(pollInterval)
-	}
+		return fmt.Errorf("no approval of %s logged within %v", turnID, settleTimeout)
+	})
+	return url
 }
 
 func TestCLI(t *testing.T) {
@@ -184,13 +184,12 @@ func TestCLITailFollows(t *testing.T) {
 		<-done
 	})
 	p.mustCLI(t, `{"id":"t1","calls":[{"id":"c1","name":"echo","arguments":{"text":"live"}}]}`, "post", "live")
-	deadline := time.Now().Add(settleTimeout)
-	for !strings.Contains(out.String(), "t1  -  turn_settled") {
-		if time.Now().After(deadline) {
-			t.Fatalf("tail printed no turn_settled of t1 within %v:\n%s\nstderr: %s", settleTimeout, out.String(), errb.String())
+	poll(t, settleTimeout, func() error {
+		if !strings.Contains(out.String(), "t1  -  turn_settled") {
+			return fmt.Errorf("tail printed no turn_settled of t1 within %v:\n%s\nstderr: %s", settleTimeout, out.String(), errb.String())
 		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 	if first := strings.Fields(out.String()); first[0] != "3" {
 		t.Errorf("tail --after 2 started at seq %s:\n%s", first[0], out.String())
 	}

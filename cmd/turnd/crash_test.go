@@ -501,13 +501,12 @@ func TestReplicaTakesOverFromStalledReplica(t *testing.T) {
 // waitLog waits (bounded) until the child logs a message containing msg.
 func waitLog(t *testing.T, p *proc, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(settleTimeout)
-	for !strings.Contains(p.stderr.String(), msg) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q", p.name, msg)
+	poll(t, settleTimeout, func() error {
+		if !strings.Contains(p.stderr.String(), msg) {
+			return fmt.Errorf("%s never logged %q", p.name, msg)
 		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // TestStallPastOwnLease: a single process (the embedded store's only

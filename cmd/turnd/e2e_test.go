@@ -296,16 +296,12 @@ func TestShutdownGrace(t *testing.T) {
 			// A synchronous POST, in flight when the signal arrives.
 			answer := p.postAsync(t, `{"id":"sync","calls":[{"id":"y","name":"sleep","arguments":{"ms":1500}}]}`)
 			// The sync turn is recorded once its POST is received.
-			for deadline := time.Now().Add(settleTimeout); ; {
-				resp, _ := p.do(http.MethodGet, "/v1/sessions/s/turns/sync", nil)
-				if resp.StatusCode == http.StatusOK {
-					break
+			poll(t, settleTimeout, func() error {
+				if resp, _ := p.do(http.MethodGet, "/v1/sessions/s/turns/sync", nil); resp.StatusCode != http.StatusOK {
+					return errors.New("the synchronous turn was never recorded")
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("the synchronous turn was never recorded")
-				}
-				time.Sleep(pollInterval)
-			}
+				return nil
+			})
 
 			p.signal(syscall.SIGTERM)
 			if code := p.waitExit(); code != 0 {
