@@ -102,13 +102,13 @@ func TestStdioMCPServerServesTurn(t *testing.T) {
 	waitGone(t, pid, "turnd")
 }
 
-// waitGone waits (bounded) until process pid is gone, after turnd, as the
-// test says how, stopped.
-func waitGone(t *testing.T, pid int, turnd string) {
+// waitGone waits (bounded) until the MCP server's process pid is gone;
+// stopped names the turnd it must not outlive, for the failure.
+func waitGone(t *testing.T, pid int, stopped string) {
 	t.Helper()
 	poll(t, 10*time.Second, func() error {
 		if !testproc.Gone(pid) {
-			return fmt.Errorf("the MCP server (pid %d) outlived %s", pid, turnd)
+			return fmt.Errorf("the MCP server (pid %d) outlived %s", pid, stopped)
 		}
 		return nil
 	})
