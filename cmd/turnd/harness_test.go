@@ -510,6 +510,17 @@ type backend struct {
 	args func(t *testing.T) []string
 }
 
+// eachBackend runs test as a parallel subtest on each backend.
+func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, b)
+		})
+	}
+}
+
 var backends = []backend{
 	{"sqlite", func(t *testing.T) []string {
 		return []string{"--data", filepath.Join(t.TempDir(), "turnd.db")}
