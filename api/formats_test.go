@@ -95,6 +95,15 @@ func byCallID[T any](items []T, pick func(T) (id, text string)) ([]string, map[s
 	return ids, texts
 }
 
+// joined is the texts of parts, as text gives them, end to end.
+func joined[T any](parts []T, text func(T) string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(text(p))
+	}
+	return b.String()
+}
+
 // checkAnswers checks one answer per call id, in call order, each saying
 // what it must.
 // readAnswers decodes a 200 answer as a list of the SDK's items and checks
@@ -381,11 +390,7 @@ func TestPendingPlaceholders(t *testing.T) {
 					if len(msgs) != 1 || msgs[0].OfUser == nil {
 						t.Fatalf("follow-up is not one user message: %s", r.body)
 					}
-					var b strings.Builder
-					for _, p := range msgs[0].OfUser.Content.OfArrayOfContentParts {
-						b.WriteString(p.OfText.Text)
-					}
-					return b.String()
+					return joined(msgs[0].OfUser.Content.OfArrayOfContentParts, func(p openai.ChatCompletionContentPartUnionParam) string { return p.OfText.Text })
 				}},
 			{"openai.responses",
 				`{"id":"resp_p","object":"response","output":[
@@ -404,11 +409,7 @@ func TestPendingPlaceholders(t *testing.T) {
 					if len(items) != 1 || items[0].OfMessage == nil || items[0].OfMessage.Role != responses.EasyInputMessageRoleUser {
 						t.Fatalf("follow-up is not one user message: %s", r.body)
 					}
-					var b strings.Builder
-					for _, p := range items[0].OfMessage.Content.OfInputItemContentList {
-						b.WriteString(p.OfInputText.Text)
-					}
-					return b.String()
+					return joined(items[0].OfMessage.Content.OfInputItemContentList, func(p responses.ResponseInputContentUnionParam) string { return p.OfInputText.Text })
 				}},
 			{"anthropic.messages",
 				`{"id":"msg_p","type":"message","role":"assistant","content":[
@@ -427,11 +428,7 @@ func TestPendingPlaceholders(t *testing.T) {
 					if m.Role != anthropic.MessageParamRoleUser {
 						t.Fatalf("follow-up is not a user message: %s", r.body)
 					}
-					var b strings.Builder
-					for _, blk := range m.Content {
-						b.WriteString(blk.OfText.Text)
-					}
-					return b.String()
+					return joined(m.Content, func(blk anthropic.ContentBlockParamUnion) string { return blk.OfText.Text })
 				}},
 		} {
 			t.Run(tc.format, func(t *testing.T) {
