@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,4 +362,19 @@ func checkSeqs(t *testing.T, lines []turn.Line) {
 			t.Fatalf("line %d has seq %d, want %d (seqs must be gap-free from 1)", i, l.Seq, i+1)
 		}
 	}
+}
+
+// together runs f(0) … f(n-1) on goroutines of their own, released at
+// once the better to race one another, and returns when all have.
+func together(n int, f func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
 }
