@@ -89,21 +89,15 @@ func testClaimTurnsConcurrent(t *testing.T, s turn.Store) {
 	claims := make(map[turn.TurnKey][]string)
 	together(claimers, func(c int) {
 		owner := fmt.Sprintf("claimer-%d", c)
-		for {
-			keys, err := claimKeys(s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 0, 3))
-			if err != nil {
-				t.Errorf("ClaimTurns %s: %v", owner, err)
-				return
-			}
-			if len(keys) == 0 {
-				return
-			}
+		claimAll(t, "ClaimTurns "+owner, func() ([]turn.TurnKey, error) {
+			return claimKeys(s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 0, 3))
+		}, func(keys []turn.TurnKey) {
 			mu.Lock()
+			defer mu.Unlock()
 			for _, k := range keys {
 				claims[k] = append(claims[k], owner)
 			}
-			mu.Unlock()
-		}
+		})
 	})
 	for _, k := range all {
 		if n := len(claims[k]); n != 1 {

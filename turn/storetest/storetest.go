@@ -378,3 +378,19 @@ func together(n int, f func(i int)) {
 	close(start)
 	wg.Wait()
 }
+
+// claimAll claims batches until claim finds none left, handing each to
+// got; an error fails the test, named by what, and ends the claiming.
+func claimAll[T any](t *testing.T, what string, claim func() ([]T, error), got func([]T)) {
+	for {
+		batch, err := claim()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		if len(batch) == 0 {
+			return
+		}
+		got(batch)
+	}
+}

@@ -229,24 +229,18 @@ func testWebhookClaimConcurrent(t *testing.T, s turn.Store) {
 	var mu sync.Mutex
 	claims := make(map[string]int)
 	together(claimers, func(c int) {
-		for {
-			ws, err := s.ClaimWebhooks(ctx(t), now, time.Hour, 3)
-			if err != nil {
-				t.Errorf("ClaimWebhooks by claimer %d: %v", c, err)
-				return
-			}
-			if len(ws) == 0 {
-				return
-			}
+		claimAll(t, fmt.Sprintf("ClaimWebhooks by claimer %d", c), func() ([]turn.Webhook, error) {
+			return s.ClaimWebhooks(ctx(t), now, time.Hour, 3)
+		}, func(ws []turn.Webhook) {
 			mu.Lock()
+			defer mu.Unlock()
 			for _, w := range ws {
 				claims[w.ID]++
 				if w.Attempts != 1 {
 					t.Errorf("webhook %s claimed with %d attempts, want 1", w.ID, w.Attempts)
 				}
 			}
-			mu.Unlock()
-		}
+		})
 	})
 	if len(claims) != hooks {
 		t.Errorf("%d webhooks claimed, want %d", len(claims), hooks)
