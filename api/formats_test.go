@@ -18,7 +18,6 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/turnd/turnd/internal/teststores"
-	"github.com/turnd/turnd/turn"
 )
 
 // The calls of every round trip: two that run, one whose arguments string
@@ -144,8 +143,7 @@ func checkAnswers(t *testing.T, got []string, texts map[string]string, isError m
 
 func TestOpenAIChatRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// The completion as the SDK receives it from the model API.
 		completion := openai.ChatCompletion{ID: "chatcmpl-rt1", Object: "chat.completion", Model: "gpt-test", Created: 1}
 		msg := openai.ChatCompletionMessage{Role: "assistant"}
@@ -207,8 +205,7 @@ func TestOpenAIChatRoundTrip(t *testing.T) {
 
 func TestOpenAIResponsesRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// The response as the SDK receives it: built as JSON, decoded by
 		// the SDK, posted as its raw JSON.
 		items := []map[string]any{{"type": "reasoning", "id": "rs_1", "summary": []any{}}}
@@ -268,8 +265,7 @@ func TestOpenAIResponsesRoundTrip(t *testing.T) {
 
 func TestAnthropicMessagesRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// The message as the SDK receives it.
 		content := []map[string]any{{"type": "text", "text": "Let me check."}}
 		for _, c := range roundTripCalls {
@@ -363,8 +359,7 @@ func TestAnthropicMessagesRoundTrip(t *testing.T) {
 // the result arrives, and the same renderings on every read.
 func TestPendingPlaceholders(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		for _, tc := range []struct {
 			format string
 			body   string
@@ -554,8 +549,7 @@ func TestProviderTools(t *testing.T) {
 
 func TestProviderBadInput(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		okChat := `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"now","arguments":"{}"}}]}`
 		if r := s.do("POST", "/v1/sessions/done/turns?format=openai.chat&turn_id=t1", okChat); r.status != 200 {
 			t.Fatalf("setup: %d %s", r.status, r.body)
