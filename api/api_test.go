@@ -102,6 +102,14 @@ func newStack(t *testing.T, open func(testing.TB) turn.Store, o stackOptions) *s
 	return stackOn(t, open(t), o)
 }
 
+// eachStack runs test on a stack of default options over each store.
+func eachStack(t *testing.T, test func(t *testing.T, s *stack)) {
+	t.Helper()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		test(t, newStack(t, open, stackOptions{}))
+	})
+}
+
 // stackOn is newStack over an open store st, for benchmarks too.
 func stackOn(t testing.TB, st turn.Store, o stackOptions) *stack {
 	t.Helper()
@@ -265,8 +273,7 @@ func summary(t wireTurn) string {
 
 func TestQuickStartTurn(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		if r := s.do("POST", "/v1/sessions", `{"id":"demo","budget":{"limit":64}}`); r.status != 201 {
 			t.Fatalf("create session: %d %s", r.status, r.body)
 		}
@@ -367,8 +374,7 @@ func TestQuickStartTurn(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		many := make([]map[string]any, 129)
 		for i := range many {
 			many[i] = map[string]any{"id": fmt.Sprint(i), "name": "echo"}
@@ -420,8 +426,7 @@ func TestBadInput(t *testing.T) {
 
 func TestRefusedCallsAreResults(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		if r := s.do("POST", "/v1/sessions", `{"id":"narrow","tools":["echo","search"]}`); r.status != 201 {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
@@ -445,8 +450,7 @@ func TestRefusedCallsAreResults(t *testing.T) {
 
 func TestToolFailures(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		r := s.do("POST", "/v1/sessions/s/turns", `{"calls":[{"id":"a","name":"flaky"},{"id":"b","name":"down"},{"id":"c","name":"big"}]}`)
 		var tr wireTurn
 		r.json(t, &tr)
@@ -508,8 +512,7 @@ func TestAuthAndAsync(t *testing.T) {
 
 func TestRecordedCallIDsReplayAcrossTurns(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		s.do("POST", "/v1/sessions/s/turns", `{"id":"t1","calls":[{"id":"a","name":"search","arguments":{"q":"x"}}]}`)
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t2","calls":[{"id":"a","name":"search","arguments":{"q":"x"}},{"id":"b","name":"search","arguments":{"q":"y"}}]}`)
 		var tr wireTurn

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/turnd/turnd/internal/teststores"
-	"github.com/turnd/turnd/turn"
 )
 
 // TestBadBytes holds both stores to one answer for request bytes a database
@@ -14,8 +11,7 @@ import (
 // state change, never a 500.
 func TestBadBytes(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		const bad = "\xff\xfe"
 		var sessions []string
 		for i, tc := range []struct {
@@ -86,8 +82,7 @@ func TestBadBytes(t *testing.T) {
 // leaves the call pending, on both stores.
 func TestBadBytesInCompletions(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"d","name":"deferred","arguments":{"deadline":"1h"}}]}`)
 		if r.status != 202 {
 			t.Fatalf("post: %d %s", r.status, r.body)

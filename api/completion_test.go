@@ -7,13 +7,11 @@ import (
 
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/internal/teststores"
-	"github.com/turnd/turnd/turn"
 )
 
 func TestDeferredLoopOverHTTP(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"a","name":"echo","arguments":{"x":1}},{"id":"d","name":"deferred","arguments":{"deadline":"1h"}}]}`)
 		var tr wireTurn
 		r.json(t, &tr)
@@ -89,8 +87,7 @@ func TestDeferredLoopOverHTTP(t *testing.T) {
 
 func TestCancelAndLateDelivery(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"d","name":"deferred","arguments":{"on_cancel":"ignore"}}]}`)
 		key := (<-s.tools.keys)[0]
 		r := s.do("POST", "/v1/sessions/s/turns/t/cancel", nil)

@@ -6,9 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/turnd/turnd/internal/teststores"
-	"github.com/turnd/turnd/turn"
 )
 
 type sseEvent struct {
@@ -66,8 +63,7 @@ func readEvents(t *testing.T, s *stack, path, lastID string, out chan<- sseEvent
 
 func TestTurnEvents(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		r := s.do("POST", "/v1/sessions/s/turns", `{"id":"t","calls":[{"id":"a","name":"echo"},{"id":"d","name":"deferred"}]}`)
 		if r.status != 202 {
 			t.Fatalf("post: %d %s", r.status, r.body)

@@ -18,7 +18,6 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/turnd/turnd/internal/teststores"
-	"github.com/turnd/turnd/turn"
 )
 
 // The calls of every round trip: two that run, one whose arguments string
@@ -82,6 +81,28 @@ func checkRecord(t *testing.T, s *stack, sid, tid string) {
 	}
 }
 
+// byCallID lists the call ids of items in order and maps each to its text,
+// as pick gives them.
+func byCallID[T any](items []T, pick func(T) (id, text string)) ([]string, map[string]string) {
+	var ids []string
+	texts := map[string]string{}
+	for _, it := range items {
+		id, text := pick(it)
+		ids = append(ids, id)
+		texts[id] = text
+	}
+	return ids, texts
+}
+
+// joined is the texts of parts, as text gives them, end to end.
+func joined[T any](parts []T, text func(T) string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(text(p))
+	}
+	return b.String()
+}
+
 // checkAnswers checks one answer per call id, in call order, each saying
 // what it must.
 // readAnswers decodes a 200 answer as a list of the SDK's items and checks
@@ -94,16 +115,13 @@ func readAnswers[T any](t *testing.T, r response, what string, pick func(T) (id,
 	}
 	var items []T
 	r.json(t, &items)
-	var ids []string
-	texts := map[string]string{}
-	for _, it := range items {
+	ids, texts := byCallID(items, func(it T) (string, string) {
 		id, text, ok := pick(it)
 		if !ok {
 			t.Fatalf("not a %s: %s", what, r.body)
 		}
-		ids = append(ids, id)
-		texts[id] = text
-	}
+		return id, text
+	})
 	checkAnswers(t, ids, texts, nil)
 	return items
 }
@@ -125,8 +143,7 @@ func checkAnswers(t *testing.T, got []string, texts map[string]string, isError m
 
 func TestOpenAIChatRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// The completion as the SDK receives it from the model API.
 		completion := openai.ChatCompletion{ID: "chatcmpl-rt1", Object: "chat.completion", Model: "gpt-test", Created: 1}
 		msg := openai.ChatCompletionMessage{Role: "assistant"}
@@ -188,8 +205,7 @@ func TestOpenAIChatRoundTrip(t *testing.T) {
 
 func TestOpenAIResponsesRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// The response as the SDK receives it: built as JSON, decoded by
 		// the SDK, posted as its raw JSON.
 		items := []map[string]any{{"type": "reasoning", "id": "rs_1", "summary": []any{}}}
@@ -249,8 +265,7 @@ func TestOpenAIResponsesRoundTrip(t *testing.T) {
 
 func TestAnthropicMessagesRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// The message as the SDK receives it.
 		content := []map[string]any{{"type": "text", "text": "Let me check."}}
 		for _, c := range roundTripCalls {
@@ -344,8 +359,7 @@ func TestAnthropicMessagesRoundTrip(t *testing.T) {
 // the result arrives, and the same renderings on every read.
 func TestPendingPlaceholders(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		for _, tc := range []struct {
 			format string
 			body   string
@@ -361,13 +375,9 @@ func TestPendingPlaceholders(t *testing.T) {
 				func(t *testing.T, r response) ([]string, map[string]string) {
 					var msgs []openai.ChatCompletionMessageParamUnion
 					r.json(t, &msgs)
-					var ids []string
-					texts := map[string]string{}
-					for _, m := range msgs {
-						ids = append(ids, m.OfTool.ToolCallID)
-						texts[m.OfTool.ToolCallID] = m.OfTool.Content.OfString.Value
-					}
-					return ids, texts
+					return byCallID(msgs, func(m openai.ChatCompletionMessageParamUnion) (string, string) {
+						return m.OfTool.ToolCallID, m.OfTool.Content.OfString.Value
+					})
 				},
 				func(t *testing.T, r response) string {
 					var msgs []openai.ChatCompletionMessageParamUnion
@@ -375,11 +385,7 @@ func TestPendingPlaceholders(t *testing.T) {
 					if len(msgs) != 1 || msgs[0].OfUser == nil {
 						t.Fatalf("follow-up is not one user message: %s", r.body)
 					}
-					var b strings.Builder
-					for _, p := range msgs[0].OfUser.Content.OfArrayOfContentParts {
-						b.WriteString(p.OfText.Text)
-					}
-					return b.String()
+					return joined(msgs[0].OfUser.Content.OfArrayOfContentParts, func(p openai.ChatCompletionContentPartUnionParam) string { return p.OfText.Text })
 				}},
 			{"openai.responses",
 				`{"id":"resp_p","object":"response","output":[
@@ -388,13 +394,9 @@ func TestPendingPlaceholders(t *testing.T) {
 				func(t *testing.T, r response) ([]string, map[string]string) {
 					var items []responses.ResponseInputItemUnionParam
 					r.json(t, &items)
-					var ids []string
-					texts := map[string]string{}
-					for _, it := range items {
-						ids = append(ids, it.OfFunctionCallOutput.CallID.Value)
-						texts[it.OfFunctionCallOutput.CallID.Value] = it.OfFunctionCallOutput.Output.OfString.Value
-					}
-					return ids, texts
+					return byCallID(items, func(it responses.ResponseInputItemUnionParam) (string, string) {
+						return it.OfFunctionCallOutput.CallID.Value, it.OfFunctionCallOutput.Output.OfString.Value
+					})
 				},
 				func(t *testing.T, r response) string {
 					var items []responses.ResponseInputItemUnionParam
@@ -402,11 +404,7 @@ func TestPendingPlaceholders(t *testing.T) {
 					if len(items) != 1 || items[0].OfMessage == nil || items[0].OfMessage.Role != responses.EasyInputMessageRoleUser {
 						t.Fatalf("follow-up is not one user message: %s", r.body)
 					}
-					var b strings.Builder
-					for _, p := range items[0].OfMessage.Content.OfInputItemContentList {
-						b.WriteString(p.OfInputText.Text)
-					}
-					return b.String()
+					return joined(items[0].OfMessage.Content.OfInputItemContentList, func(p responses.ResponseInputContentUnionParam) string { return p.OfInputText.Text })
 				}},
 			{"anthropic.messages",
 				`{"id":"msg_p","type":"message","role":"assistant","content":[
@@ -415,13 +413,9 @@ func TestPendingPlaceholders(t *testing.T) {
 				func(t *testing.T, r response) ([]string, map[string]string) {
 					var m anthropic.MessageParam
 					r.json(t, &m)
-					var ids []string
-					texts := map[string]string{}
-					for _, b := range m.Content {
-						ids = append(ids, b.OfToolResult.ToolUseID)
-						texts[b.OfToolResult.ToolUseID] = b.OfToolResult.Content[0].OfText.Text
-					}
-					return ids, texts
+					return byCallID(m.Content, func(b anthropic.ContentBlockParamUnion) (string, string) {
+						return b.OfToolResult.ToolUseID, b.OfToolResult.Content[0].OfText.Text
+					})
 				},
 				func(t *testing.T, r response) string {
 					var m anthropic.MessageParam
@@ -429,11 +423,7 @@ func TestPendingPlaceholders(t *testing.T) {
 					if m.Role != anthropic.MessageParamRoleUser {
 						t.Fatalf("follow-up is not a user message: %s", r.body)
 					}
-					var b strings.Builder
-					for _, blk := range m.Content {
-						b.WriteString(blk.OfText.Text)
-					}
-					return b.String()
+					return joined(m.Content, func(blk anthropic.ContentBlockParamUnion) string { return blk.OfText.Text })
 				}},
 		} {
 			t.Run(tc.format, func(t *testing.T) {
@@ -559,8 +549,7 @@ func TestProviderTools(t *testing.T) {
 
 func TestProviderBadInput(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		okChat := `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"now","arguments":"{}"}}]}`
 		if r := s.do("POST", "/v1/sessions/done/turns?format=openai.chat&turn_id=t1", okChat); r.status != 200 {
 			t.Fatalf("setup: %d %s", r.status, r.body)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/dispatch"
-	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -73,8 +72,7 @@ func lateLines(t *testing.T, s *stack, sid string) []wireLine {
 // answers 410 completion_gone all the same.
 func TestLateDeliveriesRecordedOnce(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		key := cancelledKey(t, s, "s", `{"limit":1024}`)
 		big := strings.Repeat("x", 100_000)
 		gone := func(body string) {
@@ -132,8 +130,7 @@ func TestLateDeliveriesRecordedOnce(t *testing.T) {
 // a single line, and paging reads every line.
 func TestLedgerPageBytes(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		// A budget large enough that the late payloads are kept whole.
 		key := cancelledKey(t, s, "s", `{"limit":4194304,"max_lines":100000}`)
 		const n = 3
@@ -174,8 +171,7 @@ func TestLedgerPageBytes(t *testing.T) {
 // not the completion_late lines of deliveries that came after.
 func TestTurnEventsWithoutLateLines(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		key := cancelledKey(t, s, "s", `{}`)
 		if r := s.do("POST", "/v1/complete/"+key, `{"output":"late"}`); r.status != 410 {
 			t.Fatalf("late post: %d %s", r.status, r.body)
@@ -204,8 +200,7 @@ func TestTurnEventsWithoutLateLines(t *testing.T) {
 // stream reads page after page up to turn_settled.
 func TestTurnEventsAcrossBytePages(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		ctx := t.Context()
 		now := time.Now().UTC()
 		k := turn.TurnKey{SessionID: "s", TurnID: "big"}

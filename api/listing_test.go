@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnd/turnd/internal/teststores"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -16,8 +15,7 @@ import (
 // completion key, and bad queries are 400 invalid_query.
 func TestListings(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		for i := range 7 {
 			if r := s.do("POST", "/v1/sessions", fmt.Sprintf(`{"id":"s%d"}`, i)); r.status != 201 {
 				t.Fatalf("creating s%d: %d %s", i, r.status, r.body)

@@ -232,8 +232,7 @@ func TestStreamedProviderFormats(t *testing.T) {
 // random chunk sizes: the answer is the whole post's.
 func TestStreamedSplits(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		calls := []streamfix.Call{{ID: "a", Name: "echo", Arguments: `{"text":"é ☃ 𝄞"}`}, {ID: "b", Name: "now", Arguments: `{}`}}
 		rng := rand.New(rand.NewPCG(1, 2))
 		all := append(providerFormats, struct{ format, idPrefix string }{"ndjson", "nd_"})

@@ -13,8 +13,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/turnd/turnd/internal/streamfix"
-	"github.com/turnd/turnd/internal/teststores"
-	"github.com/turnd/turnd/turn"
 )
 
 // The README's Go recipe, run: a frontend streams a completion with the
@@ -70,8 +68,7 @@ func (c closeBoth) Close() error {
 
 func TestTeeRecipe(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		calls := []streamfix.Call{{ID: "call_a", Name: "echo", Arguments: `{"text":"from the stream"}`}, {ID: "call_b", Name: "now", Arguments: `{}`}}
 		// A stand-in for the Chat Completions API, streaming as it does.
 		model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -542,8 +542,7 @@ func TestStreamedBroken(t *testing.T) {
 // Prefer: respond-async and pending=placeholder included.
 func TestStreamedAnswers(t *testing.T) {
 	t.Parallel()
-	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		s := newStack(t, open, stackOptions{})
+	eachStack(t, func(t *testing.T, s *stack) {
 		sp := s.stream("/v1/sessions/ans/turns", "application/x-ndjson", "Prefer", "respond-async")
 		sp.write(ndLine(map[string]any{"id": "async"}) + ndCall("e", "echo", `{"x":1}`))
 		r := sp.end()

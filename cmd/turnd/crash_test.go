@@ -426,39 +426,36 @@ func subset(m, want map[string]int) map[string]int {
 // reads the same after a crash, and reposting it replays it.
 func TestCrashAfterAcknowledged(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			p := c.start("first")
-			acked := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/s/turns", threeCalls("c"))
-			if tj := decode[turnJSON](t, acked); tj.Status != "completed" || len(tj.Results) != 3 {
-				t.Fatalf("acknowledged: %s", acked)
-			}
-			ledgerBefore := p.ledger("s")
-			p.kill()
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newCrashRig(t, b)
+		p := c.start("first")
+		acked := p.must(http.StatusOK, http.MethodPost, "/v1/sessions/s/turns", threeCalls("c"))
+		if tj := decode[turnJSON](t, acked); tj.Status != "completed" || len(tj.Results) != 3 {
+			t.Fatalf("acknowledged: %s", acked)
+		}
+		ledgerBefore := p.ledger("s")
+		p.kill()
 
-			q := c.start("restarted")
-			_, got := q.getTurn("s", "c")
-			if !bytes.Equal(got, acked) {
-				t.Errorf("the turn changed across the crash:\nacknowledged %s\nnow          %s", acked, got)
-			}
-			resp, again := q.do(http.MethodPost, "/v1/sessions/s/turns", threeCalls("c"))
-			if resp.StatusCode != http.StatusOK || resp.Header.Get("Turnd-Replayed") != "true" {
-				t.Errorf("repost: status %d, Turnd-Replayed %q; want 200, true: %s", resp.StatusCode, resp.Header.Get("Turnd-Replayed"), again)
-			}
-			if !bytes.Equal(again, acked) {
-				t.Errorf("the replay differs from the acknowledgement:\nacknowledged %s\nreplayed     %s", acked, again)
-			}
-			c.wantExecutions(map[string]int{"r1": 1, "w1": 1, "w2": 1})
-			ledgerAfter := q.ledger("s")
-			a, _ := json.Marshal(ledgerBefore)
-			z, _ := json.Marshal(ledgerAfter)
-			if !bytes.Equal(a, z) {
-				t.Errorf("the ledger changed across the crash and the replay:\nbefore\n%s\nafter\n%s", formatLedger(ledgerBefore), formatLedger(ledgerAfter))
-			}
-		})
-	}
+		q := c.start("restarted")
+		_, got := q.getTurn("s", "c")
+		if !bytes.Equal(got, acked) {
+			t.Errorf("the turn changed across the crash:\nacknowledged %s\nnow          %s", acked, got)
+		}
+		resp, again := q.do(http.MethodPost, "/v1/sessions/s/turns", threeCalls("c"))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Turnd-Replayed") != "true" {
+			t.Errorf("repost: status %d, Turnd-Replayed %q; want 200, true: %s", resp.StatusCode, resp.Header.Get("Turnd-Replayed"), again)
+		}
+		if !bytes.Equal(again, acked) {
+			t.Errorf("the replay differs from the acknowledgement:\nacknowledged %s\nreplayed     %s", acked, again)
+		}
+		c.wantExecutions(map[string]int{"r1": 1, "w1": 1, "w2": 1})
+		ledgerAfter := q.ledger("s")
+		a, _ := json.Marshal(ledgerBefore)
+		z, _ := json.Marshal(ledgerAfter)
+		if !bytes.Equal(a, z) {
+			t.Errorf("the ledger changed across the crash and the replay:\nbefore\n%s\nafter\n%s", formatLedger(ledgerBefore), formatLedger(ledgerAfter))
+		}
+	})
 }
 
 // TestReplicaTakesOverFromStalledReplica: two replicas on one Postgres
@@ -501,13 +498,12 @@ func TestReplicaTakesOverFromStalledReplica(t *testing.T) {
 // waitLog waits (bounded) until the child logs a message containing msg.
 func waitLog(t *testing.T, p *proc, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(settleTimeout)
-	for !strings.Contains(p.stderr.String(), msg) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q", p.name, msg)
+	poll(t, settleTimeout, func() error {
+		if !strings.Contains(p.stderr.String(), msg) {
+			return fmt.Errorf("%s never logged %q", p.name, msg)
 		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // TestStallPastOwnLease: a single process (the embedded store's only
@@ -516,40 +512,37 @@ func waitLog(t *testing.T, p *proc, msg string) {
 // and a second wave must not run the next write again.
 func TestStallPastOwnLease(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCrashRig(t, b)
-			p := c.start("only")
-			// A stall only hurts when the recovery tick wins the race with
-			// the renewal tick after the stall; try a few turns.
-			for i := range 3 {
-				tid := fmt.Sprintf("t%d", i)
-				w1, w2 := "w1-"+tid, "w2-"+tid
-				release1 := c.ts.holdFirst(w1)
-				release2 := c.ts.holdFirst(w2)
-				p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
-					`{"id":"`+tid+`","calls":[{"id":"`+w1+`","name":"write","arguments":{}},{"id":"`+w2+`","name":"write","arguments":{}}]}`,
-					"Prefer", "respond-async")
-				c.ts.waitArrival(p, w1)
-				p.signal(syscall.SIGSTOP)
-				time.Sleep(1500 * time.Millisecond) // past the 1s lease: the stall itself
-				p.signal(syscall.SIGCONT)
-				resumed := strings.Count(p.stderr.String(), `"resuming turn"`)
-				// Give the recovery tick (every 500ms) its chance to run.
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newCrashRig(t, b)
+		p := c.start("only")
+		// A stall only hurts when the recovery tick wins the race with
+		// the renewal tick after the stall; try a few turns.
+		for i := range 3 {
+			tid := fmt.Sprintf("t%d", i)
+			w1, w2 := "w1-"+tid, "w2-"+tid
+			release1 := c.ts.holdFirst(w1)
+			release2 := c.ts.holdFirst(w2)
+			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
+				`{"id":"`+tid+`","calls":[{"id":"`+w1+`","name":"write","arguments":{}},{"id":"`+w2+`","name":"write","arguments":{}}]}`,
+				"Prefer", "respond-async")
+			c.ts.waitArrival(p, w1)
+			p.signal(syscall.SIGSTOP)
+			time.Sleep(1500 * time.Millisecond) // past the 1s lease: the stall itself
+			p.signal(syscall.SIGCONT)
+			resumed := strings.Count(p.stderr.String(), `"resuming turn"`)
+			// Give the recovery tick (every 500ms) its chance to run.
+			time.Sleep(time.Second)
+			release1()
+			if strings.Count(p.stderr.String(), `"resuming turn"`) > resumed {
+				// A second wave holds w2 (its first execution); the
+				// stalled wave, its write answered, goes on to w2.
 				time.Sleep(time.Second)
-				release1()
-				if strings.Count(p.stderr.String(), `"resuming turn"`) > resumed {
-					// A second wave holds w2 (its first execution); the
-					// stalled wave, its write answered, goes on to w2.
-					time.Sleep(time.Second)
-				}
-				release2()
-				_, data := p.awaitSettled("s", tid)
-				if n := len(c.ts.executions(w2)); n != 1 {
-					t.Fatalf("turn %s: write %s executed %d times: %s\nledger:\n%s", tid, w2, n, data, formatLedger(p.ledger("s")))
-				}
 			}
-		})
-	}
+			release2()
+			_, data := p.awaitSettled("s", tid)
+			if n := len(c.ts.executions(w2)); n != 1 {
+				t.Fatalf("turn %s: write %s executed %d times: %s\nledger:\n%s", tid, w2, n, data, formatLedger(p.ledger("s")))
+			}
+		}
+	})
 }

@@ -283,110 +283,100 @@ func TestQuickStart(t *testing.T) {
 // POST in flight is answered before the server stops.
 func TestShutdownGrace(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			store := b.args(t)
-			args := append([]string{"--config", exampleConfig, "--shutdown-grace", "10s"}, store...)
-			p := startTurnd(t, procOptions{name: "first", args: args})
+	eachBackend(t, func(t *testing.T, b backend) {
+		store := b.args(t)
+		args := append([]string{"--config", exampleConfig, "--shutdown-grace", "10s"}, store...)
+		p := startTurnd(t, procOptions{name: "first", args: args})
 
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
-				`{"id":"async","calls":[{"id":"z","name":"sleep","arguments":{"ms":2000}}]}`, "Prefer", "respond-async")
+		p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
+			`{"id":"async","calls":[{"id":"z","name":"sleep","arguments":{"ms":2000}}]}`, "Prefer", "respond-async")
 
-			// A synchronous POST, in flight when the signal arrives.
-			answer := p.postAsync(t, `{"id":"sync","calls":[{"id":"y","name":"sleep","arguments":{"ms":1500}}]}`)
-			// The sync turn is recorded once its POST is received.
-			for deadline := time.Now().Add(settleTimeout); ; {
-				resp, _ := p.do(http.MethodGet, "/v1/sessions/s/turns/sync", nil)
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the synchronous turn was never recorded")
-				}
-				time.Sleep(pollInterval)
+		// A synchronous POST, in flight when the signal arrives.
+		answer := p.postAsync(t, `{"id":"sync","calls":[{"id":"y","name":"sleep","arguments":{"ms":1500}}]}`)
+		// The sync turn is recorded once its POST is received.
+		poll(t, settleTimeout, func() error {
+			if resp, _ := p.do(http.MethodGet, "/v1/sessions/s/turns/sync", nil); resp.StatusCode != http.StatusOK {
+				return errors.New("the synchronous turn was never recorded")
 			}
-
-			p.signal(syscall.SIGTERM)
-			if code := p.waitExit(); code != 0 {
-				t.Fatalf("exit code %d after SIGTERM, want 0", code)
-			}
-			exitedAt := time.Now()
-			syncCode, syncBody, syncErr := answer()
-			if syncErr != nil || syncCode != http.StatusOK {
-				t.Fatalf("the synchronous POST in flight at SIGTERM: status %d, err %v, body %s", syncCode, syncErr, syncBody)
-			}
-			if st := decode[turnJSON](t, syncBody); st.Status != "completed" {
-				t.Errorf("the synchronous POST answered a %s turn: %s", st.Status, syncBody)
-			}
-			logs := p.stderr.String()
-			if !strings.Contains(logs, `"shutting down"`) || !strings.Contains(logs, `"stopped"`) {
-				t.Errorf("no orderly shutdown in the log:\n%s", logs)
-			}
-
-			q := startTurnd(t, procOptions{name: "restarted", args: args})
-			tj, data := q.getTurn("s", "async")
-			if tj.Status != "completed" || len(tj.Results) != 1 || tj.Results[0].Status != "ok" || string(tj.Results[0].Output) != `{"slept_ms":2000}` {
-				t.Fatalf("after the restart the turn is %s", data)
-			}
-			if fin := tj.Results[0].FinishedAt; fin == nil || fin.After(exitedAt) {
-				t.Errorf("the call finished at %v, after the process exited at %v", fin, exitedAt)
-			}
-			lines := q.ledger("s")
-			if k := kinds(lines, ""); k["turn_settled"] != 2 || k["turn_resumed"] != 0 {
-				t.Errorf("ledger kinds %v:\n%s", k, formatLedger(lines))
-			}
+			return nil
 		})
-	}
+
+		p.signal(syscall.SIGTERM)
+		if code := p.waitExit(); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM, want 0", code)
+		}
+		exitedAt := time.Now()
+		syncCode, syncBody, syncErr := answer()
+		if syncErr != nil || syncCode != http.StatusOK {
+			t.Fatalf("the synchronous POST in flight at SIGTERM: status %d, err %v, body %s", syncCode, syncErr, syncBody)
+		}
+		if st := decode[turnJSON](t, syncBody); st.Status != "completed" {
+			t.Errorf("the synchronous POST answered a %s turn: %s", st.Status, syncBody)
+		}
+		logs := p.stderr.String()
+		if !strings.Contains(logs, `"shutting down"`) || !strings.Contains(logs, `"stopped"`) {
+			t.Errorf("no orderly shutdown in the log:\n%s", logs)
+		}
+
+		q := startTurnd(t, procOptions{name: "restarted", args: args})
+		tj, data := q.getTurn("s", "async")
+		if tj.Status != "completed" || len(tj.Results) != 1 || tj.Results[0].Status != "ok" || string(tj.Results[0].Output) != `{"slept_ms":2000}` {
+			t.Fatalf("after the restart the turn is %s", data)
+		}
+		if fin := tj.Results[0].FinishedAt; fin == nil || fin.After(exitedAt) {
+			t.Errorf("the call finished at %v, after the process exited at %v", fin, exitedAt)
+		}
+		lines := q.ledger("s")
+		if k := kinds(lines, ""); k["turn_settled"] != 2 || k["turn_resumed"] != 0 {
+			t.Errorf("ledger kinds %v:\n%s", k, formatLedger(lines))
+		}
+	})
 }
 
 // TestShutdownGraceOver: when the grace runs out the running turn is
 // cancelled, recorded as such, and the process exits 0 promptly.
 func TestShutdownGraceOver(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			args := append([]string{"--config", exampleConfig, "--shutdown-grace", "100ms"}, b.args(t)...)
-			p := startTurnd(t, procOptions{name: "first", args: args})
-			p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
-				`{"id":"long","calls":[{"id":"n","name":"now","arguments":{}},{"id":"z","name":"sleep","arguments":{"ms":30000}}]}`,
-				"Prefer", "respond-async")
-			start := time.Now()
-			p.signal(syscall.SIGTERM)
-			if code := p.waitExit(); code != 0 {
-				t.Fatalf("exit code %d after SIGTERM, want 0", code)
-			}
-			// Prompt: far from the 30 s sleep (the bound is loose for a
-			// loaded machine; the point is that the sleep did not run out).
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("exited %v after SIGTERM with a 100ms grace", d)
-			}
-			if !strings.Contains(p.stderr.String(), "waves cancelled at the end of the grace period") {
-				t.Errorf("no log of the cancelled waves:\n%s", p.stderr.String())
-			}
+	eachBackend(t, func(t *testing.T, b backend) {
+		args := append([]string{"--config", exampleConfig, "--shutdown-grace", "100ms"}, b.args(t)...)
+		p := startTurnd(t, procOptions{name: "first", args: args})
+		p.must(http.StatusAccepted, http.MethodPost, "/v1/sessions/s/turns",
+			`{"id":"long","calls":[{"id":"n","name":"now","arguments":{}},{"id":"z","name":"sleep","arguments":{"ms":30000}}]}`,
+			"Prefer", "respond-async")
+		start := time.Now()
+		p.signal(syscall.SIGTERM)
+		if code := p.waitExit(); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM, want 0", code)
+		}
+		// Prompt: far from the 30 s sleep (the bound is loose for a
+		// loaded machine; the point is that the sleep did not run out).
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("exited %v after SIGTERM with a 100ms grace", d)
+		}
+		if !strings.Contains(p.stderr.String(), "waves cancelled at the end of the grace period") {
+			t.Errorf("no log of the cancelled waves:\n%s", p.stderr.String())
+		}
 
-			q := startTurnd(t, procOptions{name: "restarted", args: args})
-			tj, data := q.getTurn("s", "long")
-			if tj.Status != "cancelled" || len(tj.Results) != 2 {
-				t.Fatalf("after the restart the turn is %s", data)
-			}
-			if r := tj.result(t, "n"); r.Status != "ok" {
-				t.Errorf("call n: %+v", r)
-			}
-			if r := tj.result(t, "z"); r.Status != "cancelled" {
-				t.Errorf("call z: status %s, want cancelled: %s", r.Status, data)
-			}
-			lines := q.ledger("s")
-			var settled map[string]string
-			if last := lines[len(lines)-1]; last.Kind == "turn_settled" {
-				_ = json.Unmarshal(last.Data, &settled)
-			}
-			if settled["status"] != "cancelled" {
-				t.Errorf("the ledger does not end with the cancelled settlement:\n%s", formatLedger(lines))
-			}
-		})
-	}
+		q := startTurnd(t, procOptions{name: "restarted", args: args})
+		tj, data := q.getTurn("s", "long")
+		if tj.Status != "cancelled" || len(tj.Results) != 2 {
+			t.Fatalf("after the restart the turn is %s", data)
+		}
+		if r := tj.result(t, "n"); r.Status != "ok" {
+			t.Errorf("call n: %+v", r)
+		}
+		if r := tj.result(t, "z"); r.Status != "cancelled" {
+			t.Errorf("call z: status %s, want cancelled: %s", r.Status, data)
+		}
+		lines := q.ledger("s")
+		var settled map[string]string
+		if last := lines[len(lines)-1]; last.Kind == "turn_settled" {
+			_ = json.Unmarshal(last.Data, &settled)
+		}
+		if settled["status"] != "cancelled" {
+			t.Errorf("the ledger does not end with the cancelled settlement:\n%s", formatLedger(lines))
+		}
+	})
 }
 
 // TestSecondSignalForcesExit: a second SIGTERM during the shutdown grace

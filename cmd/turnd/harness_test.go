@@ -183,22 +183,45 @@ func startTurnd(t *testing.T, o procOptions) *proc {
 
 func (p *proc) waitReady() {
 	p.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	poll(p.t, readyTimeout, func() error {
 		select {
 		case <-p.exited:
 			p.t.Fatalf("%s exited with %v before it was ready", p.name, p.cmd.ProcessState)
 		default:
 		}
-		resp, err := httpClient.Get(p.base + "/readyz")
+		if err := p.answers("/readyz", http.StatusOK); err != nil {
+			return fmt.Errorf("%s not ready within %v (last: %v)", p.name, readyTimeout, err)
+		}
+		return nil
+	})
+}
+
+// answers is nil when GET path answers want, else what it answered.
+func (p *proc) answers(path string, want int) error {
+	resp, err := httpClient.Get(p.base + path)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// poll calls try every pollInterval until it returns nil. The child is an
+// external process, so there is no channel to wait on: past within, the
+// test fails with try's last error.
+func poll(t testing.TB, within time.Duration, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s not ready within %v (last: %v)", p.name, readyTimeout, err)
+			t.Fatal(err)
 		}
 		time.Sleep(pollInterval)
 	}
@@ -485,6 +508,17 @@ func kinds(lines []lineJSON, callID string) map[string]int {
 type backend struct {
 	name string
 	args func(t *testing.T) []string
+}
+
+// eachBackend runs test as a parallel subtest on each backend.
+func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, b)
+		})
+	}
 }
 
 var backends = []backend{

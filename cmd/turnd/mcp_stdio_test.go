@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -36,13 +37,21 @@ func TestStdioMCPServerServesTurn(t *testing.T) {
 	cfg := writeFile(t, dir, "tools.yaml", fmt.Sprintf("tools:\n  - mcp:\n      command: [%q, %q]\n      prefix: fs_\n      trust_annotations: true\n", bin, root))
 	p := startTurnd(t, procOptions{args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db"), "--log-level", "debug"}})
 
-	deadline := time.Now().Add(settleTimeout)
 	var set map[string]string
-	for set = p.toolSet(); set["fs_read_text_file"] == "" && time.Now().Before(deadline); set = p.toolSet() {
-		time.Sleep(pollInterval)
+	want := func() error {
+		if set["fs_read_text_file"] != "read" || set["fs_write_file"] != "write" {
+			return fmt.Errorf("the server's tools: %v; want fs_read_text_file read and fs_write_file write", set)
+		}
+		return nil
 	}
-	if set["fs_read_text_file"] != "read" || set["fs_write_file"] != "write" {
-		t.Fatalf("the server's tools: %v; want fs_read_text_file read and fs_write_file write", set)
+	poll(t, settleTimeout, func() error {
+		if set = p.toolSet(); set["fs_read_text_file"] == "" {
+			return want()
+		}
+		return nil
+	})
+	if err := want(); err != nil {
+		t.Fatal(err)
 	}
 
 	path := func(name string) string { b, _ := json.Marshal(filepath.Join(root, name)); return string(b) }
@@ -90,12 +99,19 @@ func TestStdioMCPServerServesTurn(t *testing.T) {
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !testproc.Gone(pid); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server (pid %d) outlived turnd", pid)
+	waitGone(t, pid, "turnd")
+}
+
+// waitGone waits (bounded) until the MCP server's process pid is gone;
+// stopped names the turnd it must not outlive, for the failure.
+func waitGone(t *testing.T, pid int, stopped string) {
+	t.Helper()
+	poll(t, 10*time.Second, func() error {
+		if !testproc.Gone(pid) {
+			return fmt.Errorf("the MCP server (pid %d) outlived %s", pid, stopped)
 		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // filesystemServer is the program of @modelcontextprotocol/server-filesystem
@@ -131,22 +147,17 @@ func TestStdioMCPServerDiesWithTurnd(t *testing.T) {
 	cfg := writeFile(t, dir, "tools.yaml", fmt.Sprintf("tools:\n  - mcp:\n      command: [%q, %q]\n", bin, dir))
 	p := startTurnd(t, procOptions{args: []string{"--config", cfg, "--data", filepath.Join(dir, "turnd.db")}})
 	var pid int
-	for deadline := time.Now().Add(settleTimeout); pid == 0; {
+	poll(t, settleTimeout, func() error {
 		for _, rec := range p.logLines() {
 			if rec["msg"] == "MCP server process started" {
 				pid = int(rec["pid"].(float64))
 			}
 		}
-		if pid == 0 && time.Now().After(deadline) {
-			t.Fatal("turnd did not start the MCP server")
+		if pid == 0 {
+			return errors.New("turnd did not start the MCP server")
 		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 	p.kill()
-	for deadline := time.Now().Add(10 * time.Second); !testproc.Gone(pid); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server (pid %d) outlived a killed turnd", pid)
-		}
-		time.Sleep(pollInterval)
-	}
+	waitGone(t, pid, "a killed turnd")
 }

@@ -226,20 +226,12 @@ func slicesIndex(s []string, v string) int {
 // waitStatus polls path until it answers want (bounded).
 func (p *proc) waitStatus(path string, want int) {
 	p.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		resp, err := httpClient.Get(p.base + path)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
+	poll(p.t, readyTimeout, func() error {
+		if err := p.answers(path, want); err != nil {
+			return fmt.Errorf("%s %s did not answer %d within %v (last: %v)", p.name, path, want, readyTimeout, err)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s %s did not answer %d within %v (last: %v)", p.name, path, want, readyTimeout, err)
-		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // TestShutdownDrainsReadinessFirst: after SIGTERM /readyz answers 503

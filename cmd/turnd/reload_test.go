@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,7 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -105,22 +106,15 @@ func (p *proc) toolSet() map[string]string {
 // reload happens in another process).
 func (p *proc) awaitTools(names ...string) map[string]string {
 	p.t.Helper()
-	deadline := time.Now().Add(settleTimeout)
-	for {
-		set := p.toolSet()
-		got := make([]string, 0, len(set))
-		for n := range set {
-			got = append(got, n)
+	var set map[string]string
+	poll(p.t, settleTimeout, func() error {
+		set = p.toolSet()
+		if got := slices.Sorted(maps.Keys(set)); !slices.Equal(got, names) {
+			return fmt.Errorf("/v1/tools lists %v, want %v", got, names)
 		}
-		slices.Sort(got)
-		if slices.Equal(got, names) {
-			return set
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("/v1/tools lists %v, want %v", got, names)
-		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
+	return set
 }
 
 // TestReloadOnSIGHUP: SIGHUP swaps the tool config under running turns.

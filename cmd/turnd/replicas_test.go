@@ -158,17 +158,12 @@ func send(method, u, body string, header ...string) (int, []byte, error) {
 // awaitStatus polls the turn until it has status want (bounded).
 func (p *proc) awaitStatus(sessionID, turnID, want string) {
 	p.t.Helper()
-	deadline := time.Now().Add(settleTimeout)
-	for {
-		tj, data := p.getTurn(sessionID, turnID)
-		if tj.Status == want {
-			return
+	poll(p.t, settleTimeout, func() error {
+		if tj, data := p.getTurn(sessionID, turnID); tj.Status != want {
+			return fmt.Errorf("turn %s/%s not %s within %v: %s", sessionID, turnID, want, settleTimeout, data)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("turn %s/%s not %s within %v: %s", sessionID, turnID, want, settleTimeout, data)
-		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // TestReplicasWakeAcrossReplicas (1): a `Prefer: wait` GET held on replica

@@ -21,11 +21,7 @@ func BenchmarkClientWork(b *testing.B) {
 	w := Workload{Concurrency: 32, Duration: time.Second, Calls: 4, ReadFraction: 1, Tools: ToolBuiltin, Seed: 1}
 	answer := echoAnswer(b, w.Calls)
 	b.Run("tuned", func(b *testing.B) {
-		r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer r.close()
+		r := offlineRunner(b, w)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			_ = r.body(i)
@@ -45,11 +41,7 @@ func BenchmarkClientWork(b *testing.B) {
 	b.Run("ordinary", func(b *testing.B) {
 		w := w
 		w.Client = ClientOrdinary
-		r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer r.close()
+		r := offlineRunner(b, w)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			t, err := r.turnRequest(i)

@@ -28,11 +28,7 @@ func TestTurnBodies(t *testing.T) {
 	delay, _ := ParseDist("fixed:7ms")
 	w := Workload{Concurrency: 1, Turns: 1, Calls: 10, ReadFraction: 0.5, DeferredFraction: 0.2,
 		Latency: lat, DeferredDelay: delay, OutputBytes: 123, Tools: ToolHTTP, Seed: 42}
-	r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
+	r := offlineRunner(t, w)
 	kinds := map[string]int{}
 	ids := map[string]bool{}
 	const turns = 500
@@ -79,11 +75,7 @@ func TestTurnBodies(t *testing.T) {
 func TestBuiltinBodies(t *testing.T) {
 	t.Parallel()
 	w := Workload{Concurrency: 1, Turns: 1, Calls: 2, ReadFraction: 1, OutputBytes: 50, Tools: ToolBuiltin}
-	r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
+	r := offlineRunner(t, w)
 	var b turnBody
 	if err := json.Unmarshal(r.body(3), &b); err != nil {
 		t.Fatal(err)
@@ -98,11 +90,7 @@ func TestBuiltinBodies(t *testing.T) {
 	}
 	w.OutputBytes = 0
 	w.Latency, _ = ParseDist("fixed:2600us")
-	r, err = newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
+	r = offlineRunner(t, w)
 	raw := string(r.body(0))
 	if !strings.Contains(raw, `"name":"sleep","arguments":{"ms":3}`) {
 		t.Errorf("a 2.6ms latency should sleep 3ms: %s", raw)
@@ -127,17 +115,9 @@ func TestOrdinaryRequests(t *testing.T) {
 			t.Parallel()
 			w := tt.w
 			w.Concurrency, w.Turns, w.Seed = 1, 1, 7
-			tuned, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tuned.close()
+			tuned := offlineRunner(t, w)
 			w.Client = ClientOrdinary
-			ordinary, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ordinary.close()
+			ordinary := offlineRunner(t, w)
 			if ordinary.h1 != nil || ordinary.transport.MaxIdleConnsPerHost < w.Concurrency || ordinary.transport.DisableCompression {
 				t.Errorf("ordinary transport %+v: want the default's settings, keep-alive for every client", ordinary.transport)
 			}
@@ -205,4 +185,16 @@ func TestOrdinaryKeepsConnections(t *testing.T) {
 	if n := conns.Load(); n != int64(w.Concurrency) {
 		t.Errorf("%d connections opened for %d clients", n, w.Concurrency)
 	}
+}
+
+// offlineRunner is a runner of w aimed at a port where nothing listens (the
+// tests only build and check its requests), closed when tb ends.
+func offlineRunner(tb testing.TB, w Workload) *runner {
+	tb.Helper()
+	r, err := newRunner(Target{URL: "http://127.0.0.1:1"}, w)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(r.close)
+	return r
 }

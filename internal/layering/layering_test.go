@@ -28,6 +28,11 @@ func TestStandardLibraryOnly(t *testing.T) {
 		{"internal/rawjson", true, nil}, // budget's JSON scanner
 		{"completion", true, nil},
 		{"dispatch", false, nil}, // its tests use goleak
+		// The client: never turn, store or api, and not the providers'
+		// SDKs either (package client/sdk has them, so that programs that
+		// do not use them, turnd's own command line among them, do not
+		// link them). Its tests start a real server.
+		{"client", false, []string{"completion"}},
 	} {
 		t.Run(rule.pkg, func(t *testing.T) {
 			t.Parallel()

@@ -327,20 +327,27 @@ type phaseReport struct {
 	emptyShare                        float64       // share of acquires that found the pool empty
 }
 
-func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[string]float64 {
-	dbURL := pgtest.URL(b)
-	ctx := context.Background()
+// pgAdmin opens an administrative connection to the test database, closed
+// at the benchmark's end, and reads the named server settings through it.
+func pgAdmin(ctx context.Context, b *testing.B, settings ...string) (dbURL string, admin *pgx.Conn, values map[string]string) {
+	b.Helper()
+	dbURL = pgtest.URL(b)
 	admin, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { admin.Close(context.Background()) })
-
-	settings, err := loadtest.PGSettings(ctx, admin, "server_version", "synchronous_commit", "fsync",
-		"wal_sync_method", "commit_delay", "full_page_writes", "shared_buffers", "max_wal_size")
+	values, err = loadtest.PGSettings(ctx, admin, settings...)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return dbURL, admin, values
+}
+
+func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[string]float64 {
+	ctx := context.Background()
+	dbURL, admin, settings := pgAdmin(ctx, b, "server_version", "synchronous_commit", "fsync",
+		"wal_sync_method", "commit_delay", "full_page_writes", "shared_buffers", "max_wal_size")
 	b.Logf("PostgreSQL %s: synchronous_commit=%s fsync=%s wal_sync_method=%s commit_delay=%s full_page_writes=%s shared_buffers=%s max_wal_size=%s",
 		settings["server_version"], settings["synchronous_commit"], settings["fsync"], settings["wal_sync_method"],
 		settings["commit_delay"], settings["full_page_writes"], settings["shared_buffers"], settings["max_wal_size"])
@@ -377,6 +384,7 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 	for i, kind := range phases {
 		before := observe(ctx, b, admin, st)
 		var r loadtest.Result
+		var err error
 		switch kind {
 		case "insert":
 			if cfg.pgbench != "" {

@@ -24,8 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/turnd/turnd/internal/loadtest"
 	"github.com/turnd/turnd/internal/pgtest"
 	"github.com/turnd/turnd/store/postgres"
@@ -283,17 +281,8 @@ func measureCompletions(b *testing.B) map[string]float64 {
 	perTurn := envInt(b, "LOADTEST_PARK_CALLS", 10)
 	perSession := envInt(b, "LOADTEST_TURNS_PER_SESSION", 1)
 	profile := os.Getenv("LOADTEST_COMPLETION_CPUPROFILE")
-	dbURL := pgtest.URL(b)
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { admin.Close(context.Background()) })
-	settings, err := loadtest.PGSettings(ctx, admin, "server_version", "synchronous_commit", "fsync", "shared_buffers")
-	if err != nil {
-		b.Fatal(err)
-	}
+	dbURL, admin, settings := pgAdmin(ctx, b, "server_version", "synchronous_commit", "fsync", "shared_buffers")
 	if settings["synchronous_commit"] == "off" {
 		b.Fatal("synchronous_commit is off: the comparison needs commits that wait for the WAL flush")
 	}

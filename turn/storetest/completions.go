@@ -492,18 +492,11 @@ func testResolveRace(t *testing.T, s turn.Store) {
 		batches[i].Lines[0].Data = json.RawMessage(fmt.Sprintf(`{"by":%d}`, i))
 		batches[i].SettleLines[0].Data = json.RawMessage(fmt.Sprintf(`{"settled_by":%d}`, i))
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	errs := make([]error, resolvers)
 	settled := make([]bool, resolvers)
-	for i := range resolvers {
-		wg.Go(func() {
-			<-start
-			settled[i], errs[i] = s.Resolve(ctx(t), batches[i])
-		})
-	}
-	close(start)
-	wg.Wait()
+	together(resolvers, func(i int) {
+		settled[i], errs[i] = s.Resolve(ctx(t), batches[i])
+	})
 
 	winner := -1
 	for i, err := range errs {
@@ -542,35 +535,28 @@ func testResolveManyKeys(t *testing.T, s turn.Store) {
 	for _, tid := range turns {
 		all = append(all, waitingTurn(t, s, "s1", tid, perTurn)...)
 	}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins := make(map[[32]byte][]int)
 	settles := make(map[string]int)
-	for w := range resolvers {
-		wg.Go(func() {
-			<-start
-			for j := range all {
-				c := all[(j+w*len(all)/resolvers)%len(all)] // each starts elsewhere
-				settled, err := s.Resolve(ctx(t), batch("s1", c.TurnID, base.Add(time.Minute), resolution(c, fmt.Sprint(w))))
-				if errors.Is(err, turn.ErrCompletionState) {
-					continue
-				}
-				if err != nil {
-					t.Errorf("resolver %d, key %d of %s: %v", w, c.CallIndex, c.TurnID, err)
-					return
-				}
-				mu.Lock()
-				wins[c.KeyHash] = append(wins[c.KeyHash], w)
-				if settled {
-					settles[c.TurnID]++
-				}
-				mu.Unlock()
+	together(resolvers, func(w int) {
+		for j := range all {
+			c := all[(j+w*len(all)/resolvers)%len(all)] // each starts elsewhere
+			settled, err := s.Resolve(ctx(t), batch("s1", c.TurnID, base.Add(time.Minute), resolution(c, fmt.Sprint(w))))
+			if errors.Is(err, turn.ErrCompletionState) {
+				continue
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+			if err != nil {
+				t.Errorf("resolver %d, key %d of %s: %v", w, c.CallIndex, c.TurnID, err)
+				return
+			}
+			mu.Lock()
+			wins[c.KeyHash] = append(wins[c.KeyHash], w)
+			if settled {
+				settles[c.TurnID]++
+			}
+			mu.Unlock()
+		}
+	})
 	for _, c := range all {
 		if n := len(wins[c.KeyHash]); n != 1 {
 			t.Errorf("key %d of %s resolved %d times", c.CallIndex, c.TurnID, n)
@@ -792,21 +778,14 @@ func testSecret(t *testing.T, s turn.Store) {
 // Replicas starting together on a new database agree on one secret.
 func testSecretConcurrent(t *testing.T, s turn.Store) {
 	const callers = 8
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	got := make([]string, callers)
-	for i := range callers {
-		wg.Go(func() {
-			<-start
-			v, err := s.Secret(ctx(t), func() (string, error) { return fmt.Sprintf("secret-%d", i), nil })
-			if err != nil {
-				t.Errorf("Secret %d: %v", i, err)
-			}
-			got[i] = v
-		})
-	}
-	close(start)
-	wg.Wait()
+	together(callers, func(i int) {
+		v, err := s.Secret(ctx(t), func() (string, error) { return fmt.Sprintf("secret-%d", i), nil })
+		if err != nil {
+			t.Errorf("Secret %d: %v", i, err)
+		}
+		got[i] = v
+	})
 	for i, v := range got {
 		if v != got[0] || !strings.HasPrefix(v, "secret-") {
 			t.Fatalf("callers got %q (caller %d differs), want one secret", got, i)

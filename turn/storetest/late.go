@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/turnd/turnd/turn"
@@ -245,22 +244,13 @@ func testRecordLateConcurrent(t *testing.T, s turn.Store) {
 	before := len(readLedger(t, s, "s1", 100))
 	const n = 8
 	outcomes := make(chan turn.LateOutcome, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			o, err := s.RecordLate(ctx(t), k, late(a, `"same"`, fmt.Sprintf("out-%d", i), turn.MaxLateLines))
-			if err != nil {
-				t.Errorf("RecordLate: %v", err)
-			}
-			outcomes <- o
-		}()
-	}
-	close(start)
-	wg.Wait()
+	together(n, func(i int) {
+		o, err := s.RecordLate(ctx(t), k, late(a, `"same"`, fmt.Sprintf("out-%d", i), turn.MaxLateLines))
+		if err != nil {
+			t.Errorf("RecordLate: %v", err)
+		}
+		outcomes <- o
+	})
 	close(outcomes)
 	recorded := 0
 	for o := range outcomes {

@@ -85,33 +85,20 @@ func testClaimTurnsConcurrent(t *testing.T, s turn.Store) {
 	for i := range turns {
 		all = append(all, receiveLeased(t, s, fmt.Sprintf("s%d", i%5), fmt.Sprintf("t%02d", i), "dead", now.Add(-time.Minute)))
 	}
-	start := make(chan struct{})
 	var mu sync.Mutex
 	claims := make(map[turn.TurnKey][]string)
-	var wg sync.WaitGroup
-	for c := range claimers {
+	together(claimers, func(c int) {
 		owner := fmt.Sprintf("claimer-%d", c)
-		wg.Go(func() {
-			<-start
-			for {
-				keys, err := claimKeys(s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 0, 3))
-				if err != nil {
-					t.Errorf("ClaimTurns %s: %v", owner, err)
-					return
-				}
-				if len(keys) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, k := range keys {
-					claims[k] = append(claims[k], owner)
-				}
-				mu.Unlock()
+		claimAll(t, "ClaimTurns "+owner, func() ([]turn.TurnKey, error) {
+			return claimKeys(s.ClaimTurns(ctx(t), owner, now, now.Add(time.Hour), 0, 3))
+		}, func(keys []turn.TurnKey) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				claims[k] = append(claims[k], owner)
 			}
 		})
-	}
-	close(start)
-	wg.Wait()
+	})
 	for _, k := range all {
 		if n := len(claims[k]); n != 1 {
 			t.Errorf("turn %v claimed %d times (by %v)", k, n, claims[k])

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -203,24 +202,12 @@ func testRecordTurnConcurrent(t *testing.T, s turn.Store) {
 		key turn.TurnKey
 		err error
 	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
 	outcomes := make(chan outcome, 2*sessions*turns)
-	for i := range sessions {
-		for j := range turns {
-			for range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					sid, tid := fmt.Sprintf("s%d", i), fmt.Sprintf("t%d", j)
-					outcomes <- outcome{turn.TurnKey{SessionID: sid, TurnID: tid}, s.RecordTurn(ctx(t), record(sid, tid, 1+j%3))}
-				}()
-			}
-		}
-	}
-	close(start)
-	wg.Wait()
+	together(2*sessions*turns, func(k int) {
+		i, j := k/(2*turns), k/2%turns // each turn of each session twice
+		sid, tid := fmt.Sprintf("s%d", i), fmt.Sprintf("t%d", j)
+		outcomes <- outcome{turn.TurnKey{SessionID: sid, TurnID: tid}, s.RecordTurn(ctx(t), record(sid, tid, 1+j%3))}
+	})
 	close(outcomes)
 	recorded := map[turn.TurnKey]int{}
 	for o := range outcomes {

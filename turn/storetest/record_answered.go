@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,27 +98,17 @@ func testRecordTurnCallsAnsweredConcurrent(t *testing.T, s turn.Store) {
 		repeats bool
 		err     error
 	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
 	outcomes := make(chan outcome, sessions*rounds)
-	for i := range sessions {
-		for j := range rounds {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				sid, tid := fmt.Sprintf("s%d", i), fmt.Sprintf("t%d", j)
-				repeats := (i+j)%2 == 0
-				ids := []string{tid + "-new"}
-				if repeats {
-					ids = append(ids, "old")
-				}
-				outcomes <- outcome{turn.TurnKey{SessionID: sid, TurnID: tid}, repeats, s.RecordTurn(ctx(t), withCalls(sid, tid, ids...))}
-			}()
+	together(sessions*rounds, func(k int) {
+		i, j := k/rounds, k%rounds
+		sid, tid := fmt.Sprintf("s%d", i), fmt.Sprintf("t%d", j)
+		repeats := (i+j)%2 == 0
+		ids := []string{tid + "-new"}
+		if repeats {
+			ids = append(ids, "old")
 		}
-	}
-	close(start)
-	wg.Wait()
+		outcomes <- outcome{turn.TurnKey{SessionID: sid, TurnID: tid}, repeats, s.RecordTurn(ctx(t), withCalls(sid, tid, ids...))}
+	})
 	close(outcomes)
 	recorded := map[string]int{}
 	for o := range outcomes {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,5 +361,36 @@ func checkSeqs(t *testing.T, lines []turn.Line) {
 		if l.Seq != int64(i+1) {
 			t.Fatalf("line %d has seq %d, want %d (seqs must be gap-free from 1)", i, l.Seq, i+1)
 		}
+	}
+}
+
+// together runs f(0) … f(n-1) on goroutines of their own, released at
+// once the better to race one another, and returns when all have.
+func together(n int, f func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// claimAll claims batches until claim finds none left, handing each to
+// got; an error fails the test, named by what, and ends the claiming.
+func claimAll[T any](t *testing.T, what string, claim func() ([]T, error), got func([]T)) {
+	for {
+		batch, err := claim()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		if len(batch) == 0 {
+			return
+		}
+		got(batch)
 	}
 }

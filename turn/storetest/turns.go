@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,24 +84,17 @@ func testReceiveTurnDuplicate(t *testing.T, s turn.Store) {
 // creates it, every turn is recorded and the seqs stay gap-free.
 func testReceiveTurnConcurrentNewSession(t *testing.T, s turn.Store) {
 	const n = 12
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	seqs := make([]int64, n)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			r := receive("s1", fmt.Sprintf("t%02d", i), "owner-a")
-			r.Session.CallbackURL = fmt.Sprintf("https://frontend.test/%d", i)
-			res, err := s.ReceiveTurn(ctx(t), r)
-			if err != nil {
-				t.Errorf("ReceiveTurn %d: %v", i, err)
-				return
-			}
-			seqs[i] = res.Seq
-		})
-	}
-	close(start)
-	wg.Wait()
+	together(n, func(i int) {
+		r := receive("s1", fmt.Sprintf("t%02d", i), "owner-a")
+		r.Session.CallbackURL = fmt.Sprintf("https://frontend.test/%d", i)
+		res, err := s.ReceiveTurn(ctx(t), r)
+		if err != nil {
+			t.Errorf("ReceiveTurn %d: %v", i, err)
+			return
+		}
+		seqs[i] = res.Seq
+	})
 	if t.Failed() {
 		return
 	}
@@ -142,32 +134,25 @@ func testCommitSeqs(t *testing.T, s turn.Store) {
 // unique and gap-free, and each turn's lines keep their commit order.
 func testCommitConcurrent(t *testing.T, s turn.Store) {
 	const writers, commits = 16, 20
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			<-start
-			tid := fmt.Sprintf("t%02d", w)
-			// A call per commit: each commit writes the result of its own.
-			if _, err := s.ReceiveTurn(ctx(t), receiveCalls("s1", tid, "owner-a", commits)); err != nil {
-				t.Errorf("ReceiveTurn %s: %v", tid, err)
+	together(writers, func(w int) {
+		tid := fmt.Sprintf("t%02d", w)
+		// A call per commit: each commit writes the result of its own.
+		if _, err := s.ReceiveTurn(ctx(t), receiveCalls("s1", tid, "owner-a", commits)); err != nil {
+			t.Errorf("ReceiveTurn %s: %v", tid, err)
+			return
+		}
+		for i := range commits {
+			c := commit("s1", tid, "owner-a")
+			for j := range i%3 + 1 {
+				c.Lines = append(c.Lines, line(tid, "", turn.LineCallAdmitted, fmt.Sprintf(`{"commit":%d,"line":%d}`, i, j)))
+			}
+			c.Results = []turn.Result{result(tid, i)}
+			if err := s.Commit(ctx(t), c); err != nil {
+				t.Errorf("Commit %s #%d: %v", tid, i, err)
 				return
 			}
-			for i := range commits {
-				c := commit("s1", tid, "owner-a")
-				for j := range i%3 + 1 {
-					c.Lines = append(c.Lines, line(tid, "", turn.LineCallAdmitted, fmt.Sprintf(`{"commit":%d,"line":%d}`, i, j)))
-				}
-				c.Results = []turn.Result{result(tid, i)}
-				if err := s.Commit(ctx(t), c); err != nil {
-					t.Errorf("Commit %s #%d: %v", tid, i, err)
-					return
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	if t.Failed() {
 		return
 	}

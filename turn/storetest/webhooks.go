@@ -226,35 +226,22 @@ func testWebhookClaimConcurrent(t *testing.T, s turn.Store) {
 		settleWithHook(t, s, fmt.Sprintf("s%d", i%4), fmt.Sprintf("t%02d", i), base.Add(time.Duration(i%3)*time.Second))
 	}
 	now := base.Add(time.Minute)
-	start := make(chan struct{})
 	var mu sync.Mutex
 	claims := make(map[string]int)
-	var wg sync.WaitGroup
-	for c := range claimers {
-		wg.Go(func() {
-			<-start
-			for {
-				ws, err := s.ClaimWebhooks(ctx(t), now, time.Hour, 3)
-				if err != nil {
-					t.Errorf("ClaimWebhooks by claimer %d: %v", c, err)
-					return
+	together(claimers, func(c int) {
+		claimAll(t, fmt.Sprintf("ClaimWebhooks by claimer %d", c), func() ([]turn.Webhook, error) {
+			return s.ClaimWebhooks(ctx(t), now, time.Hour, 3)
+		}, func(ws []turn.Webhook) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, w := range ws {
+				claims[w.ID]++
+				if w.Attempts != 1 {
+					t.Errorf("webhook %s claimed with %d attempts, want 1", w.ID, w.Attempts)
 				}
-				if len(ws) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, w := range ws {
-					claims[w.ID]++
-					if w.Attempts != 1 {
-						t.Errorf("webhook %s claimed with %d attempts, want 1", w.ID, w.Attempts)
-					}
-				}
-				mu.Unlock()
 			}
 		})
-	}
-	close(start)
-	wg.Wait()
+	})
 	if len(claims) != hooks {
 		t.Errorf("%d webhooks claimed, want %d", len(claims), hooks)
 	}
