@@ -41,7 +41,7 @@ export function buildModel(turn, calls, lines, now) {
   const settled = turn.settled_at ? ms(turn.settled_at) : NaN;
   const rows = calls.map((c, i) => ({
     index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
-    attemptStarts: [], tries: null, pending: null, refused: false, segments: [], span: null,
+    attemptStarts: [], tries: null, pending: null, segments: [], span: null,
   }));
   const byId = new Map();
   for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, r);
@@ -57,7 +57,6 @@ export function buildModel(turn, calls, lines, now) {
     if (!r) continue;
     switch (l.kind) {
       case 'call_admitted': r.effect = d.effect || ''; break;
-      case 'call_refused': r.refused = true; break;
       case 'attempt_started': r.attemptStarts.push(ms(l.at)); break;
       case 'call_answered':
         if (Array.isArray(d.attempt_times) && d.attempt_times.length) {
