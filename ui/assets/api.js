@@ -40,18 +40,22 @@ async function failure(r) {
   return new Error(`${r.status}: ${detail}`);
 }
 
+// request fetches path (never cached, never with cookies) and answers the
+// response, or throws the failure of one that is not ok.
+async function request(path, hd, signal) {
+  const r = await fetch(path, { headers: hd, cache: 'no-store', credentials: 'omit', signal });
+  if (!r.ok) throw await failure(r);
+  return r;
+}
+
 // get reads a JSON answer.
 export async function get(path, signal) {
-  const r = await fetch(path, { headers: headers('application/json'), cache: 'no-store', credentials: 'omit', signal });
-  if (!r.ok) throw await failure(r);
-  return r.json();
+  return (await request(path, headers('application/json'), signal)).json();
 }
 
 // text reads an answer as text, at most max characters of it.
 export async function text(path, max, signal) {
-  const r = await fetch(path, { headers: headers('*/*'), cache: 'no-store', credentials: 'omit', signal });
-  if (!r.ok) throw await failure(r);
-  const t = await r.text();
+  const t = await (await request(path, headers('*/*'), signal)).text();
   return t.length > max ? t.slice(0, max) + `\n… (${t.length - max} more characters)` : t;
 }
 
@@ -62,8 +66,7 @@ export async function text(path, max, signal) {
 export async function events(path, lastId, onEvent, signal) {
   const hd = headers('text/event-stream');
   if (lastId) hd['Last-Event-ID'] = String(lastId);
-  const r = await fetch(path, { headers: hd, cache: 'no-store', credentials: 'omit', signal });
-  if (!r.ok) throw await failure(r);
+  const r = await request(path, hd, signal);
   const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   for (;;) {
