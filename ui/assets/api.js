@@ -14,15 +14,17 @@ export function setToken(t) {
 }
 
 const enc = encodeURIComponent;
+// listed is a listing's page: limit items after the cursor (none: the first).
+const listed = (path, after, limit) => `${path}?limit=${limit}${after ? '&after=' + enc(after) : ''}`;
 export const paths = {
-  sessions: (after, limit = 50) => `/v1/sessions?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  sessions: (after, limit = 50) => listed('/v1/sessions', after, limit),
   session: (sid) => `/v1/sessions/${enc(sid)}`,
-  turns: (sid, after, limit = 20) => `/v1/sessions/${enc(sid)}/turns?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  turns: (sid, after, limit = 20) => listed(`/v1/sessions/${enc(sid)}/turns`, after, limit),
   turn: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}`,
   calls: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/calls`,
   events: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/events`,
   ledger: (sid, after, limit = 50) => `/v1/sessions/${enc(sid)}/ledger?limit=${limit}&after=${Number(after) || 0}`,
-  pending: (after, limit = 100) => `/v1/pending?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  pending: (after, limit = 100) => listed('/v1/pending', after, limit),
   output: (id) => `/v1/outputs/${enc(id)}`,
 };
 
