@@ -249,10 +249,10 @@ export class Client {
         err = e;
         wait = e.retryAfterMs || backoff;
       } catch (e) {
-        if (e instanceof TurndError && e.status !== 503) throw e;
-        if (r.signal?.aborted || r.stream) throw e; // a stream's bytes are gone
+        // Every TurndError here is final: a retryable 503 left the try above.
+        if (e instanceof TurndError || r.signal?.aborted || r.stream) throw e; // a stream's bytes are gone
         err = e;
-        wait = e instanceof TurndError ? e.retryAfterMs || backoff : backoff;
+        wait = backoff;
       }
       if (attempt >= this.retry.maxAttempts || waited + wait > this.retry.maxWaitMs) throw err;
       await sleep(wait, r.signal);
