@@ -209,6 +209,9 @@ async function errorFrom(resp: Response): Promise<TurndError> {
   return new TurndError(resp.status, problem, retryAfterMs(resp.headers.get("Retry-After")));
 }
 
+/** Whether a turn in this status has settled (completed, failed, cancelled). */
+const settled = (status: string) => status === "completed" || status === "failed" || status === "cancelled";
+
 const enc = (s: string) => encodeURIComponent(s);
 const turnPath = (session: string, turn: string) => `/v1/sessions/${enc(session)}/turns/${enc(turn)}`;
 
@@ -481,7 +484,7 @@ export class Client {
   async await(session: string, turn: string, signal?: AbortSignal): Promise<Turn> {
     for (;;) {
       const { value } = await this.json<Turn>({ method: "GET", path: turnPath(session, turn), headers: { Prefer: "wait=60" }, signal });
-      if (value.status === "completed" || value.status === "failed" || value.status === "cancelled") return value;
+      if (settled(value.status)) return value;
     }
   }
 
@@ -537,7 +540,7 @@ export class Client {
       if (!progressed) {
         // A settled turn whose lines the client has seen closes at once.
         const t = await this.turn(session, turn, signal).catch(() => undefined);
-        if (t && ["completed", "failed", "cancelled"].includes(t.status)) return;
+        if (t && settled(t.status)) return;
       }
       if (progressed) failures = 0;
       if (++failures >= this.retry.maxAttempts) throw new Error(`turnd client: the event stream of turn ${turn} ended before turn_settled`);
