@@ -209,6 +209,9 @@ async function errorFrom(resp: Response): Promise<TurndError> {
   return new TurndError(resp.status, problem, retryAfterMs(resp.headers.get("Retry-After")));
 }
 
+/** Whether the server answered a post from the record (Turnd-Replayed). */
+const replayed = (resp: Response) => resp.headers.get("Turnd-Replayed") === "true";
+
 /** Whether a turn in this status has settled (completed, failed, cancelled). */
 const settled = (status: string) => status === "completed" || status === "failed" || status === "cancelled";
 
@@ -305,7 +308,7 @@ export class Client {
       headers: prefer(opts),
       signal: opts.signal,
     });
-    return { ...value, replayed: resp.headers.get("Turnd-Replayed") === "true" };
+    return { ...value, replayed: replayed(resp) };
   }
 
   /**
@@ -333,7 +336,7 @@ export class Client {
       headers: prefer(opts),
       signal: opts.signal,
     });
-    return { ...value, replayed: resp.headers.get("Turnd-Replayed") === "true" };
+    return { ...value, replayed: replayed(resp) };
   }
 
   /**
@@ -430,7 +433,7 @@ export class Client {
       status: resp.headers.get("Turnd-Turn-Status") ?? "",
       placeholders: Number(resp.headers.get("Turnd-Placeholders") ?? 0),
       followUp: resp.headers.get("Turnd-Follow-Up") ?? undefined,
-      replayed: resp.headers.get("Turnd-Replayed") === "true",
+      replayed: replayed(resp),
     };
     const body = await resp.json();
     if (reply.ready) reply.messages = body as M;
