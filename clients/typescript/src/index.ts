@@ -756,7 +756,7 @@ function signingKeyBytes(secret: string): Uint8Array {
     const key = fromBase64(secret);
     if (key && key.length >= 24) return key;
   }
-  const raw = new TextEncoder().encode(secret);
+  const raw = utf8.encode(secret);
   if (raw.length < 32) throw new Error("turnd client: a signing secret is whsec_ + base64 of at least 24 bytes, or at least 32 bytes of text");
   return raw;
 }
@@ -769,7 +769,7 @@ async function importSigningKey(secret: string): Promise<CryptoKey> {
 async function signHeaders(key: CryptoKey, body: string): Promise<Record<string, string>> {
   const id = "msg_" + newTurnId().slice(5);
   const ts = String(Math.floor(Date.now() / 1000));
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${ts}.${body}`)));
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, utf8.encode(`${id}.${ts}.${body}`)));
   let bin = "";
   for (const b of mac) bin += String.fromCharCode(b);
   return { "webhook-id": id, "webhook-timestamp": ts, "webhook-signature": `v1,${btoa(bin)}` };
