@@ -216,7 +216,9 @@ const replayed = (resp: Response) => resp.headers.get("Turnd-Replayed") === "tru
 const settled = (status: string) => status === "completed" || status === "failed" || status === "cancelled";
 
 const enc = (s: string) => encodeURIComponent(s);
-const turnPath = (session: string, turn: string) => `/v1/sessions/${enc(session)}/turns/${enc(turn)}`;
+const sessionPath = (session: string) => `/v1/sessions/${enc(session)}`;
+const turnsPath = (session: string) => `${sessionPath(session)}/turns`;
+const turnPath = (session: string, turn: string) => `${turnsPath(session)}/${enc(turn)}`;
 
 /** The path of a completion key, given bare or as its complete URL. */
 function completePath(key: string): string {
@@ -292,7 +294,7 @@ export class Client {
   }
 
   async session(id: string, signal?: AbortSignal): Promise<Session> {
-    return (await this.json<Session>({ method: "GET", path: `/v1/sessions/${enc(id)}`, signal })).value;
+    return (await this.json<Session>({ method: "GET", path: sessionPath(id), signal })).value;
   }
 
   /**
@@ -303,7 +305,7 @@ export class Client {
     const body = { ...req, id: req.id ?? newTurnId() };
     const { value, resp } = await this.json<Turn>({
       method: "POST",
-      path: `/v1/sessions/${enc(session)}/turns`,
+      path: turnsPath(session),
       body: JSON.stringify(body),
       headers: prefer(opts),
       signal: opts.signal,
@@ -330,7 +332,7 @@ export class Client {
   async postTurnStream(session: string, source: TurnStreamSource, opts: PostOptions = {}): Promise<PostedTurn> {
     const { value, resp } = await this.json<Turn>({
       method: "POST",
-      path: `/v1/sessions/${enc(session)}/turns`,
+      path: turnsPath(session),
       stream: bodyOf(source, ndjsonLine),
       contentType: "application/x-ndjson",
       headers: prefer(opts),
@@ -451,7 +453,7 @@ export class Client {
 
   /** One page of a session's turns, newest first, without their results. */
   async turnsPage(session: string, opts: ListOptions = {}): Promise<TurnPage> {
-    return (await this.json<TurnPage>({ method: "GET", path: `/v1/sessions/${enc(session)}/turns${listQuery(opts)}`, signal: opts.signal })).value;
+    return (await this.json<TurnPage>({ method: "GET", path: `${turnsPath(session)}${listQuery(opts)}`, signal: opts.signal })).value;
   }
 
   /** One page of the calls parked now, across sessions, newest first (never their keys). */
@@ -503,7 +505,7 @@ export class Client {
   async ledgerPage(session: string, after = 0, limit?: number, signal?: AbortSignal): Promise<LedgerPage> {
     const q = new URLSearchParams({ after: String(after) });
     if (limit) q.set("limit", String(limit));
-    return (await this.json<LedgerPage>({ method: "GET", path: `/v1/sessions/${enc(session)}/ledger?${q}`, signal })).value;
+    return (await this.json<LedgerPage>({ method: "GET", path: `${sessionPath(session)}/ledger?${q}`, signal })).value;
   }
 
   /** The session's ledger lines after `after`, page by page, to the end. */
@@ -580,7 +582,7 @@ function providerPath(session: string, format: ProviderFormat, opts: ProviderOpt
   if (opts.placeholders) q.set("pending", "placeholder");
   if (opts.mode) q.set("mode", opts.mode);
   if (opts.failurePolicy) q.set("failure_policy", opts.failurePolicy);
-  return `/v1/sessions/${enc(session)}/turns?${q}`;
+  return `${turnsPath(session)}?${q}`;
 }
 
 function listQuery(o: ListOptions): string {
