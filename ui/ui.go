@@ -23,6 +23,10 @@ func Handler() http.Handler {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
+	index, err := fs.ReadFile(sub, "index.html")
+	if err != nil {
+		panic(err)
+	}
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -39,9 +43,8 @@ func Handler() http.Handler {
 		name := strings.TrimPrefix(r.URL.Path, "/ui")
 		if name == "/" || name == "" || name == "/index.html" {
 			// Served directly: FileServer would redirect index.html to ./.
-			data, _ := fs.ReadFile(sub, "index.html")
 			h.Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = w.Write(data)
+			_, _ = w.Write(index)
 			return
 		}
 		r2 := r.Clone(r.Context())

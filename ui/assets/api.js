@@ -14,15 +14,17 @@ export function setToken(t) {
 }
 
 const enc = encodeURIComponent;
+// listed is a listing's page: limit items after the cursor (none: the first).
+const listed = (path, after, limit) => `${path}?limit=${limit}${after ? '&after=' + enc(after) : ''}`;
 export const paths = {
-  sessions: (after, limit = 50) => `/v1/sessions?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  sessions: (after, limit = 50) => listed('/v1/sessions', after, limit),
   session: (sid) => `/v1/sessions/${enc(sid)}`,
-  turns: (sid, after, limit = 20) => `/v1/sessions/${enc(sid)}/turns?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  turns: (sid, after, limit = 20) => listed(`/v1/sessions/${enc(sid)}/turns`, after, limit),
   turn: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}`,
   calls: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/calls`,
   events: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/events`,
   ledger: (sid, after, limit = 50) => `/v1/sessions/${enc(sid)}/ledger?limit=${limit}&after=${Number(after) || 0}`,
-  pending: (after, limit = 100) => `/v1/pending?limit=${limit}${after ? '&after=' + enc(after) : ''}`,
+  pending: (after, limit = 100) => listed('/v1/pending', after, limit),
   output: (id) => `/v1/outputs/${enc(id)}`,
 };
 
@@ -40,18 +42,22 @@ async function failure(r) {
   return new Error(`${r.status}: ${detail}`);
 }
 
+// request fetches path (never cached, never with cookies) and answers the
+// response, or throws the failure of one that is not ok.
+async function request(path, hd, signal) {
+  const r = await fetch(path, { headers: hd, cache: 'no-store', credentials: 'omit', signal });
+  if (!r.ok) throw await failure(r);
+  return r;
+}
+
 // get reads a JSON answer.
 export async function get(path, signal) {
-  const r = await fetch(path, { headers: headers('application/json'), cache: 'no-store', credentials: 'omit', signal });
-  if (!r.ok) throw await failure(r);
-  return r.json();
+  return (await request(path, headers('application/json'), signal)).json();
 }
 
 // text reads an answer as text, at most max characters of it.
 export async function text(path, max, signal) {
-  const r = await fetch(path, { headers: headers('*/*'), cache: 'no-store', credentials: 'omit', signal });
-  if (!r.ok) throw await failure(r);
-  const t = await r.text();
+  const t = await (await request(path, headers('*/*'), signal)).text();
   return t.length > max ? t.slice(0, max) + `\n… (${t.length - max} more characters)` : t;
 }
 
@@ -62,8 +68,7 @@ export async function text(path, max, signal) {
 export async function events(path, lastId, onEvent, signal) {
   const hd = headers('text/event-stream');
   if (lastId) hd['Last-Event-ID'] = String(lastId);
-  const r = await fetch(path, { headers: hd, cache: 'no-store', credentials: 'omit', signal });
-  if (!r.ok) throw await failure(r);
+  const r = await request(path, hd, signal);
   const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   for (;;) {

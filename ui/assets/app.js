@@ -18,6 +18,11 @@ const sessionHref = (sid) => '#/session/' + encodeURIComponent(sid);
 const turnHref = (sid, tid) => '#/turn/' + encodeURIComponent(sid) + '/' + encodeURIComponent(tid);
 
 function ago(iso, now = Date.now()) { return iso ? fmtDur(now - Date.parse(iso)) + ' ago' : '—'; }
+// lasted is a turn's duration: to its settlement, or to now ("so far").
+function lasted(turn) {
+  const settled = turn.settled_at;
+  return fmtDur((settled ? Date.parse(settled) : Date.now()) - Date.parse(turn.created_at)) + (settled ? '' : ' so far');
+}
 
 function table(head, rows, props) {
   return h('table', props, h('thead', null, h('tr', null, head.map((x) => h('th', null, x)))),
@@ -91,7 +96,7 @@ async function sessionPage(sid, params, signal) {
         h('td', null, h('span', { class: 'dot st-' + t.status }), t.status),
         h('td', { class: 'num' }, String(t.calls)),
         h('td', { class: 'num' + (t.pending ? ' warn' : '') }, String(t.pending)),
-        h('td', { class: 'num' }, t.settled_at ? fmtDur(Date.parse(t.settled_at) - Date.parse(t.created_at)) : fmtDur(Date.now() - Date.parse(t.created_at)) + ' so far'),
+        h('td', { class: 'num' }, lasted(t)),
         h('td', null, fmtTime(t.created_at)))),
       { id: 'turns' }),
     pager(turnsAfter ? q('turns_after', '') : null, turns.next_after ? q('turns_after', turns.next_after) : null),
@@ -156,12 +161,10 @@ async function turnPage(sid, tid, signal) {
   const draw = () => {
     const t0 = performance.now();
     const model = buildModel(st.turn, st.calls, st.lines, Date.now());
-    const settled = st.turn.settled_at;
-    const dur = (settled ? Date.parse(settled) : Date.now()) - Date.parse(st.turn.created_at);
     head.replaceChildren(
       h('h1', null, 'Turn ', h('code', null, tid)),
       h('p', null, h('span', { class: 'dot st-' + st.turn.status }), h('strong', { id: 'turn-status' }, st.turn.status), ' · ',
-        `${st.calls.length} calls · ${fmtDur(dur)}${settled ? '' : ' so far'} · mode ${st.turn.mode} · ${Number.isNaN(model.streamEnd) ? 'received' : 'streamed, ended'} ${fmtTime(st.turn.created_at)}`,
+        `${st.calls.length} calls · ${lasted(st.turn)} · mode ${st.turn.mode} · ${Number.isNaN(model.streamEnd) ? 'received' : 'streamed, ended'} ${fmtTime(st.turn.created_at)}`,
         live ? h('span', { class: 'live', id: 'live' }, ' ● live') : null));
     const width = Math.max(320, (body.clientWidth || main.clientWidth || 1000) - 464);
     body.replaceChildren(render(model, width, st.selected, (i) => { st.selected = i; draw(); }));

@@ -41,7 +41,7 @@ export function buildModel(turn, calls, lines, now) {
   const settled = turn.settled_at ? ms(turn.settled_at) : NaN;
   const rows = calls.map((c, i) => ({
     index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
-    attemptStarts: [], tries: null, pending: null, refused: false, segments: [], span: null,
+    attemptStarts: [], tries: null, pending: null, segments: [], span: null,
   }));
   const byId = new Map();
   for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, r);
@@ -57,7 +57,6 @@ export function buildModel(turn, calls, lines, now) {
     if (!r) continue;
     switch (l.kind) {
       case 'call_admitted': r.effect = d.effect || ''; break;
-      case 'call_refused': r.refused = true; break;
       case 'attempt_started': r.attemptStarts.push(ms(l.at)); break;
       case 'call_answered':
         if (Array.isArray(d.attempt_times) && d.attempt_times.length) {
@@ -129,6 +128,8 @@ export function render(model, width, selected, onSelect) {
   const { t0, end, rows } = model;
   const W = Math.max(200, width);
   const x = (t) => Math.max(0, Math.min(W, ((t - t0) / (end - t0)) * W));
+  // bar is a bar's left edge and width: at least 2 px, kept inside the axis.
+  const bar = (from, to) => { const x1 = Math.min(x(from), W - 2); return [x1, Math.max(x(to), x1 + 2) - x1]; };
   const H = AXIS + rows.length * ROW;
 
   const svg = s('svg', { class: 'lanes', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'wave timeline' });
@@ -146,7 +147,7 @@ export function render(model, width, selected, onSelect) {
     g.append(s('rect', { x: 0, y, width: W, height: ROW, class: 'lanebg' }));
     const by = y + (ROW - BAR) / 2;
     r.segments.forEach((seg, k) => {
-      const x1 = Math.min(x(seg.from), W - 2), x2 = Math.max(x(seg.to), x1 + 2);
+      const [x1, bw] = bar(seg.from, seg.to);
       let colour = r.outcome, outcomeOf = r.outcome, title = r.outcome;
       if (seg.cls === 'try') {
         colour = tryClass(seg.outcome);
@@ -159,15 +160,15 @@ export function render(model, width, selected, onSelect) {
         colour = 'attempt';
       }
       g.append(s('rect', {
-        x: x1, y: by, width: x2 - x1, height: BAR, rx: 2, class: `bar st-${colour}`,
+        x: x1, y: by, width: bw, height: BAR, rx: 2, class: `bar st-${colour}`,
         dataset: { kind: 'attempt', call: r.index, attempt: k + 1, outcome: outcomeOf },
       }, s('title', null, `${r.id}: ${title} ${fmtDur(seg.to - seg.from)}`)));
     });
     if (r.span) {
       const sp = r.span;
-      const x1 = Math.min(x(sp.from), W - 2), x2 = Math.max(x(sp.to), x1 + 2);
+      const [x1, bw] = bar(sp.from, sp.to);
       g.append(s('rect', {
-        x: x1, y: by + 3, width: x2 - x1, height: BAR - 6, class: 'span' + (sp.open ? ' open' : ''),
+        x: x1, y: by + 3, width: bw, height: BAR - 6, class: 'span' + (sp.open ? ' open' : ''),
         dataset: { kind: 'pending', call: r.index, open: sp.open },
       }, s('title', null, sp.open ? `waiting ${fmtDur(model.now - sp.from)}` : `waited ${fmtDur(sp.to - sp.from)}`)));
       if (sp.open) {

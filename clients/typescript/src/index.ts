@@ -209,8 +209,16 @@ async function errorFrom(resp: Response): Promise<TurndError> {
   return new TurndError(resp.status, problem, retryAfterMs(resp.headers.get("Retry-After")));
 }
 
+/** Whether the server answered a post from the record (Turnd-Replayed). */
+const replayed = (resp: Response) => resp.headers.get("Turnd-Replayed") === "true";
+
+/** Whether a turn in this status has settled (completed, failed, cancelled). */
+const settled = (status: string) => status === "completed" || status === "failed" || status === "cancelled";
+
 const enc = (s: string) => encodeURIComponent(s);
-const turnPath = (session: string, turn: string) => `/v1/sessions/${enc(session)}/turns/${enc(turn)}`;
+const sessionPath = (session: string) => `/v1/sessions/${enc(session)}`;
+const turnsPath = (session: string) => `${sessionPath(session)}/turns`;
+const turnPath = (session: string, turn: string) => `${turnsPath(session)}/${enc(turn)}`;
 
 /** The path of a completion key, given bare or as its complete URL. */
 function completePath(key: string): string {
@@ -249,10 +257,10 @@ export class Client {
         err = e;
         wait = e.retryAfterMs || backoff;
       } catch (e) {
-        if (e instanceof TurndError && e.status !== 503) throw e;
-        if (r.signal?.aborted || r.stream) throw e; // a stream's bytes are gone
+        // Every TurndError here is final: a retryable 503 left the try above.
+        if (e instanceof TurndError || r.signal?.aborted || r.stream) throw e; // a stream's bytes are gone
         err = e;
-        wait = e instanceof TurndError ? e.retryAfterMs || backoff : backoff;
+        wait = backoff;
       }
       if (attempt >= this.retry.maxAttempts || waited + wait > this.retry.maxWaitMs) throw err;
       await sleep(wait, r.signal);
@@ -286,7 +294,7 @@ export class Client {
   }
 
   async session(id: string, signal?: AbortSignal): Promise<Session> {
-    return (await this.json<Session>({ method: "GET", path: `/v1/sessions/${enc(id)}`, signal })).value;
+    return (await this.json<Session>({ method: "GET", path: sessionPath(id), signal })).value;
   }
 
   /**
@@ -297,12 +305,12 @@ export class Client {
     const body = { ...req, id: req.id ?? newTurnId() };
     const { value, resp } = await this.json<Turn>({
       method: "POST",
-      path: `/v1/sessions/${enc(session)}/turns`,
+      path: turnsPath(session),
       body: JSON.stringify(body),
       headers: prefer(opts),
       signal: opts.signal,
     });
-    return { ...value, replayed: resp.headers.get("Turnd-Replayed") === "true" };
+    return { ...value, replayed: replayed(resp) };
   }
 
   /**
@@ -324,13 +332,13 @@ export class Client {
   async postTurnStream(session: string, source: TurnStreamSource, opts: PostOptions = {}): Promise<PostedTurn> {
     const { value, resp } = await this.json<Turn>({
       method: "POST",
-      path: `/v1/sessions/${enc(session)}/turns`,
+      path: turnsPath(session),
       stream: bodyOf(source, ndjsonLine),
       contentType: "application/x-ndjson",
       headers: prefer(opts),
       signal: opts.signal,
     });
-    return { ...value, replayed: resp.headers.get("Turnd-Replayed") === "true" };
+    return { ...value, replayed: replayed(resp) };
   }
 
   /**
@@ -427,7 +435,7 @@ export class Client {
       status: resp.headers.get("Turnd-Turn-Status") ?? "",
       placeholders: Number(resp.headers.get("Turnd-Placeholders") ?? 0),
       followUp: resp.headers.get("Turnd-Follow-Up") ?? undefined,
-      replayed: resp.headers.get("Turnd-Replayed") === "true",
+      replayed: replayed(resp),
     };
     const body = await resp.json();
     if (reply.ready) reply.messages = body as M;
@@ -445,7 +453,7 @@ export class Client {
 
   /** One page of a session's turns, newest first, without their results. */
   async turnsPage(session: string, opts: ListOptions = {}): Promise<TurnPage> {
-    return (await this.json<TurnPage>({ method: "GET", path: `/v1/sessions/${enc(session)}/turns${listQuery(opts)}`, signal: opts.signal })).value;
+    return (await this.json<TurnPage>({ method: "GET", path: `${turnsPath(session)}${listQuery(opts)}`, signal: opts.signal })).value;
   }
 
   /** One page of the calls parked now, across sessions, newest first (never their keys). */
@@ -481,7 +489,7 @@ export class Client {
   async await(session: string, turn: string, signal?: AbortSignal): Promise<Turn> {
     for (;;) {
       const { value } = await this.json<Turn>({ method: "GET", path: turnPath(session, turn), headers: { Prefer: "wait=60" }, signal });
-      if (value.status === "completed" || value.status === "failed" || value.status === "cancelled") return value;
+      if (settled(value.status)) return value;
     }
   }
 
@@ -497,7 +505,7 @@ export class Client {
   async ledgerPage(session: string, after = 0, limit?: number, signal?: AbortSignal): Promise<LedgerPage> {
     const q = new URLSearchParams({ after: String(after) });
     if (limit) q.set("limit", String(limit));
-    return (await this.json<LedgerPage>({ method: "GET", path: `/v1/sessions/${enc(session)}/ledger?${q}`, signal })).value;
+    return (await this.json<LedgerPage>({ method: "GET", path: `${sessionPath(session)}/ledger?${q}`, signal })).value;
   }
 
   /** The session's ledger lines after `after`, page by page, to the end. */
@@ -537,7 +545,7 @@ export class Client {
       if (!progressed) {
         // A settled turn whose lines the client has seen closes at once.
         const t = await this.turn(session, turn, signal).catch(() => undefined);
-        if (t && ["completed", "failed", "cancelled"].includes(t.status)) return;
+        if (t && settled(t.status)) return;
       }
       if (progressed) failures = 0;
       if (++failures >= this.retry.maxAttempts) throw new Error(`turnd client: the event stream of turn ${turn} ended before turn_settled`);
@@ -574,7 +582,7 @@ function providerPath(session: string, format: ProviderFormat, opts: ProviderOpt
   if (opts.placeholders) q.set("pending", "placeholder");
   if (opts.mode) q.set("mode", opts.mode);
   if (opts.failurePolicy) q.set("failure_policy", opts.failurePolicy);
-  return `/v1/sessions/${enc(session)}/turns?${q}`;
+  return `${turnsPath(session)}?${q}`;
 }
 
 function listQuery(o: ListOptions): string {
@@ -750,7 +758,7 @@ function signingKeyBytes(secret: string): Uint8Array {
     const key = fromBase64(secret);
     if (key && key.length >= 24) return key;
   }
-  const raw = new TextEncoder().encode(secret);
+  const raw = utf8.encode(secret);
   if (raw.length < 32) throw new Error("turnd client: a signing secret is whsec_ + base64 of at least 24 bytes, or at least 32 bytes of text");
   return raw;
 }
@@ -763,7 +771,7 @@ async function importSigningKey(secret: string): Promise<CryptoKey> {
 async function signHeaders(key: CryptoKey, body: string): Promise<Record<string, string>> {
   const id = "msg_" + newTurnId().slice(5);
   const ts = String(Math.floor(Date.now() / 1000));
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${ts}.${body}`)));
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, utf8.encode(`${id}.${ts}.${body}`)));
   let bin = "";
   for (const b of mac) bin += String.fromCharCode(b);
   return { "webhook-id": id, "webhook-timestamp": ts, "webhook-signature": `v1,${btoa(bin)}` };
