@@ -258,13 +258,17 @@ func toolFlags(fs *flag.FlagSet, env envLookup, c *config, _ *flagText) error {
 	return nil
 }
 
+// defaultAddr is the listen address without --addr or TURND_ADDR; turnd
+// healthcheck asks it too.
+const defaultAddr = "127.0.0.1:8080"
+
 // serverFlags adds the flags of the HTTP server: its addresses, the web
 // UI and shutdown.
 func serverFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
 	if err := env.boolFlag(fs, &c.UI, "ui", "TURND_UI", true, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)"); err != nil {
 		return err
 	}
-	fs.StringVar(&c.Addr, "addr", env.get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
+	fs.StringVar(&c.Addr, "addr", env.get("TURND_ADDR", defaultAddr), "listen address (TURND_ADDR)")
 	fs.StringVar(&t.grace, "shutdown-grace", env.get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&t.delay, "shutdown-delay", env.get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env.get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
