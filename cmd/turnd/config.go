@@ -172,6 +172,16 @@ func (env envLookup) get(name, def string) string {
 	return def
 }
 
+// orFile returns the variable name's value or, where it is unset or
+// empty, the trimmed content of the file named by name_FILE ("" when
+// neither is set).
+func (env envLookup) orFile(name string) (string, error) {
+	if v := env.get(name, ""); v != "" {
+		return v, nil
+	}
+	return fileVar(env, name+"_FILE")
+}
+
 // bool parses the boolean variable name (any strconv.ParseBool spelling:
 // true, 1, TRUE, ...), def where it is unset or empty.
 func (env envLookup) bool(name string, def bool) (bool, error) {
@@ -400,10 +410,8 @@ func (c *config) readSecrets(env envLookup) error {
 		{&c.MetricsToken, secretVars[3]},
 	} {
 		for i, name := range append([]string{sec.v.name}, sec.v.old...) {
-			if *sec.dst = env.get(name, ""); *sec.dst == "" {
-				if *sec.dst, err = fileVar(env, name+"_FILE"); err != nil {
-					return err
-				}
+			if *sec.dst, err = env.orFile(name); err != nil {
+				return err
 			}
 			if *sec.dst != "" {
 				if i > 0 {
@@ -419,12 +427,9 @@ func (c *config) readSecrets(env envLookup) error {
 // readTokens reads the API tokens from the environment or the file it
 // names.
 func (c *config) readTokens(env envLookup) error {
-	tokens := env.get("TURND_API_TOKENS", "")
-	if tokens == "" {
-		var err error
-		if tokens, err = fileVar(env, "TURND_API_TOKENS_FILE"); err != nil {
-			return err
-		}
+	tokens, err := env.orFile("TURND_API_TOKENS")
+	if err != nil {
+		return err
 	}
 	for _, t := range strings.FieldsFunc(tokens, func(r rune) bool { return r == ',' || r == '\n' }) {
 		if t = strings.TrimSpace(t); t != "" {
