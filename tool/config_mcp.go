@@ -170,3 +170,17 @@ func (e entry) stdioEnv(env map[string]string) map[string]string {
 	}
 	return vars
 }
+
+// statReason says why os.Stat failed, without repeating the path.
+func statReason(err error) string {
+	switch {
+	case os.IsNotExist(err):
+		return "no such directory"
+	case os.IsPermission(err):
+		return "permission denied"
+	}
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

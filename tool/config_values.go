@@ -26,6 +26,7 @@ func positiveDuration(field, v string) (time.Duration, string) {
 	return d, ""
 }
 
+// absoluteURL expands ${VAR} in the URL of a config field and checks that
 // it is an absolute http or https URL; it drops the fragment. On a problem
 // it returns the message instead. The URL may hold secrets once expanded:
 // the message describes it, never echoes it.

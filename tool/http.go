@@ -399,10 +399,7 @@ func (t *httpTool) failure(ctx context.Context, err error, doing string) dispatc
 		return dispatch.Cancelled("the call was cancelled while waiting for the tool: " + context.Cause(ctx).Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		out := dispatch.FailRetryable(CodeToolUnavailable,
-			fmt.Sprintf("the tool did not answer within %s", t.timeout), 0)
-		out.Err.TimedOut = true
-		return out
+		return timedOut(fmt.Sprintf("the tool did not answer within %s", t.timeout))
 	}
 	// A *url.Error repeats the URL, which may carry a secret: keep its cause.
 	var ue *url.Error
@@ -463,4 +460,13 @@ func snippet(data []byte, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n]) + "…"
+}
+
+// timedOut is the outcome of an attempt the tool (an HTTP tool or an MCP
+// server) did not answer within its timeout: a retryable tool_unavailable
+// marked TimedOut.
+func timedOut(msg string) dispatch.Outcome {
+	out := dispatch.FailRetryable(CodeToolUnavailable, msg, 0)
+	out.Err.TimedOut = true
+	return out
 }

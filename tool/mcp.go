@@ -778,9 +778,7 @@ func (t *mcpTool) failure(ctx context.Context, err error, doing string) dispatch
 		return dispatch.FailRetryable(CodeToolUnavailable, "turnd closed its connection to the MCP server (it is shutting down)", 0)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		out := dispatch.FailRetryable(CodeToolUnavailable, fmt.Sprintf("the MCP server did not answer within %s", t.timeout), 0)
-		out.Err.TimedOut = true
-		return out
+		return timedOut(fmt.Sprintf("the MCP server did not answer within %s", t.timeout))
 	}
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {

@@ -33,20 +33,6 @@ const (
 	mcpPipeDrain = time.Second
 )
 
-// statReason says why os.Stat failed, without repeating the path.
-func statReason(err error) string {
-	switch {
-	case os.IsNotExist(err):
-		return "no such directory"
-	case os.IsPermission(err):
-		return "permission denied"
-	}
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err.Error()
-	}
-	return err.Error()
-}
-
 // key identifies the process: a reload that changes none of it keeps the
 // running one.
 func (c *stdioCommand) key() string {

@@ -225,12 +225,8 @@ func (c *benchConfig) readBenchEnv(env envLookup) error {
 	if c.URL != "" {
 		return nil
 	}
-	if v, ok := env("DATABASE_URL"); ok && v != "" {
-		c.DatabaseURL = v
-		return nil
-	}
 	var err error
-	c.DatabaseURL, err = fileVar(env, "DATABASE_URL_FILE")
+	c.DatabaseURL, err = env.orFile("DATABASE_URL")
 	return err
 }
 

@@ -172,6 +172,16 @@ func (env envLookup) get(name, def string) string {
 	return def
 }
 
+// orFile returns the variable name's value or, where it is unset or
+// empty, the trimmed content of the file named by name_FILE ("" when
+// neither is set).
+func (env envLookup) orFile(name string) (string, error) {
+	if v := env.get(name, ""); v != "" {
+		return v, nil
+	}
+	return fileVar(env, name+"_FILE")
+}
+
 // bool parses the boolean variable name (any strconv.ParseBool spelling:
 // true, 1, TRUE, ...), def where it is unset or empty.
 func (env envLookup) bool(name string, def bool) (bool, error) {
@@ -258,13 +268,17 @@ func toolFlags(fs *flag.FlagSet, env envLookup, c *config, _ *flagText) error {
 	return nil
 }
 
+// defaultAddr is the listen address without --addr or TURND_ADDR; turnd
+// healthcheck asks it too.
+const defaultAddr = "127.0.0.1:8080"
+
 // serverFlags adds the flags of the HTTP server: its addresses, the web
 // UI and shutdown.
 func serverFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
 	if err := env.boolFlag(fs, &c.UI, "ui", "TURND_UI", true, "serve the web UI at /ui/ (TURND_UI; --ui=false turns it off)"); err != nil {
 		return err
 	}
-	fs.StringVar(&c.Addr, "addr", env.get("TURND_ADDR", "127.0.0.1:8080"), "listen address (TURND_ADDR)")
+	fs.StringVar(&c.Addr, "addr", env.get("TURND_ADDR", defaultAddr), "listen address (TURND_ADDR)")
 	fs.StringVar(&t.grace, "shutdown-grace", env.get("TURND_SHUTDOWN_GRACE", "30s"), "how long running waves may finish after SIGTERM (TURND_SHUTDOWN_GRACE)")
 	fs.StringVar(&t.delay, "shutdown-delay", env.get("TURND_SHUTDOWN_DELAY", ""), "after SIGTERM, how long /readyz answers 503 while requests are still served, before the grace starts (TURND_SHUTDOWN_DELAY; default 5s, or 0s on a loopback address, where no load balancer watches)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env.get("TURND_METRICS_ADDR", ""), "serve /metrics on this address instead of the main one (TURND_METRICS_ADDR)")
@@ -396,10 +410,8 @@ func (c *config) readSecrets(env envLookup) error {
 		{&c.MetricsToken, secretVars[3]},
 	} {
 		for i, name := range append([]string{sec.v.name}, sec.v.old...) {
-			if *sec.dst = env.get(name, ""); *sec.dst == "" {
-				if *sec.dst, err = fileVar(env, name+"_FILE"); err != nil {
-					return err
-				}
+			if *sec.dst, err = env.orFile(name); err != nil {
+				return err
 			}
 			if *sec.dst != "" {
 				if i > 0 {
@@ -415,12 +427,9 @@ func (c *config) readSecrets(env envLookup) error {
 // readTokens reads the API tokens from the environment or the file it
 // names.
 func (c *config) readTokens(env envLookup) error {
-	tokens := env.get("TURND_API_TOKENS", "")
-	if tokens == "" {
-		var err error
-		if tokens, err = fileVar(env, "TURND_API_TOKENS_FILE"); err != nil {
-			return err
-		}
+	tokens, err := env.orFile("TURND_API_TOKENS")
+	if err != nil {
+		return err
 	}
 	for _, t := range strings.FieldsFunc(tokens, func(r rune) bool { return r == ',' || r == '\n' }) {
 		if t = strings.TrimSpace(t); t != "" {

@@ -17,10 +17,7 @@ import (
 func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr, _ := env("TURND_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8080"
-	}
+	addr := envLookup(env).get("TURND_ADDR", defaultAddr)
 	url := fs.String("url", "", "the URL to ask (default http://ADDR/readyz, ADDR from TURND_ADDR, an unspecified host asked on 127.0.0.1)")
 	live := fs.Bool("live", false, "ask /healthz (the process answers) instead of /readyz (it answers and its store is reachable)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")

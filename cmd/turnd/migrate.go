@@ -83,18 +83,12 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return printStatus(stdout, sts)
 	case "down-to":
 		res, err := r.DownTo(ctx, version)
-		for _, m := range res {
-			fmt.Fprintf(stdout, "rolled back %04d_%s (%v)\n", m.Version, m.Name, m.Duration.Round(time.Millisecond))
-		}
-		if err != nil {
+		if err := printResults(stdout, "rolled back", res, err); err != nil {
 			return err
 		}
 	default:
 		res, err := r.Up(ctx)
-		for _, m := range res {
-			fmt.Fprintf(stdout, "applied %04d_%s (%v)\n", m.Version, m.Name, m.Duration.Round(time.Millisecond))
-		}
-		if err != nil {
+		if err := printResults(stdout, "applied", res, err); err != nil {
 			return err
 		}
 	}
@@ -104,6 +98,15 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	log.Info("schema version", "version", cur, "latest", latest)
 	return nil
+}
+
+// printResults writes one line per migration run (done: "applied" or
+// "rolled back"), those run before a failure too, and returns err.
+func printResults(w io.Writer, done string, res []migrations.Result, err error) error {
+	for _, m := range res {
+		fmt.Fprintf(w, "%s %04d_%s (%v)\n", done, m.Version, m.Name, m.Duration.Round(time.Millisecond))
+	}
+	return err
 }
 
 // printStatus writes one line per migration: its version, whether it is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"time"
 
@@ -70,24 +71,10 @@ func runSessions(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	if err != nil {
 		return err
 	}
-	n := 0
-	for s, err := range c.Sessions(ctx, client.ListOptions{Limit: pageLimit(limit)}) {
-		if err != nil {
-			return listingError(err, "GET /v1/sessions")
-		}
-		if f.json {
-			err = printJSON(stdout, s)
-		} else {
-			_, err = fmt.Fprintf(stdout, "%s  %d turn(s)  %d pending  last %s\n", s.ID, s.Turns, s.Pending, s.LastActivity.Local().Format(time.DateTime))
-		}
-		if err != nil {
-			return err
-		}
-		if n++; n == limit {
-			break
-		}
-	}
-	return nil
+	return printListing(stdout, c.Sessions(ctx, client.ListOptions{Limit: pageLimit(limit)}), limit, f.json, "GET /v1/sessions",
+		func(s client.SessionSummary) string {
+			return fmt.Sprintf("%s  %d turn(s)  %d pending  last %s", s.ID, s.Turns, s.Pending, s.LastActivity.Local().Format(time.DateTime))
+		})
 }
 
 const turnsUsage = `turnd turns [flags] SESSION
@@ -113,19 +100,28 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if err != nil {
 		return err
 	}
-	n := 0
-	for t, err := range c.Turns(ctx, pos[0], client.ListOptions{Limit: pageLimit(limit), Status: status}) {
-		if err != nil {
-			return listingError(err, "GET /v1/sessions/{id}/turns")
-		}
-		if f.json {
-			err = printJSON(stdout, t)
-		} else {
+	return printListing(stdout, c.Turns(ctx, pos[0], client.ListOptions{Limit: pageLimit(limit), Status: status}), limit, f.json, "GET /v1/sessions/{id}/turns",
+		func(t client.TurnSummary) string {
 			settled := "-"
 			if t.SettledAt != nil {
 				settled = t.SettledAt.Local().Format(time.DateTime)
 			}
-			_, err = fmt.Fprintf(stdout, "%s  %-9s %d call(s)  %d pending  created %s  settled %s\n", t.ID, t.Status, t.Calls, t.Pending, t.CreatedAt.Local().Format(time.DateTime), settled)
+			return fmt.Sprintf("%s  %-9s %d call(s)  %d pending  created %s  settled %s", t.ID, t.Status, t.Calls, t.Pending, t.CreatedAt.Local().Format(time.DateTime), settled)
+		})
+}
+
+// printListing prints at most limit items (0: all) of a listing of
+// endpoint, each as its JSON or as line's text.
+func printListing[T any](w io.Writer, items iter.Seq2[T, error], limit int, asJSON bool, endpoint string, line func(T) string) error {
+	n := 0
+	for it, err := range items {
+		if err != nil {
+			return listingError(err, endpoint)
+		}
+		if asJSON {
+			err = printJSON(w, it)
+		} else {
+			_, err = fmt.Fprintln(w, line(it))
 		}
 		if err != nil {
 			return err
