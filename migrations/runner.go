@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strings"
 	"time"
@@ -136,11 +137,7 @@ func (r *Runner) Close() error {
 // Up applies every migration the database lacks, each in its own
 // transaction, and returns them in order.
 func (r *Runner) Up(ctx context.Context) ([]Result, error) {
-	if err := r.adopt(ctx); err != nil {
-		return nil, err
-	}
-	res, err := r.provider.Up(ctx)
-	return results(res), r.err("applying", err)
+	return r.UpTo(ctx, math.MaxInt)
 }
 
 // UpTo applies the migrations the database lacks up to version.

@@ -382,7 +382,7 @@ func resolveArgs(b turn.ResolveBatch) (resolveParams, error) {
 	p := resolveParams{key: b.Key, now: b.Now}
 	for i := range b.Items {
 		it := &b.Items[i]
-		payload, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
+		payload, err := sqlstore.PayloadJSON(it.KeyHash, it.Payload)
 		if err != nil {
 			return resolveParams{}, err
 		}

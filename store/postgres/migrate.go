@@ -78,11 +78,7 @@ func (s *Store) migrate(ctx context.Context, target int) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, r.Close()) }()
-	if target == math.MaxInt {
-		_, err = r.Up(ctx)
-	} else {
-		_, err = r.UpTo(ctx, target)
-	}
+	_, err = r.UpTo(ctx, target) // target math.MaxInt: every migration, as r.Up
 	return wrap("migrating postgres schema", err)
 }
 

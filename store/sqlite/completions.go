@@ -285,7 +285,7 @@ func encodeResolve(b turn.ResolveBatch) (resolved, error) {
 	var r resolved
 	r.payloads = make([]any, len(b.Items))
 	for i, it := range b.Items {
-		p, err := sqlstore.RawJSON(fmt.Sprintf("completion %s payload", sqlstore.Fingerprint(it.KeyHash)), it.Payload)
+		p, err := sqlstore.PayloadJSON(it.KeyHash, it.Payload)
 		if err != nil {
 			return resolved{}, err
 		}

@@ -40,11 +40,7 @@ func (s *Store) migrate(ctx context.Context, target int) error {
 	if err != nil {
 		return err
 	}
-	if target == math.MaxInt {
-		_, err = r.Up(ctx)
-	} else {
-		_, err = r.UpTo(ctx, target)
-	}
+	_, err = r.UpTo(ctx, target) // target math.MaxInt: every migration, as r.Up
 	return wrap("migrating sqlite schema", err)
 }
 

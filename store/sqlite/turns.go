@@ -353,42 +353,38 @@ RETURNING resumes`
 // ClaimTurns takes over up to limit running turns whose lease expired
 // before now, backing off from turns claimed before; see turn.Store.
 func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Time, backoff time.Duration, limit int) ([]turn.Claim, error) {
-	claims := []turn.Claim{}
 	if limit <= 0 {
-		return claims, nil
+		return []turn.Claim{}, nil
 	}
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, wrap("claiming turns", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, sqlClaimCandidates, micros(now), backoff.Microseconds(), limit, turn.FreeResumes)
-	if err != nil {
-		return nil, wrap("claiming turns", err)
-	}
-	for rows.Next() {
-		var c turn.Claim
-		if err := rows.Scan(&c.SessionID, &c.TurnID, &c.PrevOwner); err != nil {
-			rows.Close()
-			return nil, wrap("claiming turns", err)
+	var claims []turn.Claim
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, sqlClaimCandidates, micros(now), backoff.Microseconds(), limit, turn.FreeResumes)
+		if err != nil {
+			return err
 		}
-		claims = append(claims, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, wrap("claiming turns", err)
-	}
-	for i := range claims {
-		c := &claims[i]
-		if err := tx.QueryRowContext(ctx, sqlClaimTurn, owner, micros(until), c.SessionID, c.TurnID).Scan(&c.Resumes); err != nil {
-			return nil, wrap("claiming turns", err)
+		if claims, err = collectClaimCandidates(rows); err != nil {
+			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		for i := range claims {
+			c := &claims[i]
+			if err := tx.QueryRowContext(ctx, sqlClaimTurn, owner, micros(until), c.SessionID, c.TurnID).Scan(&c.Resumes); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, wrap("claiming turns", err)
 	}
 	return claims, nil
 }
+
+// collectClaimCandidates reads rows of sqlClaimCandidates and closes rows.
+var collectClaimCandidates = collectRows(func(row scanner) (turn.Claim, error) {
+	var c turn.Claim
+	err := row.Scan(&c.SessionID, &c.TurnID, &c.PrevOwner)
+	return c, err
+})
 
 // sqlRenewLeases takes the keys as a JSON array of [session, turn] pairs,
 // so that one statement renews them all.

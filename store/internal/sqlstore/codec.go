@@ -23,6 +23,12 @@ func OutputJSON(index int, m json.RawMessage) ([]byte, error) {
 	return validJSON(m, func() string { return fmt.Sprintf("result %d output", index) })
 }
 
+// PayloadJSON is RawJSON for the payload of the completion keyed h; the
+// label of its error is only formatted for an error.
+func PayloadJSON(h [32]byte, m json.RawMessage) ([]byte, error) {
+	return validJSON(m, func() string { return fmt.Sprintf("completion %s payload", Fingerprint(h)) })
+}
+
 // validJSON is RawJSON with its label made only when needed.
 func validJSON(m json.RawMessage, what func() string) ([]byte, error) {
 	if len(m) == 0 {

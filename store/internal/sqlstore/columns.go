@@ -91,9 +91,6 @@ func ReceiveColumns(r *turn.Receive) (ReceiveCols, error) {
 	if err != nil {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
 	}
-	if _, err := RawJSON("line data", r.Line.Data); err != nil {
-		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
-	}
 	line, err := LinesJSON(turn.TurnKey{SessionID: r.Turn.SessionID, TurnID: r.Turn.ID}, []turn.Line{r.Line})
 	if err != nil {
 		return ReceiveCols{}, fmt.Errorf("%s: %w", op, err)
