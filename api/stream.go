@@ -174,8 +174,9 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 }
 
 // ndjsonLine is either kind of line of a native streamed turn, as
-// encoding/json decodes it: a header must carry no call's fields, a call
-// no header's.
+// encoding/json decodes it: a header must carry no call's fields (a call
+// line first is no header). A call's other keys, a header's among them,
+// are ignored, as scanCallLine and a whole post's calls ignore them.
 type ndjsonLine struct {
 	ID            string          `json:"id"`
 	Mode          *string         `json:"mode"`
@@ -209,7 +210,7 @@ func (h *streamTurn) callLine(n int, line []byte) error {
 	}
 	var l ndjsonLine
 	err := json.Unmarshal(line, &l)
-	if err != nil || line[0] != '{' || l.Mode != nil || l.FailurePolicy != nil {
+	if err != nil || line[0] != '{' {
 		return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not a call {"id", "name", "arguments"}%s`, n, errSuffix(err))}
 	}
 	name := ""
