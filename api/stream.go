@@ -179,8 +179,8 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 // are ignored, as scanCallLine and a whole post's calls ignore them.
 type ndjsonLine struct {
 	ID            string          `json:"id"`
-	Mode          *string         `json:"mode"`
-	FailurePolicy *string         `json:"failure_policy"`
+	Mode          string          `json:"mode"`
+	FailurePolicy string          `json:"failure_policy"`
 	Name          *string         `json:"name"`
 	Arguments     json.RawMessage `json:"arguments"`
 }
@@ -192,12 +192,7 @@ func (h *streamTurn) headerLine(n int, line []byte) error {
 	if err != nil || line[0] != '{' || l.Name != nil || l.Arguments != nil {
 		return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not the turn header {"id", "mode"?, "failure_policy"?}%s`, n, errSuffix(err))}
 	}
-	if l.Mode != nil {
-		h.mode = dispatch.Mode(*l.Mode)
-	}
-	if l.FailurePolicy != nil {
-		h.policy = dispatch.FailurePolicy(*l.FailurePolicy)
-	}
+	h.mode, h.policy = dispatch.Mode(l.Mode), dispatch.FailurePolicy(l.FailurePolicy)
 	return h.Begin(l.ID)
 }
 
