@@ -289,12 +289,9 @@ func (s *server) getTools(w http.ResponseWriter, r *http.Request) {
 		Tools []toolWire `json:"tools"`
 	}{Tools: make([]toolWire, 0, len(specs))}
 	for _, t := range specs {
-		schema := t.InputSchema
-		if len(schema) == 0 {
-			schema = []byte(`{"type":"object"}`)
-		}
 		out.Tools = append(out.Tools, toolWire{
-			Name: t.Name, Description: t.Description, Effect: string(t.Effect), Idempotent: t.Idempotent, InputSchema: schema,
+			Name: t.Name, Description: t.Description, Effect: string(t.Effect), Idempotent: t.Idempotent,
+			InputSchema: rawOr(t.InputSchema, `{"type":"object"}`),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

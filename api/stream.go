@@ -174,12 +174,13 @@ func readNDJSON(r io.Reader, h *streamTurn) error {
 }
 
 // ndjsonLine is either kind of line of a native streamed turn, as
-// encoding/json decodes it: a header must carry no call's fields, a call
-// no header's.
+// encoding/json decodes it: a header must carry no call's fields (a call
+// line first is no header). A call's other keys, a header's among them,
+// are ignored, as scanCallLine and a whole post's calls ignore them.
 type ndjsonLine struct {
 	ID            string          `json:"id"`
-	Mode          *string         `json:"mode"`
-	FailurePolicy *string         `json:"failure_policy"`
+	Mode          string          `json:"mode"`
+	FailurePolicy string          `json:"failure_policy"`
 	Name          *string         `json:"name"`
 	Arguments     json.RawMessage `json:"arguments"`
 }
@@ -191,12 +192,7 @@ func (h *streamTurn) headerLine(n int, line []byte) error {
 	if err != nil || line[0] != '{' || l.Name != nil || l.Arguments != nil {
 		return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not the turn header {"id", "mode"?, "failure_policy"?}%s`, n, errSuffix(err))}
 	}
-	if l.Mode != nil {
-		h.mode = dispatch.Mode(*l.Mode)
-	}
-	if l.FailurePolicy != nil {
-		h.policy = dispatch.FailurePolicy(*l.FailurePolicy)
-	}
+	h.mode, h.policy = dispatch.Mode(l.Mode), dispatch.FailurePolicy(l.FailurePolicy)
 	return h.Begin(l.ID)
 }
 
@@ -209,7 +205,7 @@ func (h *streamTurn) callLine(n int, line []byte) error {
 	}
 	var l ndjsonLine
 	err := json.Unmarshal(line, &l)
-	if err != nil || line[0] != '{' || l.Mode != nil || l.FailurePolicy != nil {
+	if err != nil || line[0] != '{' {
 		return &provider.IncompleteError{Missing: fmt.Sprintf(`line %d is not a call {"id", "name", "arguments"}%s`, n, errSuffix(err))}
 	}
 	name := ""

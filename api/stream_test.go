@@ -601,3 +601,23 @@ func TestStreamedOutlastsReadTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamedCallLineKeys: an NDJSON call line is taken alike whether
+// the call scanner reads it or encoding/json does (an escape in its id
+// sends it there), other keys (a header's among them) ignored as a whole
+// post's calls ignore them.
+func TestStreamedCallLineKeys(t *testing.T) {
+	t.Parallel()
+	eachStack(t, func(t *testing.T, s *stack) {
+		sp := s.stream("/v1/sessions/keys/turns", "application/x-ndjson")
+		sp.write(ndLine(map[string]any{"id": "t1"}))
+		sp.write(`{"id":"k1","name":"echo","arguments":{"text":"a"},"mode":"parallel"}` + "\n")
+		sp.write(`{"id":"k\u0032","name":"echo","arguments":{"text":"b"},"failure_policy":"continue"}` + "\n")
+		r := sp.end()
+		var tr wireTurn
+		r.json(t, &tr)
+		if want := "k1=ok k2=ok"; r.status != 200 || summary(tr) != want {
+			t.Fatalf("turn: %d %s\n got %s\nwant %s", r.status, r.body, summary(tr), want)
+		}
+	})
+}
