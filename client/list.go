@@ -161,7 +161,7 @@ func (c *Client) TurnCalls(ctx context.Context, sessionID, turnID string) ([]Cal
 	var body struct {
 		Calls []Call `json:"calls"`
 	}
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID) + "/turns/" + esc(turnID) + "/calls"}, &body); err != nil {
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: turnPath(sessionID, turnID) + "/calls"}, &body); err != nil {
 		return nil, err
 	}
 	return body.Calls, nil
