@@ -519,5 +519,5 @@ func escapeDecodedLen(content []byte, i, l int) int {
 }
 
 func hex4(b []byte) int {
-	return hexValue(b[0])<<12 | hexValue(b[1])<<8 | hexValue(b[2])<<4 | hexValue(b[3])
+	return rawjson.HexValue(b[0])<<12 | rawjson.HexValue(b[1])<<8 | rawjson.HexValue(b[2])<<4 | rawjson.HexValue(b[3])
 }

@@ -19,53 +19,20 @@ func validateJSON(raw []byte) error {
 	// Not JSON: the tokenizer says where.
 	s := rawjson.Tokenizer{Data: raw}
 	for {
-		tok, err := s.Next()
-		if err != nil {
-			return invalid(err)
-		}
-		if tok.Kind == rawjson.TokenEOF {
-			return nil
+		tok, err := nextToken(&s)
+		if err != nil || tok.Kind == rawjson.TokenEOF {
+			return err
 		}
 	}
 }
 
-type tokenKind = rawjson.TokenKind
-
-const (
-	tokenEOF         = rawjson.TokenEOF
-	tokenBeginArray  = rawjson.TokenBeginArray
-	tokenEndArray    = rawjson.TokenEndArray
-	tokenBeginObject = rawjson.TokenBeginObject
-	tokenEndObject   = rawjson.TokenEndObject
-	tokenKey         = rawjson.TokenKey
-	tokenString      = rawjson.TokenString
-	tokenNumber      = rawjson.TokenNumber
-	tokenLiteral     = rawjson.TokenLiteral
-)
-
-type token struct {
-	kind       tokenKind
-	start, end int // the token's bytes in the input
-}
-
-// scanner is the parse's view of a rawjson.Tokenizer over data: compact
-// is the compact size of the input read so far.
-type scanner struct {
-	data    []byte
-	compact int
-	t       rawjson.Tokenizer
-}
-
-func (s *scanner) next() (token, error) {
-	s.t.Data = s.data
-	t, err := s.t.Next()
-	s.compact = s.t.Compact
+// nextToken reads t's next token, its error wrapping ErrInvalidJSON.
+func nextToken(t *rawjson.Tokenizer) (rawjson.Token, error) {
+	tok, err := t.Next()
 	if err != nil {
-		return token{}, invalid(err)
+		return tok, invalid(err)
 	}
-	return token{kind: t.Kind, start: t.Start, end: t.End}, nil
+	return tok, nil
 }
 
 func invalid(err error) error { return fmt.Errorf("%w: %v", ErrInvalidJSON, err) }
-
-func hexValue(c byte) int { return rawjson.HexValue(c) }

@@ -3,6 +3,8 @@ package budget
 import (
 	"errors"
 	"math"
+
+	"github.com/turnd/turnd/internal/rawjson"
 )
 
 // maxDepth is the deepest nesting ProjectJSON restructures, the same limit
@@ -81,33 +83,33 @@ func (p *Projector) parseJSON(raw []byte, zoneScale int, nodes []node) (*tree, e
 		zoneScale:       zoneScale,
 	}
 	maxNodes := p.nodeBudget()
-	s := scanner{data: raw}
+	s := rawjson.Tokenizer{Data: raw}
 	for {
-		tok, err := s.next()
+		tok, err := nextToken(&s)
 		if err != nil {
 			return nil, err
 		}
-		if t.tooDeep && tok.kind != tokenEOF {
+		if t.tooDeep && tok.Kind != rawjson.TokenEOF {
 			continue // only validating from here on
 		}
 		if len(t.nodes) > maxNodes {
 			return t, errTooManyNodes // t only lends its storage
 		}
-		switch tok.kind {
-		case tokenEOF:
-			t.compactSize = s.compact
+		switch tok.Kind {
+		case rawjson.TokenEOF:
+			t.compactSize = s.Compact
 			if !t.tooDeep {
 				t.index()
 			}
 			return t, nil
-		case tokenKey:
+		case rawjson.TokenKey:
 			b.key(tok)
-		case tokenString, tokenNumber, tokenLiteral:
+		case rawjson.TokenString, rawjson.TokenNumber, rawjson.TokenLiteral:
 			b.scalar(tok)
-		case tokenBeginArray, tokenBeginObject:
-			b.open(tok, s.compact-1)
-		case tokenEndArray, tokenEndObject:
-			b.close(tok, s.compact)
+		case rawjson.TokenBeginArray, rawjson.TokenBeginObject:
+			b.open(tok, s.Compact-1)
+		case rawjson.TokenEndArray, rawjson.TokenEndObject:
+			b.close(tok, s.Compact)
 		}
 	}
 }
@@ -156,7 +158,7 @@ type frame struct {
 	// avail bounds the size this container can have in any projection that
 	// fits the cap.
 	avail   int
-	compact int // scanner.compact at the opening bracket
+	compact int // Tokenizer.Compact at the opening bracket
 	count   int
 	// sum adds up the lower bounds of the children's projected sizes:
 	// items, or members (key, ':' and value).
@@ -204,17 +206,17 @@ func (b *builder) slot() (keep bool, avail int) {
 	return true, f.avail - 2 - f.headSum
 }
 
-func (b *builder) scalar(tok token) {
-	size := tok.end - tok.start
+func (b *builder) scalar(tok rawjson.Token) {
+	size := tok.End - tok.Start
 	lb := size
-	if tok.kind == tokenString {
+	if tok.Kind == rawjson.TokenString {
 		lb = min(size, b.stringFloor)
 	}
 	id := -1
 	if keep, _ := b.slot(); keep {
 		id = len(b.tree.nodes)
-		n := node{kind: kindScalar, start: tok.start, end: tok.end, size: size, span: 1}
-		if tok.kind == tokenString {
+		n := node{kind: kindScalar, start: tok.Start, end: tok.End, size: size, span: 1}
+		if tok.Kind == rawjson.TokenString {
 			n.kind = kindString
 			n.maxString = size - 2
 		}
@@ -223,18 +225,18 @@ func (b *builder) scalar(tok token) {
 	b.done(id, lb)
 }
 
-func (b *builder) key(tok token) {
+func (b *builder) key(tok rawjson.Token) {
 	f := &b.frames[len(b.frames)-1]
 	f.count++
-	f.keySize = tok.end - tok.start
+	f.keySize = tok.End - tok.Start
 	if !f.keep {
 		return
 	}
-	b.tree.nodes = append(b.tree.nodes, node{kind: kindKey, start: tok.start, end: tok.end, size: f.keySize, span: 1})
+	b.tree.nodes = append(b.tree.nodes, node{kind: kindKey, start: tok.Start, end: tok.End, size: f.keySize, span: 1})
 	f.valueAvail = f.avail - 2 - f.sum - (f.count - 1) - f.keySize - 1
 }
 
-func (b *builder) open(tok token, compact int) {
+func (b *builder) open(tok rawjson.Token, compact int) {
 	if len(b.frames) >= maxDepth {
 		b.tree.tooDeep = true
 		b.tree.nodes, b.frames, b.queue = nil, nil, nil
@@ -242,13 +244,13 @@ func (b *builder) open(tok token, compact int) {
 	}
 	keep, avail := b.slot()
 	kind := kindArray
-	if tok.kind == tokenBeginObject {
+	if tok.Kind == rawjson.TokenBeginObject {
 		kind = kindObject
 	}
 	id := -1
 	if keep {
 		id = len(b.tree.nodes)
-		b.tree.nodes = append(b.tree.nodes, node{kind: kind, start: tok.start})
+		b.tree.nodes = append(b.tree.nodes, node{kind: kind, start: tok.Start})
 	}
 	b.frames = append(b.frames, frame{
 		node:       id,
@@ -264,7 +266,7 @@ func (b *builder) open(tok token, compact int) {
 	})
 }
 
-func (b *builder) close(tok token, compact int) {
+func (b *builder) close(tok rawjson.Token, compact int) {
 	f := b.frames[len(b.frames)-1]
 	b.frames = b.frames[:len(b.frames)-1]
 
@@ -286,7 +288,7 @@ func (b *builder) close(tok token, compact int) {
 			tail = len(b.queue) - f.queueFront
 		}
 		n := &b.tree.nodes[f.node]
-		n.end = tok.end
+		n.end = tok.End
 		n.size = compact - f.compact
 		n.span = len(b.tree.nodes) - f.node
 		n.count = f.count

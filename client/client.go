@@ -206,6 +206,15 @@ func (c *Client) call(ctx context.Context, r request, out any) (*http.Response, 
 	return resp, nil
 }
 
+// callJSON sends r and returns its JSON answer decoded as a T.
+func callJSON[T any](ctx context.Context, c *Client, r request) (*T, error) {
+	var v T
+	if _, err := c.call(ctx, r, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 func jsonBody(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {

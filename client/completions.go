@@ -47,30 +47,18 @@ func (c *Client) Deliver(ctx context.Context, key string, d Delivery) (*Delivery
 // DeliverRaw posts body, a Delivery's JSON, byte for byte (the signature
 // covers these bytes).
 func (c *Client) DeliverRaw(ctx context.Context, key string, body []byte) (*DeliveryAck, error) {
-	var ack DeliveryAck
-	if _, err := c.call(ctx, request{method: http.MethodPost, path: completePath(key), body: body, noAuth: true, sign: true}, &ack); err != nil {
-		return nil, err
-	}
-	return &ack, nil
+	return callJSON[DeliveryAck](ctx, c, request{method: http.MethodPost, path: completePath(key), body: body, noAuth: true, sign: true})
 }
 
 // Heartbeat tells turnd the external work behind key is alive, moving its
 // heartbeat deadline, and returns the key's state.
 func (c *Client) Heartbeat(ctx context.Context, key string) (*CompletionInfo, error) {
-	var info CompletionInfo
-	if _, err := c.call(ctx, request{method: http.MethodPost, path: completePath(key) + "/heartbeat", body: []byte{}, noAuth: true, sign: true}, &info); err != nil {
-		return nil, err
-	}
-	return &info, nil
+	return callJSON[CompletionInfo](ctx, c, request{method: http.MethodPost, path: completePath(key) + "/heartbeat", body: []byte{}, noAuth: true, sign: true})
 }
 
 // CompletionStatus reads a key's state and deadlines.
 func (c *Client) CompletionStatus(ctx context.Context, key string) (*CompletionInfo, error) {
-	var info CompletionInfo
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: completePath(key), noAuth: true}, &info); err != nil {
-		return nil, err
-	}
-	return &info, nil
+	return callJSON[CompletionInfo](ctx, c, request{method: http.MethodGet, path: completePath(key), noAuth: true})
 }
 
 // completePath is the path of key, given bare or as a completion URL.

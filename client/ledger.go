@@ -21,11 +21,7 @@ func (c *Client) LedgerPage(ctx context.Context, sessionID string, after int64, 
 	if limit > 0 {
 		path += "&limit=" + strconv.Itoa(limit)
 	}
-	var p LedgerPage
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: path}, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return callJSON[LedgerPage](ctx, c, request{method: http.MethodGet, path: path})
 }
 
 // Ledger iterates over a session's ledger lines with seq greater than

@@ -74,12 +74,12 @@ func (o ListOptions) query() string {
 // SessionsPage reads one page of sessions, newest first.
 func (c *Client) SessionsPage(ctx context.Context, opts ListOptions) (*SessionPage, error) {
 	opts.Status = ""
-	return getPage[SessionPage](ctx, c, "/v1/sessions"+opts.query())
+	return callJSON[SessionPage](ctx, c, request{method: http.MethodGet, path: "/v1/sessions" + opts.query()})
 }
 
 // TurnsPage reads one page of a session's turns, newest first.
 func (c *Client) TurnsPage(ctx context.Context, sessionID string, opts ListOptions) (*TurnPage, error) {
-	return getPage[TurnPage](ctx, c, "/v1/sessions/"+esc(sessionID)+"/turns"+opts.query())
+	return callJSON[TurnPage](ctx, c, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID) + "/turns" + opts.query()})
 }
 
 // ParkedCall is a call parked on a completion key, as the pending listing
@@ -107,7 +107,7 @@ type PendingPage struct {
 // PendingPage reads one page of the calls parked now, across sessions.
 func (c *Client) PendingPage(ctx context.Context, opts ListOptions) (*PendingPage, error) {
 	opts.Status = ""
-	return getPage[PendingPage](ctx, c, "/v1/pending"+opts.query())
+	return callJSON[PendingPage](ctx, c, request{method: http.MethodGet, path: "/v1/pending" + opts.query()})
 }
 
 // Sessions iterates over every session, newest first, page by page.
@@ -128,15 +128,6 @@ func (c *Client) Pending(ctx context.Context, opts ListOptions) iter.Seq2[Parked
 func (p *SessionPage) page() ([]SessionSummary, string) { return p.Sessions, p.NextAfter }
 func (p *TurnPage) page() ([]TurnSummary, string)       { return p.Turns, p.NextAfter }
 func (p *PendingPage) page() ([]ParkedCall, string)     { return p.Pending, p.NextAfter }
-
-// getPage reads the listing page at path.
-func getPage[P any](ctx context.Context, c *Client, path string) (*P, error) {
-	var p P
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: path}, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
 
 // pages iterates over a listing's rows, reading its pages with read from
 // opts on: each page's rows, then the page after its NextAfter, until a
@@ -170,7 +161,7 @@ func (c *Client) TurnCalls(ctx context.Context, sessionID, turnID string) ([]Cal
 	var body struct {
 		Calls []Call `json:"calls"`
 	}
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID) + "/turns/" + esc(turnID) + "/calls"}, &body); err != nil {
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: turnPath(sessionID, turnID) + "/calls"}, &body); err != nil {
 		return nil, err
 	}
 	return body.Calls, nil

@@ -53,7 +53,7 @@ type ProviderReply[M any] struct {
 // PostProviderJSON posts a provider message given as JSON (format is one of
 // the Format constants) and answers the rendering as JSON.
 func (c *Client) PostProviderJSON(ctx context.Context, sessionID, format string, body []byte, opts *ProviderOptions) (*ProviderReply[json.RawMessage], error) {
-	return postProvider[json.RawMessage](ctx, c, sessionID, format, body, opts)
+	return providerCall[json.RawMessage](ctx, c, providerRequest(sessionID, format, body, opts))
 }
 
 // ProviderResults reads a turn's rendering in a provider format (the same
@@ -139,17 +139,8 @@ func (t *teeReader) finish() {
 // call ({"id","name","arguments"}) per line; the end of r ends the turn.
 // It is sent once, never retried.
 func (c *Client) PostTurnStream(ctx context.Context, sessionID string, r io.Reader, opts *PostOptions) (*Turn, error) {
-	var t Turn
-	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/sessions/" + esc(sessionID) + "/turns",
-		stream: r, contentType: "application/x-ndjson", once: true, header: opts.header()}, &t)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-func postProvider[M any](ctx context.Context, c *Client, sessionID, format string, body []byte, opts *ProviderOptions) (*ProviderReply[M], error) {
-	return providerCall[M](ctx, c, providerRequest(sessionID, format, body, opts))
+	return callJSON[Turn](ctx, c, request{method: http.MethodPost, path: "/v1/sessions/" + esc(sessionID) + "/turns",
+		stream: r, contentType: "application/x-ndjson", once: true, header: opts.header()})
 }
 
 // providerRequest is the POST of a turn in a provider format.

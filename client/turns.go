@@ -52,20 +52,12 @@ func (c *Client) CreateSession(ctx context.Context, req SessionRequest) (*Sessio
 	if err != nil {
 		return nil, err
 	}
-	var s Session
-	if _, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/sessions", body: body, once: true}, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return callJSON[Session](ctx, c, request{method: http.MethodPost, path: "/v1/sessions", body: body, once: true})
 }
 
 // Session reads a session.
 func (c *Client) Session(ctx context.Context, sessionID string) (*Session, error) {
-	var s Session
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID)}, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return callJSON[Session](ctx, c, request{method: http.MethodGet, path: "/v1/sessions/" + esc(sessionID)})
 }
 
 // PostTurn posts a native turn to a session (created on first use) and
@@ -132,21 +124,13 @@ func (c *Client) getTurn(ctx context.Context, sessionID, turnID string, wait tim
 	if wait > 0 {
 		h.Set("Prefer", "wait="+strconv.Itoa(waitSeconds(wait)))
 	}
-	var t Turn
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: turnPath(sessionID, turnID), header: h}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return callJSON[Turn](ctx, c, request{method: http.MethodGet, path: turnPath(sessionID, turnID), header: h})
 }
 
 // CancelTurn cancels a running or waiting turn and returns it once it has
 // stopped (a settled turn is returned as it is).
 func (c *Client) CancelTurn(ctx context.Context, sessionID, turnID string) (*Turn, error) {
-	var t Turn
-	if _, err := c.call(ctx, request{method: http.MethodPost, path: turnPath(sessionID, turnID) + "/cancel"}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return callJSON[Turn](ctx, c, request{method: http.MethodPost, path: turnPath(sessionID, turnID) + "/cancel"})
 }
 
 // Tools lists the registered tools; with a session id, only those it may
@@ -176,11 +160,7 @@ func (c *Client) Output(ctx context.Context, outputID string) (body io.ReadClose
 
 // Health reads /healthz (the process is up).
 func (c *Client) Health(ctx context.Context) (*Health, error) {
-	var h Health
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/healthz"}, &h); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	return callJSON[Health](ctx, c, request{method: http.MethodGet, path: "/healthz"})
 }
 
 func turnPath(sessionID, turnID string) string {

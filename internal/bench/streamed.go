@@ -165,7 +165,7 @@ func ExecuteStreamed(ctx context.Context, c StreamedConfig, stdout, stderr io.Wr
 	none, _ := ParseDist("none")
 	w := Workload{Concurrency: c.Concurrency, Calls: c.Calls, ReadFraction: 1, Latency: none, DeferredDelay: none,
 		Tools: ToolBuiltin, Duration: c.Slice, Wait: 2 * time.Minute, Seed: 1}
-	var whole, streamed Load
+	var wholeLoads, streamedLoads []Load
 	for round := range c.Rounds {
 		for _, s := range []bool{false, true} {
 			w.Streamed = s
@@ -175,12 +175,13 @@ func ExecuteStreamed(ctx context.Context, c StreamedConfig, stdout, stderr io.Wr
 				return rep, fmt.Errorf("workload 1: %w", err)
 			}
 			if s {
-				streamed = addLoad(streamed, l)
+				streamedLoads = append(streamedLoads, l)
 			} else {
-				whole = addLoad(whole, l)
+				wholeLoads = append(wholeLoads, l)
 			}
 		}
 	}
+	whole, streamed := combineLoads(wholeLoads), combineLoads(streamedLoads)
 	rep.Cost = StreamedCost{
 		WholeTPS:    float64(whole.Result.Ops) / whole.Result.Elapsed.Seconds(),
 		StreamedTPS: float64(streamed.Result.Ops) / streamed.Result.Elapsed.Seconds(),
@@ -188,13 +189,6 @@ func ExecuteStreamed(ctx context.Context, c StreamedConfig, stdout, stderr io.Wr
 	}
 	rep.Cost.Ratio = rep.Cost.StreamedTPS / rep.Cost.WholeTPS
 	return rep, writeStreamed(stdout, c, rep)
-}
-
-func addLoad(a, b Load) Load {
-	a.Result.Ops += b.Result.Ops
-	a.Result.Errors += b.Result.Errors
-	a.Result.Elapsed += b.Result.Elapsed
-	return a
 }
 
 func writeStreamed(w io.Writer, c StreamedConfig, rep StreamedReport) error {

@@ -41,15 +41,11 @@ func Valid(raw []byte) bool {
 // Space returns the index of the first byte at or after i that is not JSON
 // whitespace.
 func (s *Scanner) Space(i int) int {
-	for ; i < len(s.B); i++ {
-		switch s.B[i] {
-		case ' ', '\t', '\n', '\r':
-			s.SawSpace = true
-		default:
-			return i
-		}
+	j := spaceEnd(s.B, i)
+	if j > i {
+		s.SawSpace = true
 	}
-	return i
+	return j
 }
 
 // Sep reads what follows a member or an item ending before i: a comma
@@ -109,12 +105,8 @@ func (s *Scanner) Value(i, depth int) int {
 		}
 	case '"':
 		return StringEnd(b, i)
-	case 't':
-		return LiteralEnd(b, i, "true")
-	case 'f':
-		return LiteralEnd(b, i, "false")
-	case 'n':
-		return LiteralEnd(b, i, "null")
+	case 't', 'f', 'n':
+		return LiteralEnd(b, i, literals[c])
 	default:
 		return NumberEnd(b, i)
 	}
