@@ -358,10 +358,8 @@ func (s *Service) applyPayload(k TurnKey, proj *budget.Projector, base Result, p
 // resultAt returns the turn's recorded result for the completion's call, or
 // a fresh one.
 func resultAt(t Turn, c Completion) Result {
-	for _, r := range t.Results {
-		if r.Index == c.CallIndex {
-			return r
-		}
+	if r, ok := findResult(t, c); ok {
+		return r
 	}
 	return Result{Index: c.CallIndex, CallID: c.CallID, Name: c.CallName, Effect: dispatch.EffectWrite}
 }
