@@ -352,6 +352,21 @@ func (s *Service) GetSession(ctx context.Context, id string) (Session, error) {
 	return sess, nil
 }
 
+// storedSession returns the stored session id: from the session cache
+// when it holds it (a session never changes once created, see
+// sessionCache), else read from the store and cached.
+func (s *Service) storedSession(ctx context.Context, id string) (Session, error) {
+	if sess, ok := s.sessions.get(id); ok {
+		return sess, nil
+	}
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	s.sessions.put(sess)
+	return sess, nil
+}
+
 // TurnRequest is an assistant turn to run.
 type TurnRequest struct {
 	ID            string // the client's idempotency key; generated when empty
