@@ -250,7 +250,7 @@ func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery, hash
 	ctx = context.WithoutCancel(ctx)
 	fp := completion.Hash(c.KeyHash).Fingerprint()
 	k := TurnKey{c.SessionID, c.TurnID}
-	sess, err := s.store.GetSession(ctx, k.SessionID)
+	sess, err := s.storedSession(ctx, k.SessionID)
 	if err != nil {
 		s.log.ErrorContext(ctx, "recording a late completion failed: reading its session", "key", fp, "err", err)
 		return
@@ -285,7 +285,7 @@ func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload js
 	if err != nil {
 		return fmt.Errorf("reading turn: %w", err)
 	}
-	sess, err := s.store.GetSession(ctx, k.SessionID)
+	sess, err := s.storedSession(ctx, k.SessionID)
 	if err != nil {
 		return fmt.Errorf("reading session: %w", err)
 	}
@@ -358,10 +358,8 @@ func (s *Service) applyPayload(k TurnKey, proj *budget.Projector, base Result, p
 // resultAt returns the turn's recorded result for the completion's call, or
 // a fresh one.
 func resultAt(t Turn, c Completion) Result {
-	for _, r := range t.Results {
-		if r.Index == c.CallIndex {
-			return r
-		}
+	if r, ok := findResult(t, c); ok {
+		return r
 	}
 	return Result{Index: c.CallIndex, CallID: c.CallID, Name: c.CallName, Effect: dispatch.EffectWrite}
 }
@@ -666,7 +664,7 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	if err != nil {
 		return Turn{}, fmt.Errorf("reading completions: %w", err)
 	}
-	sess, err := s.store.GetSession(ctx, k.SessionID)
+	sess, err := s.storedSession(ctx, k.SessionID)
 	if err != nil {
 		return Turn{}, fmt.Errorf("reading session: %w", err)
 	}
@@ -707,7 +705,7 @@ func (s *Service) cancelParked(ctx context.Context, k TurnKey, status Status) {
 		s.log.Error("reading turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 		return
 	}
-	sess, err := s.store.GetSession(ctx, k.SessionID)
+	sess, err := s.storedSession(ctx, k.SessionID)
 	if err != nil {
 		s.log.Error("reading session failed", "session_id", k.SessionID, "err", err)
 		return

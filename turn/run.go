@@ -611,13 +611,13 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		out = r.svc.project(r.key, r.proj, &res, a.Outcome)
 	}
 	r.mu.Lock()
-	h, keyed := r.keyed[i]
-	r.mu.Unlock()
-	if keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
+	if h, keyed := r.keyed[i]; keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
+		// Closing the key reads and writes the store: not under mu.
+		r.mu.Unlock()
 		res, out = r.closeKey(h, res, out)
+		r.mu.Lock()
 	}
 	defer r.observeAccounted(a, res.Status)
-	r.mu.Lock()
 	switch {
 	case st.replayedFrom != "":
 		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallReplayed, Data: mustJSON(map[string]any{

@@ -352,6 +352,21 @@ func (s *Service) GetSession(ctx context.Context, id string) (Session, error) {
 	return sess, nil
 }
 
+// storedSession returns the stored session id: from the session cache
+// when it holds it (a session never changes once created, see
+// sessionCache), else read from the store and cached.
+func (s *Service) storedSession(ctx context.Context, id string) (Session, error) {
+	if sess, ok := s.sessions.get(id); ok {
+		return sess, nil
+	}
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	s.sessions.put(sess)
+	return sess, nil
+}
+
 // TurnRequest is an assistant turn to run.
 type TurnRequest struct {
 	ID            string // the client's idempotency key; generated when empty
@@ -535,11 +550,8 @@ func (s *Service) Ledger(ctx context.Context, sessionID string, after int64, lim
 	if !validPathID(sessionID) {
 		return nil, ErrNotFound
 	}
-	if after < 0 {
-		return nil, invalid("after", "must not be negative")
-	}
-	if limit <= 0 || limit > 1000 {
-		return nil, invalid("limit", "must be 1-1000")
+	if err := checkPage(after, limit); err != nil {
+		return nil, err
 	}
 	lines, err := s.store.Ledger(ctx, sessionID, after, limit, MaxPageBytes)
 	if err != nil {
@@ -554,17 +566,25 @@ func (s *Service) TurnLedger(ctx context.Context, k TurnKey, after int64, limit 
 	if !validPathID(k.SessionID) || !validPathID(k.TurnID) {
 		return nil, ErrNotFound
 	}
-	if after < 0 {
-		return nil, invalid("after", "must not be negative")
-	}
-	if limit <= 0 || limit > 1000 {
-		return nil, invalid("limit", "must be 1-1000")
+	if err := checkPage(after, limit); err != nil {
+		return nil, err
 	}
 	lines, err := s.store.TurnLedger(ctx, k.SessionID, k.TurnID, after, limit, MaxPageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledger of a turn: %w", err)
 	}
 	return lines, nil
+}
+
+// checkPage checks the bounds of a ledger page (Ledger, TurnLedger).
+func checkPage(after int64, limit int) error {
+	if after < 0 {
+		return invalid("after", "must not be negative")
+	}
+	if limit <= 0 || limit > 1000 {
+		return invalid("limit", "must be 1-1000")
+	}
+	return nil
 }
 
 // GetOutput returns a kept full output.

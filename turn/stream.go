@@ -253,17 +253,15 @@ func (st *Stream) invoke(ctx context.Context, e *earlyRun, sess Session) {
 	defer func() {
 		if exited { // the tool ended this goroutine (runtime.Goexit)
 			e.out = dispatch.Fail(dispatch.CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", c.Name))
-			e.readyAt, e.endedAt = time.Now(), s.now()
-			close(e.done)
+		}
+		e.readyAt, e.endedAt = time.Now(), s.now()
+		close(e.done)
+		if e.discarded.Load() {
+			st.pool.countDiscarded(e)
 		}
 	}()
 	e.out = dispatch.InvokeEarly(tctx, e.spec.Impl, dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	exited = false
-	e.readyAt, e.endedAt = time.Now(), s.now()
-	close(e.done)
-	if e.discarded.Load() {
-		st.pool.countDiscarded(e)
-	}
 }
 
 // projector is the budget projector of the stream's session, built once.
