@@ -31,6 +31,10 @@ type slot struct {
 	outcome Outcome
 	// admittedAt is when dispatch took the call up for admission.
 	admittedAt time.Time
+	// res are the admitted resources (nil: none declared); anon marks a
+	// resource-less leading read not yet answered (see resources.go).
+	res  []string
+	anon bool
 }
 
 // run is the attempts of one call that one worker makes. The driving
@@ -50,6 +54,9 @@ type run struct {
 	// inline: the run ran on the driving goroutine (see InlineTool).
 	inline bool
 	at     Attempt // the first attempt, kept here to save an allocation
+	// gated is what a run with resources or gates needs more: nil for the
+	// others, which then cost a word.
+	gated *gating
 	// keys is the call's completion key, shared with the attempts of a
 	// run that continues this one.
 	keys keyCache
@@ -163,6 +170,15 @@ type dispatcher struct {
 	qhead   int
 	barrier int // call that must wait until all before it are accounted; -1 if none
 	serial  bool
+	// gate is the latest call that waits for everything before it: no
+	// call after it is admitted until it is accounted (-1: none).
+	gate int
+	// locks schedules the calls with resources (resources.go); nil until
+	// the first. anonOpen counts the resource-less leading reads not yet
+	// answered, which a keyed write waits for. released is Wave.Released.
+	locks    *lockTable
+	anonOpen int
+	released <-chan int
 
 	tainted     bool
 	taintAt     int
@@ -180,6 +196,8 @@ func newDispatcher(w Wave, h Host) *dispatcher {
 		now:        w.Now,
 		feed:       w.Feed,
 		barrier:    -1,
+		gate:       -1,
+		released:   w.Released,
 	}
 	d.hook, _ = h.(AttemptHook)
 	d.watch, _ = h.(AttemptObserver)
@@ -243,6 +261,8 @@ func (d *dispatcher) drive(hostCtx, toolCtx context.Context) error {
 		case <-cancelled:
 			cancelled = nil
 			d.interrupt(hostCtx)
+		case k := <-d.released:
+			d.unhold(k)
 		}
 	}
 }
@@ -255,7 +275,7 @@ func (d *dispatcher) admissible() bool {
 	if d.next >= len(d.slots) {
 		return false
 	}
-	return !d.serial || d.tainted || d.interrupted || d.acct == d.next
+	return !d.serial || d.tainted || d.interrupted || d.acct == d.next || d.gate < d.acct
 }
 
 // admit settles or schedules the next call.
@@ -331,7 +351,11 @@ func (d *dispatcher) follow(k int, call Call, ahead *run, adm *Admission) {
 		return
 	case Replay:
 		d.discard(ahead)
+		d.slots[k].res = adm.Resources
 		d.settleFailure(k, Replay, true, adm.Outcome)
+		if adm.Resources != nil && adm.Outcome.Status == StatusPending && !d.concurrent {
+			d.hold(k, adm.Resources, ParseEffect(string(adm.Effect)) != EffectRead)
+		}
 		return
 	case Refuse:
 		d.discard(ahead)
@@ -353,9 +377,9 @@ func (d *dispatcher) follow(k int, call Call, ahead *run, adm *Admission) {
 func (d *dispatcher) schedule(k int, call Call, ahead *run, adm *Admission) {
 	s := &d.slots[k]
 	effect := ParseEffect(string(adm.Effect))
-	s.verdict, s.admitted, s.effect = Run, true, effect
+	s.verdict, s.admitted, s.effect, s.res = Run, true, effect, adm.Resources
 	if ahead != nil {
-		if (d.concurrent || effect == EffectRead) && sameTool(ahead.tool, adm.Tool) {
+		if (d.concurrent || effect == EffectRead) && len(adm.Gates) == 0 && sameTool(ahead.tool, adm.Tool) {
 			if adm.Retry.attempts() > 1 {
 				then := adm.Retry // a copy, so that adm stays on the stack
 				ahead.then = &then
@@ -366,12 +390,23 @@ func (d *dispatcher) schedule(k int, call Call, ahead *run, adm *Admission) {
 		d.discard(ahead)
 	}
 	s.run = d.newRun(k, call, adm.Tool, effect, adm.Retry)
-	if !d.concurrent && (d.serial || effect != EffectRead) {
-		// From the first call that may change something on, the wave is
-		// serial: this call runs once all before it are accounted.
-		d.serial = true
-		d.barrier = k
+	if adm.Gates != nil || adm.Resources != nil {
+		s.run.gated = &gating{gates: adm.Gates}
+	}
+	switch {
+	case d.concurrent:
+	case adm.Resources != nil:
+		d.scheduleKeyed(k, adm.Resources, effect != EffectRead)
 		return
+	case d.serial || effect != EffectRead:
+		// From the first call that may change something on, a call
+		// without resources runs once all before it are accounted.
+		d.serial = true
+		d.barrier, d.gate = k, k
+		return
+	default:
+		s.anon = true
+		d.anonOpen++
 	}
 	d.queue = append(d.queue, k)
 }
@@ -382,6 +417,7 @@ func interruptedMessage(ctx context.Context) string {
 
 // settle answers a call that no run answers (any more).
 func (d *dispatcher) settle(s *slot, v Verdict, admitted bool, o Outcome) {
+	d.leave(s)
 	s.verdict, s.admitted, s.run = v, admitted, nil
 	s.outcome = o.normalized()
 	s.done = true
@@ -415,6 +451,12 @@ func (d *dispatcher) newRun(k int, call Call, tool Tool, effect Effect, policy R
 func (d *dispatcher) launch(toolCtx context.Context, r *run) {
 	r.own = r.own || d.failFast
 	d.running++
+	if g := r.gated; g != nil && len(g.gates) > 0 {
+		if g.ready.IsZero() {
+			g.ready = d.now()
+		}
+		g.tickets = append(g.tickets[:0], g.gates[0].Reserve())
+	}
 	if runsInline(r) {
 		r.inline = true
 		d.inlined++
@@ -474,7 +516,7 @@ func (d *dispatcher) dismiss() {
 // start launches what may run now: the barrier call once everything before
 // it is accounted and no other tool runs, then queued reads up to the cap.
 func (d *dispatcher) start(toolCtx context.Context) {
-	if d.barrier >= 0 && d.acct == d.barrier && d.running == 0 {
+	if d.barrier >= 0 && d.acct == d.barrier && d.running == 0 && !d.holds() {
 		k := d.barrier
 		d.barrier = -1
 		d.launch(toolCtx, d.slots[k].run)
@@ -539,6 +581,8 @@ func (d *dispatcher) receive(toolCtx context.Context, r *run) {
 		return
 	}
 	s.done = true
+	d.leave(s)
+	d.answered(r.index, r.outcome)
 	if d.failFast && r.outcome.failed() {
 		d.taint(r.index)
 	}
@@ -555,11 +599,14 @@ func (d *dispatcher) taint(k int) {
 	}
 	d.tainted, d.taintAt = true, k
 	for i := k + 1; i < d.next; i++ {
-		// A run still queued is settled below, and never starts.
-		if s := &d.slots[i]; s.run != nil && !s.done {
+		// A run still queued is settled below, and never starts. A write
+		// already running (resources let it start before k answered) is
+		// left to finish: what it does is recorded, not cut short.
+		if s := &d.slots[i]; s.run != nil && !s.done && (d.concurrent || s.effect == EffectRead) {
 			s.run.cancelWith(errTainted)
 		}
 	}
+	d.settleBlocked(func(i int) bool { return i > k }, Refused(CodeTurnFailed, errTainted.Error()))
 	// The queue is in call order: the calls after k are its tail.
 	tail := len(d.queue)
 	for tail > d.qhead && d.queue[tail-1] > k {
@@ -591,6 +638,7 @@ func (d *dispatcher) interrupt(hostCtx context.Context) {
 		d.settle(&d.slots[d.barrier], Run, true, Cancelled(msg))
 		d.barrier = -1
 	}
+	d.settleBlocked(func(int) bool { return true }, Cancelled(msg))
 }
 
 // account hands the host every call that is answered and has no
@@ -607,9 +655,13 @@ func (d *dispatcher) account(hostCtx context.Context) error {
 			Effect:     s.effect,
 			Outcome:    s.outcome,
 			AdmittedAt: s.admittedAt,
+			Resources:  s.res,
 		}
 		if r := s.run; r != nil {
 			a.Outcome, a.Attempts, a.StartedAt, a.FinishedAt = r.outcome, r.attempts, r.started, r.finished
+			if r.gated != nil {
+				a.ReadyAt = r.gated.ready
+			}
 			if r.retries != nil {
 				a.Tries = r.tries()
 			}

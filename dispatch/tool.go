@@ -39,7 +39,7 @@ func Inline(tool Tool, effect Effect, policy RetryPolicy) bool {
 
 // runsInline reports whether r runs on the wave's goroutine.
 func runsInline(r *run) bool {
-	return !r.own && r.prev == nil && Inline(r.tool, r.effect, r.policy)
+	return !r.own && r.prev == nil && (r.gated == nil || len(r.gated.gates) == 0) && Inline(r.tool, r.effect, r.policy)
 }
 
 // ToolFunc adapts a function to Tool.

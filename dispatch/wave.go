@@ -31,7 +31,10 @@ type Mode string
 const (
 	// ModeOrdered (also the empty Mode): leading reads run concurrently, the
 	// first other effect waits for everything before it, and the rest of the
-	// wave is serial.
+	// wave is serial — for calls without resources. A call with resources
+	// waits only for the earlier calls it conflicts with: those sharing a
+	// resource where either writes, and those declaring none (see
+	// resources.go).
 	ModeOrdered Mode = "ordered"
 	// ModeConcurrent: every call starts at once whatever its effect; tools
 	// coordinate their own resources. Admission and accounting stay serial.
@@ -115,6 +118,17 @@ type Admission struct {
 	Tool   Tool
 	Effect Effect
 	Retry  RetryPolicy
+	// Resources are the resources a Run call touches (file:a.txt,
+	// db:users/7), computed by the host from its validated arguments. Nil
+	// means none declared: the call conflicts with every other, as every
+	// call did before resources (see Wave's ordering). A Replay that
+	// answers pending with Resources holds them until Wave.Released says
+	// its call settled.
+	Resources []string
+	// Gates are the caps (max_concurrency) the call's run holds, reserved
+	// in this order before its first attempt and released when it ends;
+	// read for Run.
+	Gates []Gate
 	// Outcome is read for Replay and Refuse. A Refuse outcome without a
 	// Status gets StatusRefused.
 	Outcome Outcome
@@ -149,6 +163,12 @@ type Accounted struct {
 	// AdmittedAt is when dispatch took the call up for admission (by
 	// Wave.Now): the time from it to Account is the call's dispatch latency.
 	AdmittedAt time.Time
+	// Resources are the admitted resources (Admission.Resources).
+	Resources []string
+	// ReadyAt is when the call's run was cleared to start — every earlier
+	// conflicting call answered — before it waited for its gates; zero for
+	// a call with neither resources nor gates.
+	ReadyAt time.Time
 }
 
 // Try is one attempt of a retried call: when it ran, by Wave.Now, and how
@@ -278,6 +298,10 @@ type Wave struct {
 	// Now stamps StartedAt and FinishedAt; nil means time.Now. It is called
 	// from tool goroutines.
 	Now func() time.Time
+	// Released delivers the index of a parked call (accounted pending with
+	// resources) once its call settled: its resources are free from then
+	// on. Nil: a parked call frees its resources when it parks.
+	Released <-chan int
 }
 
 func (w Wave) validate(h Host) error {

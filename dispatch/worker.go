@@ -14,15 +14,41 @@ import (
 func (d *dispatcher) work(ctx context.Context, r *run) {
 	r.exited = true
 	defer d.finish(r)
-	d.attempts(ctx, r)
+	if r.gated == nil || enter(ctx, r) {
+		d.attempts(ctx, r)
+	}
 	r.exited = false
 }
 
-// finish stamps r and hands it to the driving goroutine. It is deferred so
-// that a tool calling runtime.Goexit still answers its call.
+// enter waits for r's places in its gates, taking them in order (the
+// first was reserved at launch). It reports false, with r.outcome set,
+// when ctx ended first.
+func enter(ctx context.Context, r *run) bool {
+	g := r.gated
+	for i, gate := range g.gates {
+		if i > 0 {
+			g.tickets = append(g.tickets, gate.Reserve())
+		}
+		if g.tickets[i].Wait(ctx) != nil {
+			r.outcome = cancelledBy(ctx)
+			return false
+		}
+	}
+	return true
+}
+
+// finish stamps r, gives back its gates and hands it to the driving
+// goroutine. It is deferred so that a tool calling runtime.Goexit still
+// answers its call.
 func (d *dispatcher) finish(r *run) {
 	if r.exited {
 		r.outcome = Fail(CodeToolPanic, fmt.Sprintf("tool %s exited its goroutine without an outcome", r.call.Name))
+	}
+	if g := r.gated; g != nil {
+		for _, t := range g.tickets {
+			t.Release()
+		}
+		g.tickets = nil
 	}
 	r.finished = d.now()
 	d.results <- r

@@ -194,6 +194,11 @@ type (
 		// Pending decodes strictly like the rest; its yaml tags are the
 		// completion package's.
 		Pending *completion.Options `yaml:"pending"`
+		// Resource is a template or a list of them (an mcp entry: a map
+		// from the server's tool names to those); see config_resource.go.
+		Resource                 any  `yaml:"resource"`
+		MaxConcurrency           *int `yaml:"max_concurrency"`
+		MaxConcurrencyPerSession *int `yaml:"max_concurrency_per_session"`
 	}
 	rawHTTP struct {
 		URL       string            `yaml:"url"`

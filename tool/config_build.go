@@ -107,6 +107,10 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 			e.fail(e.at("input_schema"), "input_schema: %v", err)
 		}
 	}
+	if rt.Resource != nil {
+		s.ResourceTemplates = e.checkTemplates(e.templates(rt.Resource, "resource"), s.InputSchema)
+	}
+	e.caps(rt).apply(s)
 	if rt.HTTP != nil && rt.Builtin == nil {
 		t := e.httpTool(*rt.HTTP, s)
 		s.Impl = t

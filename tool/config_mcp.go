@@ -57,6 +57,8 @@ func (l *loader) buildMCP(i int, rt rawTool) {
 	if rt.Retry != nil {
 		src.retry = e.retry(*rt.Retry)
 	}
+	src.resources = e.mcpTemplates(rt.Resource)
+	src.caps = e.caps(rt)
 	if len(l.errs) == nerrs {
 		l.mcp = append(l.mcp, src)
 	}

@@ -67,6 +67,10 @@ type mcpSource struct {
 	trust   bool
 	timeout time.Duration
 	retry   dispatch.RetryPolicy
+	// resources are the templates of the server's tools, by the server's
+	// names; caps the server's max_concurrency, shared by its tools.
+	resources map[string][]located
+	caps      caps
 }
 
 // key identifies the connection the entry needs: a reload keeps the
@@ -546,6 +550,7 @@ func (s *mcpServer) setTools(tools []*mcp.Tool) bool {
 func (s *mcpServer) reconfigure(src *mcpSource) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	src.caps = s.src.caps.keep(src.caps)
 	s.src = src
 	if s.tools != nil {
 		s.specs = s.buildSpecs()
@@ -608,6 +613,10 @@ func (s *mcpServer) buildSpecs() []*Spec {
 				continue
 			}
 		}
+		if !s.resourcesOf(sp, t.Name, skip) {
+			continue
+		}
+		src.caps.apply(sp)
 		specs = append(specs, sp)
 	}
 	return specs

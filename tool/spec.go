@@ -34,6 +34,17 @@ type Spec struct {
 	// empty fields fall back to the completion package's defaults. They
 	// have passed completion.Options.Validate.
 	Pending completion.Options
+	// ResourceTemplates compute the resources a call touches (config
+	// resource:); nil declares none, and the call conflicts with every
+	// other (see dispatch.Admission.Resources).
+	ResourceTemplates []Resource
+	// Limit caps the calls of the tool (of its MCP server, shared by the
+	// server's tools) running at once in this process, SessionLimit those
+	// of one session; nil for no cap (config max_concurrency and
+	// max_concurrency_per_session).
+	Limit        *dispatch.Limit
+	SessionLimit *dispatch.LimitSet
+
 	// CancelURL is where Registry.CancelExternal POSTs to cancel a parked
 	// call's external work ("" when the tool has none). ${VAR} is already
 	// expanded, so it may hold a secret: never log it.

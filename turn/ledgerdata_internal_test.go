@@ -15,6 +15,8 @@ type admittedDataJSON struct {
 	Effect dispatch.Effect `json:"effect"`
 	Index  int             `json:"index"`
 	Name   string          `json:"name"`
+	// Resources: a call of a tool that declares resources.
+	Resources []string `json:"resources,omitempty"`
 }
 
 type answeredDataJSON struct {
@@ -69,8 +71,11 @@ func TestLedgerDataAsMarshalled(t *testing.T) {
 		}
 	}
 	for i, s := range awkward {
-		l := admittedLine(dispatch.Call{ID: "c", Name: s}, i*1000-1, dispatch.Effect(s))
+		l := admittedLine(dispatch.Call{ID: "c", Name: s}, i*1000-1, dispatch.Effect(s), nil)
 		same("admitted", l.Data, admittedDataJSON{Effect: dispatch.Effect(s), Index: i*1000 - 1, Name: s})
+		res := []string{s, "file:" + s}
+		l = admittedLine(dispatch.Call{ID: "c", Name: s}, i, dispatch.Effect(s), res)
+		same("admitted with resources", l.Data, admittedDataJSON{Effect: dispatch.Effect(s), Index: i, Name: s, Resources: res})
 
 		for _, res := range []Result{
 			{Attempts: i, Status: CallStatus(s)},

@@ -87,6 +87,18 @@ type run struct {
 	// leadingReads (-1 until computed).
 	early   *earlyPool
 	leading int
+
+	// accounted counts the calls accounted so far (under mu): a write
+	// attempt of a later call journals its lines after them (resources.go).
+	accounted int
+	// released tells the wave which parked calls no longer hold their
+	// resources (nil when no tool of the turn declares any); waveDone is
+	// closed when the wave ended. held and watching are under holdMu.
+	released chan int
+	waveDone chan struct{}
+	holdMu   sync.Mutex
+	held     map[int]bool
+	watching bool
 }
 
 type callState struct {
@@ -99,6 +111,13 @@ type callState struct {
 	// early is the streamed turn's early run that admission adopted for
 	// the call's first attempt (stream.go).
 	early *earlyRun
+	// res are the call's admitted resources; timed: it has resources or
+	// gates, so its answer says when it was admitted and cleared to run.
+	// stash holds its call_admitted and attempt lines while calls before it
+	// are unaccounted (under mu; see resources.go).
+	res   []string
+	timed bool
+	stash []Line
 }
 
 // prepare builds a run for t. recorded carries the results of a resumed
@@ -236,8 +255,14 @@ func (r *run) execute() {
 		Keys:           keyIssuer{r},
 		Now:            s.now,
 	}
+	if r.needsRelease() {
+		r.released = make(chan int)
+		wave.Released = r.released
+	}
+	r.waveDone = make(chan struct{})
 	s.cfg.Observer.WaveStarted(len(calls))
 	report, err := wave.Run(r.ctx, r)
+	close(r.waveDone)
 	status := StatusCompleted
 	switch {
 	case err != nil && errors.Is(err, ErrLeaseLost):
@@ -453,7 +478,9 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 	if rec, ok := r.recorded[i]; ok {
 		if rec.Status.Final() {
 			st.silent = true
-			return dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(rec)}
+			adm := dispatch.Admission{Verdict: dispatch.Replay, Outcome: outcomeOf(rec)}
+			r.replayHeld(i, call, rec, &adm)
+			return adm
 		}
 	}
 	if rec, ok := r.recorded[i]; ok && rec.Status == CallStarted {
@@ -500,9 +527,13 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 	if err := spec.Validate(call.Arguments); err != nil {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
 	}
+	adm := dispatch.Admission{Verdict: dispatch.Run, Tool: spec.Impl, Effect: spec.Effect, Retry: spec.Retry}
+	if (spec.ResourceTemplates != nil || spec.Limit != nil || spec.SessionLimit != nil) && !r.admitResources(i, call, spec, &adm) {
+		return adm
+	}
 	st.spec = spec
 	st.admitted = true
-	return dispatch.Admission{Verdict: dispatch.Run, Tool: spec.Impl, Effect: spec.Effect, Retry: spec.Retry}
+	return adm
 }
 
 // BeforeAttempt implements dispatch.AttemptHook: a write call's attempt is
@@ -517,17 +548,32 @@ func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect disp
 		return fmt.Errorf("journaling attempt %d of %s: %w", attempt, call.ID, err)
 	}
 	i := r.index[call.ID]
+	started := Line{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CallID: call.ID,
+		Kind: LineAttemptStarted, At: r.svc.now(), Data: mustJSON(map[string]any{"attempt": attempt})}
 	r.mu.Lock()
 	st := &r.calls[i]
+	inOrder := r.startsInOrderLocked(i)
 	if !st.admittedLine {
 		st.admittedLine = true
-		r.bufferLocked(admittedLine(call, i, effect))
+		l := admittedLine(call, i, effect, st.res)
+		if inOrder {
+			r.bufferLocked(l)
+		} else {
+			l.SessionID, l.TurnID, l.At = r.key.SessionID, r.key.TurnID, r.svc.now()
+			st.stash = append(st.stash, l)
+		}
 	}
 	held := r.takeLocked() // what was accounted before this attempt
+	if !inOrder {
+		// Calls before this one are still unaccounted: its lines join the
+		// ledger when it is accounted, its started result commits now.
+		st.stash = append(st.stash, started)
+	}
 	r.mu.Unlock()
 	c := held
-	c.Lines = append(c.Lines[:len(c.Lines):len(c.Lines)], Line{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CallID: call.ID,
-		Kind: LineAttemptStarted, At: r.svc.now(), Data: mustJSON(map[string]any{"attempt": attempt})})
+	if inOrder {
+		c.Lines = append(c.Lines[:len(c.Lines):len(c.Lines)], started)
+	}
 	c.Results = append(c.Results[:len(c.Results):len(c.Results)], Result{
 		Index: i, CallID: call.ID, Name: call.Name, Effect: effect, Status: CallStarted,
 		Attempts: attempt, StartedAt: r.svc.now(),
@@ -538,6 +584,9 @@ func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect disp
 		// accounted before it goes back to the buffer for the next commit.
 		r.mu.Lock()
 		r.pending = prependCommit(held, r.pending)
+		if !inOrder {
+			st.stash = st.stash[:len(st.stash)-1] // the attempt did not start
+		}
 		r.mu.Unlock()
 		return fmt.Errorf("journaling attempt %d of %s: %w", attempt, call.ID, err)
 	}
@@ -598,6 +647,9 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		// Accounted before a resume: its result and lines are recorded.
 		res := r.recorded[i]
 		r.turn.Results = append(r.turn.Results, res)
+		r.mu.Lock()
+		r.accounted = i + 1
+		r.mu.Unlock()
 		return nil
 	}
 	if e := st.early; e != nil && a.Attempts > 0 {
@@ -618,6 +670,9 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.mu.Lock()
 	}
 	defer r.observeAccounted(a, res.Status)
+	if st.stash != nil {
+		r.unstashLocked(i)
+	}
 	switch {
 	case st.replayedFrom != "":
 		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallReplayed, Data: mustJSON(map[string]any{
@@ -631,7 +686,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	default:
 		if !st.admittedLine {
 			st.admittedLine = true
-			r.bufferLocked(admittedLine(a.Call, i, a.Effect))
+			r.bufferLocked(admittedLine(a.Call, i, a.Effect, a.Resources))
 		}
 		if res.Status == CallPending {
 			r.parked = true
@@ -643,6 +698,9 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 			if a.Tries != nil {
 				data = withTries(data, a.Tries)
 			}
+			if st.timed {
+				data = withWaits(data, a.AdmittedAt, a.ReadyAt)
+			}
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: data})
 		}
 	}
@@ -650,8 +708,14 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	if out != nil {
 		r.pending.Outputs = append(r.pending.Outputs, *out)
 	}
+	r.accounted = i + 1
 	r.mu.Unlock()
 	r.turn.Results = append(r.turn.Results, res)
+	if res.Status == CallPending && a.Resources != nil && r.released != nil {
+		// Calls after it may wait for its resources: record the park now.
+		r.hold(i)
+		return r.commitPark(r.ctx, i)
+	}
 	return nil
 }
 
@@ -661,7 +725,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 // The ledger lines' data are written by hand, as json.Marshal wrote them
 // from structs before (the tests hold them to it): this runs for every call.
 
-func admittedLine(call dispatch.Call, index int, effect dispatch.Effect) Line {
+func admittedLine(call dispatch.Call, index int, effect dispatch.Effect, res []string) Line {
 	b := make([]byte, 0, 40+len(effect)+len(call.Name))
 	b = append(b, `{"effect":`...)
 	b = appendJSONString(b, string(effect))
@@ -669,6 +733,7 @@ func admittedLine(call dispatch.Call, index int, effect dispatch.Effect) Line {
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"name":`...)
 	b = appendJSONString(b, call.Name)
+	b = appendResources(b, res)
 	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: append(b, '}')}
 }
 

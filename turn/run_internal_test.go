@@ -39,7 +39,7 @@ func TestLineDataAsMaps(t *testing.T) {
 			t.Errorf("answered data %s, want %s", got, mapJSON(want))
 		}
 	}
-	got := string(admittedLine(dispatch.Call{ID: "c", Name: "search<1>"}, 3, dispatch.EffectRead).Data)
+	got := string(admittedLine(dispatch.Call{ID: "c", Name: "search<1>"}, 3, dispatch.EffectRead, nil).Data)
 	if want := mapJSON(map[string]any{"name": "search<1>", "index": 3, "effect": dispatch.EffectRead}); got != want {
 		t.Errorf("admitted data %s, want %s", got, want)
 	}

@@ -139,8 +139,14 @@ func (st *Stream) Add(c Call) error {
 	if dup || spec.Deferred || c.Name == dispatch.MetaTool || st.early >= st.svc.cfg.MaxConcurrency || !st.checkCall(c) {
 		return nil
 	}
+	if spec.Limit != nil || spec.SessionLimit != nil {
+		return nil // an early start would not wait for the tool's cap
+	}
 	if _, bad := unparsedArguments(c.Arguments); bad || spec.Validate(c.Arguments) != nil {
 		return nil
+	}
+	if _, err := spec.Resources(c.Arguments); err != nil {
+		return nil // admission refuses it
 	}
 	st.start(i, c, spec)
 	return nil

@@ -1,0 +1,232 @@
+package turn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/tool"
+)
+
+// What a run adds for calls with resources or gates (dispatch's
+// per-resource scheduling, tool's resource: and max_concurrency:).
+//
+// Ledger order. A keyed write may start before the calls ahead of it
+// answered, and its attempt is journaled before it runs. Its result row
+// (status started) commits at once, the write-ahead recovery reads; its
+// call_admitted and attempt_started lines wait in the call's stash and
+// join the ledger when the call is accounted, where a serial run writes
+// them. So the ledger reads as a serial run's, whatever ran at once.
+//
+// Parked calls. A call parked with resources holds them until its
+// completion settles: the run commits the park at once (a later call may
+// be waiting on it), then watches the turn and tells the wave (through
+// Wave.Released) each held call whose completion resolved.
+
+// heldPoll is how often a run holding resources rereads its completions
+// when no change is announced (a lost notification costs this much).
+const heldPoll = 2 * time.Second
+
+// admitResources computes call i's resources and gates for spec, or the
+// refusal of a call whose arguments lack a field its template needs.
+func (r *run) admitResources(i int, call dispatch.Call, spec *tool.Spec, adm *dispatch.Admission) bool {
+	res, err := spec.Resources(call.Arguments)
+	if err != nil {
+		*adm = dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
+		return false
+	}
+	st := &r.calls[i]
+	st.res = res
+	adm.Resources = res
+	adm.Gates = spec.Gates(r.session.ID)
+	st.timed = res != nil || adm.Gates != nil
+	return true
+}
+
+// replayHeld gives the replay of recorded pending call i the resources it
+// holds (its tool's templates over its arguments), so that calls after it
+// still wait for its completion after a restart.
+func (r *run) replayHeld(i int, call dispatch.Call, rec Result, adm *dispatch.Admission) {
+	if rec.Status != CallPending || r.released == nil {
+		return
+	}
+	spec, ok := r.reg.Lookup(call.Name)
+	if !ok {
+		return
+	}
+	res, err := spec.Resources(call.Arguments)
+	if err != nil || res == nil {
+		return
+	}
+	adm.Resources, adm.Effect = res, rec.Effect
+	r.hold(i)
+}
+
+// needsRelease reports whether the run's wave may hold resources: some
+// call of the turn names a tool with resource templates.
+func (r *run) needsRelease() bool {
+	for _, c := range r.turn.Calls {
+		if spec, ok := r.reg.Lookup(c.Name); ok && len(spec.ResourceTemplates) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// startsInOrder reports (under mu) whether call i's attempt line may go
+// to the ledger now: every call before it is accounted and none of its
+// lines wait in its stash.
+func (r *run) startsInOrderLocked(i int) bool {
+	return r.accounted >= i && r.calls[i].stash == nil
+}
+
+// unstashLocked moves call i's waiting lines to the commit buffer (under
+// mu), just before its answer.
+func (r *run) unstashLocked(i int) {
+	st := &r.calls[i]
+	for _, l := range st.stash {
+		r.bufferLocked(l)
+	}
+	st.stash = nil
+}
+
+// hold records that call i holds resources while parked, and starts the
+// watch that releases them.
+func (r *run) hold(i int) {
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
+	if r.held == nil {
+		r.held = make(map[int]bool)
+	}
+	r.held[i] = true
+	if !r.watching {
+		r.watching = true
+		go r.watchHeld()
+	}
+}
+
+// commitPark commits what is buffered (call i's park among it) before the
+// wave goes on: a call waiting for i's resources must not wait for a
+// completion whose park is not recorded. Early deliveries apply then.
+func (r *run) commitPark(ctx context.Context, i int) error {
+	ctx = context.WithoutCancel(ctx)
+	if err := r.ensureRecorded(ctx); err != nil {
+		return fmt.Errorf("recording turn before parking call %d: %w", i, err)
+	}
+	r.mu.Lock()
+	c := r.takeLocked()
+	r.mu.Unlock()
+	if err := r.svc.untilStored(r.logCtx, r.key, func() error { return r.commit(ctx, c) }); err != nil {
+		r.mu.Lock()
+		r.pending = prependCommit(c, r.pending)
+		r.mu.Unlock()
+		return fmt.Errorf("committing the park of call %d: %w", i, err)
+	}
+	r.svc.applyEarly(ctx, r.key)
+	return nil
+}
+
+// watchHeld tells the wave of each held call whose completion resolved,
+// until none is held or the wave ended.
+func (r *run) watchHeld() {
+	changed, stop := r.svc.Watch(r.key)
+	defer stop()
+	tick := time.NewTicker(heldPoll)
+	defer tick.Stop()
+	for {
+		if !r.releaseResolved() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-r.waveDone:
+			return
+		}
+	}
+}
+
+// releaseResolved sends the held calls whose completions resolved to the
+// wave; it reports whether calls are still held and the wave runs.
+func (r *run) releaseResolved() bool {
+	ctx := context.WithoutCancel(r.logCtx)
+	cs, err := r.svc.completions.TurnCompletions(ctx, r.key)
+	if err != nil {
+		r.svc.log.WarnContext(ctx, "reading a turn's completions to release parked calls' resources failed; retrying",
+			"session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
+		return true
+	}
+	var done []int
+	r.holdMu.Lock()
+	for _, c := range cs {
+		if r.held[c.CallIndex] && c.Status.Resolved() {
+			delete(r.held, c.CallIndex)
+			done = append(done, c.CallIndex)
+		}
+	}
+	left := len(r.held) > 0
+	if !left {
+		r.watching = false
+	}
+	r.holdMu.Unlock()
+	slices.Sort(done)
+	for _, i := range done {
+		select {
+		case r.released <- i:
+		case <-r.waveDone:
+			return false
+		}
+	}
+	return left
+}
+
+// admittedResources writes the "resources" member of a call_admitted
+// line (after "name", so keys stay sorted).
+func appendResources(b []byte, res []string) []byte {
+	if res == nil {
+		return b
+	}
+	b = append(b, `,"resources":[`...)
+	for i, s := range res {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
+}
+
+// withWaits adds a keyed or capped call's admitted_at and ready_at to its
+// call_answered data: when dispatch took it up, and when every call it
+// conflicts with had answered (before it waited for its gates). The
+// timeline draws the waits from them.
+func withWaits(data json.RawMessage, admitted, ready time.Time) json.RawMessage {
+	b := make([]byte, 0, len(data)+96)
+	b = append(b, `{"admitted_at":"`...)
+	b = admitted.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `",`...)
+	rest := data[1:]
+	if ready.IsZero() {
+		return append(b, rest...)
+	}
+	// "status" is in every call_answered line, after every key that sorts
+	// before "ready_at"; inside a string its quotes would be escaped.
+	at := indexStatus(rest)
+	b = append(b, rest[:at]...)
+	b = append(b, `,"ready_at":"`...)
+	b = ready.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	return append(b, rest[at:]...)
+}
+
+// indexStatus finds `,"status":` in data (always there).
+func indexStatus(data []byte) int {
+	if i := bytes.Index(data, []byte(`,"status":`)); i >= 0 {
+		return i
+	}
+	return len(data)
+}
