@@ -207,7 +207,9 @@ func TestResourcesKeepTodaysRule(t *testing.T) {
 
 type fixedKeys struct{}
 
-func (fixedKeys) IssueKey(_ context.Context, c dispatch.Call) (string, error) { return "key-" + c.ID, nil }
+func (fixedKeys) IssueKey(_ context.Context, c dispatch.Call) (string, error) {
+	return "key-" + c.ID, nil
+}
 
 // TestParkedWriteHoldsItsResources: a call that parks keeps its resources
 // until the wave hears that it settled; calls on other resources go on.
