@@ -270,6 +270,9 @@ func (s *Service) resume(ctx context.Context, k TurnKey) error {
 	if err != nil {
 		return err
 	}
+	if err := r.readJournaled(ctx); err != nil {
+		return err
+	}
 	s.log.Info("resuming turn", "session_id", k.SessionID, "turn_id", k.TurnID, "recorded", len(recorded))
 	s.launch(r)
 	// A cancel asked for while no wave ran the turn applies at once.

@@ -230,3 +230,55 @@ func indexStatus(data []byte) int {
 	}
 	return len(data)
 }
+
+// readJournaled notes, for a resumed turn with calls that started, which
+// of them have their attempt lines in the ledger: a write that started
+// ahead of unaccounted calls journaled its result row only, its lines
+// waiting for its turn (see above), and the process stopped meanwhile.
+func (r *run) readJournaled(ctx context.Context) error {
+	started := false
+	for _, rec := range r.recorded {
+		started = started || rec.Status == CallStarted
+	}
+	if !started {
+		return nil
+	}
+	r.journaled = make(map[string]bool)
+	var after int64
+	for {
+		lines, err := r.svc.store.TurnLedger(ctx, r.key.SessionID, r.key.TurnID, after, 1000, MaxPageBytes)
+		if err != nil {
+			return fmt.Errorf("reading the ledger of the resumed turn: %w", err)
+		}
+		if len(lines) == 0 {
+			return nil
+		}
+		for _, l := range lines {
+			if l.Kind == LineAttemptStarted {
+				r.journaled[l.CallID] = true
+			}
+			after = l.Seq
+		}
+	}
+}
+
+// restoreStartLines gives a call that started without its lines reaching
+// the ledger (readJournaled) its call_admitted and attempt_started lines,
+// from its started result, ahead of the answer its resume gives it.
+func (r *run) restoreStartLines(i int, call dispatch.Call, rec Result) {
+	if r.journaled == nil || r.journaled[call.ID] {
+		return
+	}
+	var res []string
+	if spec, ok := r.reg.Lookup(call.Name); ok {
+		res, _ = spec.Resources(call.Arguments)
+	}
+	admitted := admittedLine(call, i, rec.Effect, res)
+	admitted.SessionID, admitted.TurnID, admitted.At = r.key.SessionID, r.key.TurnID, rec.StartedAt
+	attempt := max(rec.Attempts, 1)
+	started := Line{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CallID: call.ID, Kind: LineAttemptStarted,
+		At: rec.StartedAt, Data: mustJSON(map[string]any{"attempt": attempt})}
+	r.mu.Lock()
+	r.calls[i].stash = append(r.calls[i].stash, admitted, started)
+	r.mu.Unlock()
+}

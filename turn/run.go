@@ -99,6 +99,9 @@ type run struct {
 	holdMu   sync.Mutex
 	held     map[int]bool
 	watching bool
+	// journaled: the calls of a resumed turn whose attempt lines are in
+	// the ledger (nil: all that started are; see readJournaled).
+	journaled map[string]bool
 }
 
 type callState struct {
@@ -491,6 +494,7 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 		spec, found := r.reg.Lookup(call.Name)
 		if !found || !spec.Idempotent || !r.session.Granted(call.Name) || spec.Validate(call.Arguments) != nil {
 			st.admittedLine = true
+			r.restoreStartLines(i, call, rec)
 			interrupted := Result{
 				Status: CallFailed,
 				Error: &CallError{Code: CodeInterrupted, Message: "the process running this call stopped during its attempt; " +
