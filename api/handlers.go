@@ -289,10 +289,20 @@ func (s *server) getTools(w http.ResponseWriter, r *http.Request) {
 		Tools []toolWire `json:"tools"`
 	}{Tools: make([]toolWire, 0, len(specs))}
 	for _, t := range specs {
-		out.Tools = append(out.Tools, toolWire{
+		tw := toolWire{
 			Name: t.Name, Description: t.Description, Effect: string(t.Effect), Idempotent: t.Idempotent,
 			InputSchema: rawOr(t.InputSchema, `{"type":"object"}`),
-		})
+		}
+		for _, r := range t.ResourceTemplates {
+			tw.Resources = append(tw.Resources, r.String())
+		}
+		if t.Limit != nil {
+			tw.MaxConcurrency = t.Limit.Cap()
+		}
+		if t.SessionLimit != nil {
+			tw.MaxConcurrencyPerSession = t.SessionLimit.Cap()
+		}
+		out.Tools = append(out.Tools, tw)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

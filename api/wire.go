@@ -183,6 +183,11 @@ type toolWire struct {
 	Effect      string          `json:"effect"`
 	Idempotent  bool            `json:"idempotent"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Resources are the tool's resource templates; the caps its
+	// max_concurrency keys (absent when unset).
+	Resources                []string `json:"resources,omitempty"`
+	MaxConcurrency           int      `json:"max_concurrency,omitempty"`
+	MaxConcurrencyPerSession int      `json:"max_concurrency_per_session,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {

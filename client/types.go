@@ -145,6 +145,11 @@ type Tool struct {
 	Effect      string          `json:"effect"` // read | write
 	Idempotent  bool            `json:"idempotent"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Resources are the tool's resource templates (none: its calls
+	// conflict with every call); the caps are 0 when unset.
+	Resources                []string `json:"resources,omitempty"`
+	MaxConcurrency           int      `json:"max_concurrency,omitempty"`
+	MaxConcurrencyPerSession int      `json:"max_concurrency_per_session,omitempty"`
 }
 
 // ToolList is the answer of GET /v1/tools.

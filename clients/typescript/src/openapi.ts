@@ -1220,7 +1220,9 @@ export interface components {
          *     streamed: true for a turn posted as a stream, whose line is written
          *     when the stream ended}),
          *     `turn_resumed` ({owner}: another process took the turn over),
-         *     `call_admitted` ({name, index, effect}),
+         *     `call_admitted` ({name, index, effect}, and resources: the
+         *     resources the call touches, when its tool declares them — see the
+         *     tool config's `resource:`),
          *     `call_refused` ({code, message}),
          *     `call_replayed` ({from_turn, status}),
          *     `attempt_started` ({attempt}),
@@ -1230,7 +1232,12 @@ export interface components {
          *     of the tool's output and error were replaced by U+FFFD; and in the
          *     call_answered line of a retried call, attempt_times: [{started_at,
          *     finished_at, outcome}], its attempts in order, outcome `ok`,
-         *     `timed_out`, `cancelled` or the attempt's error code}),
+         *     `timed_out`, `cancelled` or the attempt's error code; and in the
+         *     call_answered line of a call whose tool declares resources or a
+         *     max_concurrency, admitted_at (when dispatch took it up) and
+         *     ready_at (when every earlier call it conflicts with had answered;
+         *     the wait from there to the result's started_at is its wait for a
+         *     max_concurrency place), absent when it never became ready}),
          *     `completion_late` ({status, key, payload, truncated,
          *     original_bytes, and output_id when truncated}: a result delivered
          *     after its key had timed out or been cancelled; `status` is the
@@ -1282,6 +1289,17 @@ export interface components {
             idempotent: boolean;
             /** @description The JSON Schema of the tool's arguments. */
             input_schema: Record<string, never>;
+            /**
+             * @description The tool's resource templates (the config's `resource:`), such as
+             *     `file:{/path}`: calls on different resources run at once, calls
+             *     sharing one run in call order when either writes. Absent when the
+             *     tool declares none: its calls conflict with every call.
+             */
+            resources?: string[];
+            /** @description The most calls of the tool running at once in one turnd process (absent; no cap). */
+            max_concurrency?: number;
+            /** @description The same for the calls of one session. */
+            max_concurrency_per_session?: number;
         } & {
             [key: string]: unknown;
         };
