@@ -117,13 +117,7 @@ func (r *run) commitPark(ctx context.Context, i int) error {
 	if err := r.ensureRecorded(ctx); err != nil {
 		return fmt.Errorf("recording turn before parking call %d: %w", i, err)
 	}
-	r.mu.Lock()
-	c := r.takeLocked()
-	r.mu.Unlock()
-	if err := r.svc.untilStored(r.logCtx, r.key, func() error { return r.commit(ctx, c) }); err != nil {
-		r.mu.Lock()
-		r.pending = prependCommit(c, r.pending)
-		r.mu.Unlock()
+	if err := r.commitBuffered(ctx); err != nil {
 		return fmt.Errorf("committing the park of call %d: %w", i, err)
 	}
 	r.svc.applyEarly(ctx, r.key)

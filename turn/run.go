@@ -39,6 +39,9 @@ type run struct {
 
 	mu      sync.Mutex
 	pending Commit // lines, results and outputs not yet committed
+	// filling is the mid-wave commit being filled, committing the one
+	// being written (under mu; writeahead.go).
+	filling, committing *aheadBatch
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -568,30 +571,27 @@ func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect disp
 		}
 	}
 	held := r.takeLocked() // what was accounted before this attempt
-	if !inOrder {
+	var lines []Line
+	if inOrder {
+		lines = []Line{started}
+	} else {
 		// Calls before this one are still unaccounted: its lines join the
 		// ledger when it is accounted, its started result commits now.
 		st.stash = append(st.stash, started)
 	}
-	r.mu.Unlock()
-	c := held
-	if inOrder {
-		c.Lines = append(c.Lines[:len(c.Lines):len(c.Lines)], started)
-	}
-	c.Results = append(c.Results[:len(c.Results):len(c.Results)], Result{
+	b, lead, prev := r.joinLocked(held, lines, []Result{{
 		Index: i, CallID: call.ID, Name: call.Name, Effect: effect, Status: CallStarted,
 		Attempts: attempt, StartedAt: r.svc.now(),
-	})
-	wctx := context.WithoutCancel(ctx)
-	if err := r.svc.untilStored(r.logCtx, r.key, func() error { return r.commit(wctx, c) }); err != nil {
-		// The attempt is not journaled, so the tool does not run; what was
-		// accounted before it goes back to the buffer for the next commit.
-		r.mu.Lock()
-		r.pending = prependCommit(held, r.pending)
+	}})
+	r.mu.Unlock()
+	if err := r.await(ctx, b, lead, prev); err != nil {
+		// The attempt is not journaled, so the tool does not run (await put
+		// what was accounted before it back in the buffer).
 		if !inOrder {
+			r.mu.Lock()
 			st.stash = st.stash[:len(st.stash)-1] // the attempt did not start
+			r.mu.Unlock()
 		}
-		r.mu.Unlock()
 		return fmt.Errorf("journaling attempt %d of %s: %w", attempt, call.ID, err)
 	}
 	return nil

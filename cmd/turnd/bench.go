@@ -19,6 +19,11 @@ type benchConfig struct {
 	MarkdownHeader  bool
 	// Streamed runs the streamed workload (bench.ExecuteStreamed) instead.
 	Streamed bool
+	// Resources runs the resources workload (bench.ExecuteResources)
+	// instead: Writes writes of WriteLatency a turn.
+	Resources    bool
+	Writes       int
+	WriteLatency time.Duration
 }
 
 // parseBench reads `turnd bench`'s flags (and DATABASE_URL, TURND_BENCH_TOKEN).
@@ -61,6 +66,13 @@ func parseBench(args []string, stderr io.Writer, env func(string) (string, bool)
 	}
 	if c.Streamed && c.Workload.Client == bench.ClientOrdinary {
 		return benchConfig{}, usageError{"--streamed posts with the tuned client only: drop --client ordinary"}
+	}
+	if c.Resources {
+		// Its own shape: turns posted one at a time, no baseline.
+		if c.Streamed || c.Writes < 1 || c.Writes > 256 || c.WriteLatency <= 0 || c.Rounds < 1 {
+			return benchConfig{}, usageError{fmt.Sprintf("--resources takes --writes 1..256 (got %d), a positive --write-latency (got %s) and --rounds (got %d), without --streamed", c.Writes, c.WriteLatency, c.Rounds)}
+		}
+		return c, nil
 	}
 	if err := c.Validate(); err != nil {
 		return benchConfig{}, usageError{err.Error()}
@@ -166,6 +178,9 @@ func benchReportFlags(fs *flag.FlagSet, c *benchConfig, t *benchText) {
 	fs.StringVar(&c.Label, "label", "", "a name for the workload, in the report")
 	fs.StringVar(&t.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, else lines), bar, lines or none")
 	fs.BoolVar(&c.Streamed, "streamed", false, "run the streamed workload instead: the stream-end → answer latency of the reference fixture streamed in each format against the same turns posted whole at stream end (--turns per format), then workload 1 streamed as NDJSON against it posted whole (--concurrency, --calls, --rounds slices of --duration each); see BENCHMARKS.md")
+	fs.BoolVar(&c.Resources, "resources", false, "run the resources workload instead: turns of --writes writes of --write-latency each on as many resources against the same on one resource, posted one at a time (--turns of each kind a round, --rounds rounds); see BENCHMARKS.md")
+	fs.IntVar(&c.Writes, "writes", 8, "with --resources: the writes of a turn")
+	fs.DurationVar(&c.WriteLatency, "write-latency", 20*time.Millisecond, "with --resources: how long each write takes")
 	fs.BoolVar(&c.PrintToolConfig, "print-tool-config", false, "print the tool config a turnd needs for --tools http with --tool-addr, and exit")
 }
 
@@ -281,6 +296,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		sc := bench.StreamedConfig{Config: c.Config, Turns: c.Workload.Turns, Rounds: c.Rounds,
 			Concurrency: c.Workload.Concurrency, Calls: c.Workload.Calls, Slice: c.Workload.Duration}
 		_, err = bench.ExecuteStreamed(ctx, sc, stdout, stderr)
+		return err
+	}
+	if c.Resources {
+		rc := bench.ResourcesConfig{Config: c.Config, Writes: c.Writes, Latency: c.WriteLatency, Rounds: c.Rounds}
+		if c.Workload.Duration == 0 {
+			rc.Turns = c.Workload.Turns
+		}
+		_, err = bench.ExecuteResources(ctx, rc, stdout, stderr)
 		return err
 	}
 	_, err = bench.Execute(ctx, c.Config, stdout, stderr)

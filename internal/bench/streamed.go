@@ -129,26 +129,12 @@ func ExecuteStreamed(ctx context.Context, c StreamedConfig, stdout, stderr io.Wr
 		return rep, err
 	}
 	defer tools.Close()
-	target := Target{URL: c.URL, Token: c.Token}
-	rep.Store = "a running turnd"
-	if c.URL == "" {
-		db := c.DatabaseURL
-		rep.Store = "postgres (DATABASE_URL)"
-		if c.Store == StoreSQLite || db == "" {
-			db, rep.Store = "", "sqlite (embedded, temp dir)"
-		}
-		logf("starting turnd (%s, store: %s)", c.ServerBinary, rep.Store)
-		server, err := StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: dir, DatabaseURL: db, ToolConfig: ToolConfig(tools.URL())})
-		if err != nil {
-			return rep, err
-		}
-		defer func() {
-			if err := server.Stop(); err != nil {
-				logf("stopping turnd: %v\n%s", err, server.LogTail(20))
-			}
-		}()
-		target.URL = server.URL
+	target, store, stop, err := startTarget(ctx, c.Config, tools, dir, logf)
+	if err != nil {
+		return rep, err
 	}
+	defer stop()
+	rep.Store = store
 
 	sb := &streamBench{base: strings.TrimRight(target.URL, "/"), token: target.Token, prefix: "bench-stream-" + randomID(4),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}, errs: rep.Errors}
@@ -406,4 +392,30 @@ func (sb *streamBench) post(ctx context.Context, path, contentType string, body 
 		return nil, 0, errors.Join(errors.New("reading the answer"), err)
 	}
 	return got, resp.StatusCode, nil
+}
+
+// startTarget is the turnd a bench mode drives: the one at c.URL, or one
+// it starts (c.ServerBinary on c.Store) with the tools of ts, stopped by
+// stop. store says which.
+func startTarget(ctx context.Context, c Config, ts *ToolServer, dir string, logf func(string, ...any)) (target Target, store string, stop func(), err error) {
+	target = Target{URL: c.URL, Token: c.Token}
+	if c.URL != "" {
+		return target, "a running turnd", func() {}, nil
+	}
+	db := c.DatabaseURL
+	store = "postgres (DATABASE_URL)"
+	if c.Store == StoreSQLite || db == "" {
+		db, store = "", "sqlite (embedded, temp dir)"
+	}
+	logf("starting turnd (%s, store: %s)", c.ServerBinary, store)
+	server, err := StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: dir, DatabaseURL: db, ToolConfig: ToolConfig(ts.URL())})
+	if err != nil {
+		return target, store, nil, err
+	}
+	target.URL = server.URL
+	return target, store, func() {
+		if err := server.Stop(); err != nil {
+			logf("stopping turnd: %v\n%s", err, server.LogTail(20))
+		}
+	}, nil
 }

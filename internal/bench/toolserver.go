@@ -21,6 +21,9 @@ const (
 	ToolRead     = "bench_read"
 	ToolWrite    = "bench_write"
 	ToolDeferred = "bench_deferred"
+	// ToolWriteKeyed is bench_write with resource "bench:{/resource}":
+	// its calls on different resources run at once.
+	ToolWriteKeyed = "bench_write_keyed"
 )
 
 // toolArgs are the arguments of every call to the ToolServer's tools: the
@@ -34,6 +37,8 @@ type toolArgs struct {
 	LatencyUS int64 `json:"latency_us"`
 	// Bytes is the size of the output; 0 answers a small JSON object.
 	Bytes int64 `json:"bytes"`
+	// Resource is what a call of bench_write_keyed writes (its resource).
+	Resource string `json:"resource,omitempty"`
 }
 
 // maxOutputBytes bounds the output a call may ask the ToolServer for.
@@ -291,6 +296,16 @@ tools:
     deferred: true
     pending: {deadline: 15m}
     http: {url: %[1]s/deferred, timeout: 1m}
+  - name: %[5]s
+    description: bench_write on a resource; calls on different resources run at once.
+    effect: write
+    idempotent: true
+    resource: "bench:{/resource}"
+    input_schema:
+      type: object
+      required: [resource]
+      properties: {resource: {type: string}, latency_us: {type: integer}, bytes: {type: integer}}
+    http: {url: %[1]s/write, timeout: 11m}
 builtin: [echo, sleep]
-`, base, ToolRead, ToolWrite, ToolDeferred)
+`, base, ToolRead, ToolWrite, ToolDeferred, ToolWriteKeyed)
 }
