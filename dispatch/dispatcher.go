@@ -660,7 +660,7 @@ func (d *dispatcher) account(hostCtx context.Context) error {
 		if r := s.run; r != nil {
 			a.Outcome, a.Attempts, a.StartedAt, a.FinishedAt = r.outcome, r.attempts, r.started, r.finished
 			if r.gated != nil {
-				a.ReadyAt = r.gated.ready
+				a.ReadyAt, a.GatedAt = r.gated.ready, r.gated.entered
 			}
 			if r.retries != nil {
 				a.Tries = r.tries()

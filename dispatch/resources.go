@@ -40,6 +40,7 @@ type gating struct {
 	gates   []Gate
 	tickets []Ticket
 	ready   time.Time
+	entered time.Time
 }
 
 // footprint is what a keyed call touches.

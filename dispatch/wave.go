@@ -167,8 +167,10 @@ type Accounted struct {
 	Resources []string
 	// ReadyAt is when the call's run was cleared to start — every earlier
 	// conflicting call answered — before it waited for its gates; zero for
-	// a call with neither resources nor gates.
-	ReadyAt time.Time
+	// a call with neither resources nor gates. GatedAt is when it had its
+	// places in its gates; zero for a call without gates (or that never
+	// got them).
+	ReadyAt, GatedAt time.Time
 }
 
 // Try is one attempt of a retried call: when it ran, by Wave.Now, and how

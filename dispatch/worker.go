@@ -14,7 +14,7 @@ import (
 func (d *dispatcher) work(ctx context.Context, r *run) {
 	r.exited = true
 	defer d.finish(r)
-	if r.gated == nil || enter(ctx, r) {
+	if r.gated == nil || d.enter(ctx, r) {
 		d.attempts(ctx, r)
 	}
 	r.exited = false
@@ -23,7 +23,7 @@ func (d *dispatcher) work(ctx context.Context, r *run) {
 // enter waits for r's places in its gates, taking them in order (the
 // first was reserved at launch). It reports false, with r.outcome set,
 // when ctx ended first.
-func enter(ctx context.Context, r *run) bool {
+func (d *dispatcher) enter(ctx context.Context, r *run) bool {
 	g := r.gated
 	for i, gate := range g.gates {
 		if i > 0 {
@@ -33,6 +33,9 @@ func enter(ctx context.Context, r *run) bool {
 			r.outcome = cancelledBy(ctx)
 			return false
 		}
+	}
+	if len(g.gates) > 0 {
+		g.entered = d.now()
 	}
 	return true
 }

@@ -129,3 +129,34 @@ func TestLedgerDataAsMarshalled(t *testing.T) {
 		}
 	}
 }
+
+// TestWithWaits: the times of a keyed call go in key order among the
+// fields answeredData writes, whatever those are.
+func TestWithWaits(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 10, 0, 0, 5000, time.UTC)
+	for _, res := range []Result{
+		{Attempts: 1, Status: CallOK},
+		{Attempts: 2, Status: CallFailed, Error: &CallError{Code: `a","status":"x`, Message: `{"output_id":"}`}},
+		{Attempts: 1, Status: CallOK, Truncated: true, OriginalBytes: 9, OriginalLines: 1, OutputID: "out_1", Repaired: 2},
+	} {
+		for _, times := range [][3]time.Time{{at, at, at}, {at, {}, {}}, {at, at, {}}} {
+			got := withWaits(answeredData(res, dispatch.Outcome{}), times[0], times[1], times[2])
+			var m map[string]any
+			if err := json.Unmarshal(got, &m); err != nil {
+				t.Fatalf("%s: %v", got, err)
+			}
+			want := map[string]any{}
+			_ = json.Unmarshal(answeredData(res, dispatch.Outcome{}), &want)
+			for i, k := range []string{"admitted_at", "ready_at", "gated_at"} {
+				if !times[i].IsZero() {
+					want[k] = times[i].Format(time.RFC3339Nano)
+				}
+			}
+			wantJSON, _ := json.Marshal(want) // json.Marshal sorts keys
+			if string(got) != string(wantJSON) {
+				t.Errorf("got  %s\nwant %s", got, wantJSON)
+			}
+		}
+	}
+}

@@ -194,35 +194,67 @@ func appendResources(b []byte, res []string) []byte {
 	return append(b, ']')
 }
 
-// withWaits adds a keyed or capped call's admitted_at and ready_at to its
-// call_answered data: when dispatch took it up, and when every call it
-// conflicts with had answered (before it waited for its gates). The
-// timeline draws the waits from them.
-func withWaits(data json.RawMessage, admitted, ready time.Time) json.RawMessage {
-	b := make([]byte, 0, len(data)+96)
-	b = append(b, `{"admitted_at":"`...)
-	b = admitted.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `",`...)
-	rest := data[1:]
-	if ready.IsZero() {
-		return append(b, rest...)
+// withWaits adds a keyed or capped call's times to its call_answered
+// data: admitted_at (when dispatch took it up), ready_at (when every call
+// it conflicts with had answered) and gated_at (when it had its
+// max_concurrency places); the zero ones are left out. The timeline draws
+// the waits between them.
+func withWaits(data json.RawMessage, admitted, ready, gated time.Time) json.RawMessage {
+	for _, f := range []struct {
+		key string
+		at  time.Time
+	}{{"admitted_at", admitted}, {"ready_at", ready}, {"gated_at", gated}} {
+		if !f.at.IsZero() {
+			v := append(append([]byte{'"'}, f.at.UTC().AppendFormat(nil, time.RFC3339Nano)...), '"')
+			data = insertField(data, f.key, v)
+		}
 	}
-	// "status" is in every call_answered line, after every key that sorts
-	// before "ready_at"; inside a string its quotes would be escaped.
-	at := indexStatus(rest)
-	b = append(b, rest[:at]...)
-	b = append(b, `,"ready_at":"`...)
-	b = ready.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	return append(b, rest[at:]...)
+	return data
 }
 
-// indexStatus finds `,"status":` in data (always there).
-func indexStatus(data []byte) int {
-	if i := bytes.Index(data, []byte(`,"status":`)); i >= 0 {
-		return i
+// insertField returns obj, a JSON object this package wrote with its keys
+// in order (and none escaped), with "key":value in its place among them.
+func insertField(obj []byte, key string, value []byte) []byte {
+	field := append(append(append([]byte{'"'}, key...), '"', ':'), value...)
+	out := make([]byte, 0, len(obj)+len(field)+1)
+	depth, inStr, esc := 0, false, false
+	for i := 0; i < len(obj); i++ {
+		c := obj[i]
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			if depth == 1 && (obj[i-1] == '{' || obj[i-1] == ',') {
+				end := i + 1 + bytes.IndexByte(obj[i+1:], '"')
+				if string(obj[i+1:end]) > key {
+					out = append(append(append(out, obj[:i]...), field...), ',')
+					return append(out, obj[i:]...)
+				}
+			}
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				out = append(out, obj[:i]...)
+				if i > 1 {
+					out = append(out, ',')
+				}
+				return append(append(out, field...), obj[i:]...)
+			}
+		}
 	}
-	return len(data)
+	return obj
 }
 
 // readJournaled notes, for a resumed turn with calls that started, which

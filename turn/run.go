@@ -703,7 +703,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 				data = withTries(data, a.Tries)
 			}
 			if st.timed {
-				data = withWaits(data, a.AdmittedAt, a.ReadyAt)
+				data = withWaits(data, a.AdmittedAt, a.ReadyAt, a.GatedAt)
 			}
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: data})
 		}

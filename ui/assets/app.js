@@ -153,6 +153,8 @@ async function turnPage(sid, tid, signal) {
   const legend = h('p', { class: 'legend' }, LEGEND.map((k) => h('span', null, h('span', { class: 'dot st-' + k }), k)),
     h('span', null, h('span', { class: 'swatch span' }), 'waiting on a completion'),
     h('span', null, h('span', { class: 'swatch serial' }), 'wave turned serial'),
+    h('span', null, h('span', { class: 'swatch waitres' }), 'waiting for a resource'),
+    h('span', null, h('span', { class: 'swatch waitcap' }), 'waiting for a max_concurrency place'),
     h('span', null, h('span', { class: 'swatch streamend' }), 'stream end'));
   show(
     h('p', { class: 'crumbs' }, link('#/sessions', 'Sessions'), ' / ', link(sessionHref(sid), sid), ' / ', tid),

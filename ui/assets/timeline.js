@@ -5,7 +5,11 @@
 // (its call_answered line's attempt_times) are segments of their own,
 // each coloured by how it ended, with the backoff between them left
 // empty. A streamed turn (turn_received says streamed) has its stream's
-// end marked: reads that started early begin left of it.
+// end marked: reads that started early begin left of it. A call whose tool
+// declares resources or a max_concurrency has its wait drawn, from its
+// admission to its start, titled with what it waited for: the earlier
+// call holding one of its resources, or a max_concurrency place; a bar's
+// title names the calls that ran at once with it.
 
 import { h, s, fmtDur, fmtBytes } from './dom.js';
 
@@ -42,6 +46,7 @@ export function buildModel(turn, calls, lines, now) {
   const rows = calls.map((c, i) => ({
     index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
     attemptStarts: [], tries: null, pending: null, segments: [], span: null,
+    resources: null, admittedAt: NaN, readyAt: NaN, gatedAt: NaN, waits: [], alongside: [],
   }));
   const byId = new Map();
   for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, r);
@@ -56,9 +61,15 @@ export function buildModel(turn, calls, lines, now) {
     const r = l.call_id != null ? byId.get(l.call_id) : null;
     if (!r) continue;
     switch (l.kind) {
-      case 'call_admitted': r.effect = d.effect || ''; break;
+      case 'call_admitted':
+        r.effect = d.effect || '';
+        if (Array.isArray(d.resources)) r.resources = d.resources.map(String);
+        break;
       case 'attempt_started': r.attemptStarts.push(ms(l.at)); break;
       case 'call_answered':
+        r.admittedAt = ms(d.admitted_at);
+        r.readyAt = ms(d.ready_at);
+        r.gatedAt = ms(d.gated_at);
         if (Array.isArray(d.attempt_times) && d.attempt_times.length) {
           r.tries = d.attempt_times.map((a) => ({ from: ms(a.started_at), to: ms(a.finished_at), outcome: String(a.outcome) }));
         }
@@ -106,11 +117,57 @@ export function buildModel(turn, calls, lines, now) {
       r.segments.push({ from: start, to: finish, cls: 'final' });
     }
     end = Math.max(end, finish);
-    if (r.effect && r.effect !== 'read' && Number.isNaN(serialAt)) serialAt = start;
+    r.from = start;
+    r.to = finish;
+    // Serial from the first write without resources; a write with them
+    // runs beside the calls it does not conflict with.
+    if (r.effect && r.effect !== 'read' && !r.resources && Number.isNaN(serialAt)) serialAt = start;
   }
+  rows.forEach((r) => waitsOf(r, rows));
   if (!(end > t0)) end = t0 + 1;
   end += (end - t0) * 0.015; // room for the last bar's end
   return { t0, end, now, rows, serialAt, streamEnd, status: turn.status };
+}
+
+// conflict is the resource two calls both touch where either writes ('*'
+// when either declares none), or null when they may run at once.
+function conflict(a, b) {
+  const writes = (r) => r.effect !== 'read';
+  if (!writes(a) && !writes(b)) {
+    return null;
+  }
+  if (!a.resources || !b.resources) return '*';
+  return a.resources.find((x) => b.resources.includes(x)) || null;
+}
+
+// waitsOf fills in r's waits (a resource's, then a cap's) and the calls
+// that ran at once with it.
+function waitsOf(r, rows) {
+  if (Number.isNaN(r.from ?? NaN)) return;
+  for (const o of rows) {
+    if (o !== r && !Number.isNaN(o.from ?? NaN) && o.from < r.to && r.from < o.to) r.alongside.push(o.id);
+  }
+  if (Number.isNaN(r.admittedAt)) return;
+  const ready = Number.isNaN(r.readyAt) ? r.from : Math.min(r.readyAt, r.from);
+  // The earlier conflicting call that answered last before r was ready
+  // held it up (none: r waited for nothing but its own admission).
+  let by = null, on = null;
+  for (const o of rows.slice(0, r.index)) {
+    const res = conflict(o, r);
+    if (res === null || Number.isNaN(o.to ?? NaN) || o.to > ready + 1 || o.to <= r.admittedAt) continue;
+    if (!by || o.to > by.to) { by = o; on = res; }
+  }
+  if (by && ready > r.admittedAt) {
+    let why = `${by.id} on ${on}`;
+    if (on === '*') {
+      why = r.resources ? `${by.id} (it declares no resources: it conflicts with every call)`
+        : `${by.id} (${r.id} declares no resources: it waits for every earlier call)`;
+    }
+    r.waits.push({ from: r.admittedAt, to: ready, cls: 'resource', title: `waited ${fmtDur(ready - r.admittedAt)} for ${why}` });
+  }
+  if (!Number.isNaN(r.readyAt) && r.gatedAt > r.readyAt) {
+    r.waits.push({ from: r.readyAt, to: r.gatedAt, cls: 'cap', title: `waited ${fmtDur(r.gatedAt - r.readyAt)} for a max_concurrency place of ${r.name}` });
+  }
 }
 
 function ticks(t0, end, width) {
@@ -162,8 +219,16 @@ export function render(model, width, selected, onSelect) {
       g.append(s('rect', {
         x: x1, y: by, width: bw, height: BAR, rx: 2, class: `bar st-${colour}`,
         dataset: { kind: 'attempt', call: r.index, attempt: k + 1, outcome: outcomeOf },
-      }, s('title', null, `${r.id}: ${title} ${fmtDur(seg.to - seg.from)}`)));
+      }, s('title', null, `${r.id}: ${title} ${fmtDur(seg.to - seg.from)}` +
+        (r.alongside.length ? ` · ran at once with ${r.alongside.join(', ')}` : ''))));
     });
+    for (const w of r.waits) {
+      const [x1, bw] = bar(w.from, w.to);
+      g.append(s('rect', {
+        x: x1, y: by + BAR / 2 - 1.5, width: bw, height: 3, class: 'wait wait-' + w.cls,
+        dataset: { kind: 'wait', call: r.index, on: w.cls },
+      }, s('title', null, `${r.id}: ${w.title}`)));
+    }
     if (r.span) {
       const sp = r.span;
       const [x1, bw] = bar(sp.from, sp.to);
@@ -213,6 +278,10 @@ export function render(model, width, selected, onSelect) {
           `truncated ${fmtBytes(res.original_bytes)} / ${res.original_lines} lines`));
       }
       if (res && res.attempts > 1) badges.push(h('span', { class: 'badge' }, `×${res.attempts}`));
+      if (r.resources && r.resources.length) {
+        const more = r.resources.length > 1 ? ` +${r.resources.length - 1}` : '';
+        badges.push(h('span', { class: 'badge res', title: 'resources: ' + r.resources.join(', ') }, r.resources[0] + more));
+      }
       const row = h('div', { class: 'label' + (i === selected ? ' selected' : ''), dataset: { index: i, callId: r.id }, tabindex: 0 },
         h('span', { class: 'idx' }, String(i)),
         h('span', { class: 'cid', title: r.id }, r.id),
