@@ -77,6 +77,8 @@ func (s *Spec) Validate(args json.RawMessage) error {
 type Registry struct {
 	byName map[string]*Spec
 	names  []string
+	// keyed: some tool declares resources.
+	keyed bool
 
 	owned *http.Client // the HTTP tools' client when the loader made it
 
@@ -107,10 +109,14 @@ func NewRegistry(specs ...*Spec) *Registry {
 		}
 		r.byName[s.Name] = s
 		r.names = append(r.names, s.Name)
+		r.keyed = r.keyed || len(s.ResourceTemplates) > 0
 	}
 	sort.Strings(r.names)
 	return r
 }
+
+// HasResources reports whether a tool of the registry declares resources.
+func (r *Registry) HasResources() bool { return r != nil && r.keyed }
 
 // Lookup returns the named tool.
 func (r *Registry) Lookup(name string) (*Spec, bool) {

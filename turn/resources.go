@@ -69,6 +69,9 @@ func (r *run) replayHeld(i int, call dispatch.Call, rec Result, adm *dispatch.Ad
 // needsRelease reports whether the run's wave may hold resources: some
 // call of the turn names a tool with resource templates.
 func (r *run) needsRelease() bool {
+	if !r.reg.HasResources() {
+		return false
+	}
 	for _, c := range r.turn.Calls {
 		if spec, ok := r.reg.Lookup(c.Name); ok && len(spec.ResourceTemplates) > 0 {
 			return true

@@ -262,13 +262,14 @@ func (r *run) execute() {
 		Now:            s.now,
 	}
 	if r.needsRelease() {
-		r.released = make(chan int)
+		r.released, r.waveDone = make(chan int), make(chan struct{})
 		wave.Released = r.released
 	}
-	r.waveDone = make(chan struct{})
 	s.cfg.Observer.WaveStarted(len(calls))
 	report, err := wave.Run(r.ctx, r)
-	close(r.waveDone)
+	if r.waveDone != nil {
+		close(r.waveDone)
+	}
 	status := StatusCompleted
 	switch {
 	case err != nil && errors.Is(err, ErrLeaseLost):
