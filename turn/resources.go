@@ -63,6 +63,7 @@ func (r *run) replayHeld(i int, call dispatch.Call, rec Result, adm *dispatch.Ad
 		return
 	}
 	adm.Resources, adm.Effect = res, rec.Effect
+	r.calls[i].holds = true
 	r.hold(i)
 }
 

@@ -509,3 +509,70 @@ func ledgerKinds(t *testing.T, store turn.Store) string {
 	}
 	return strings.Join(kinds, " ")
 }
+
+// TestParkedWriteHoldsItsPathAfterRestart: the process stops while a write
+// is parked on a path and another waits for it; the process that resumes
+// the turn still holds the path until the completion arrives, then runs
+// the waiting write once.
+func TestParkedWriteHoldsItsPathAfterRestart(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		j, m := newJournal(), &meet{groups: map[string]*group{}}
+		keys := make(chan string, 4)
+		var delivered atomic.Bool
+		var early atomic.Int64
+		specs := keyedTools(t, j, m, nil)
+		res, _ := tool.ParseResource("file:{/path}")
+		specs = append(specs, &tool.Spec{Name: "park", Effect: dispatch.EffectWrite, Deferred: true, InputSchema: json.RawMessage(editSchema),
+			ResourceTemplates: []tool.Resource{res},
+			Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+				k, err := at.CompletionKey(ctx)
+				keys <- k
+				if err != nil {
+					return dispatch.Fail("no_key", err.Error())
+				}
+				return dispatch.Outcome{Status: dispatch.StatusPending}
+			})})
+		for _, s := range specs {
+			if s.Name == "edit" {
+				inner := s.Impl
+				s.Impl = dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+					if !delivered.Load() {
+						early.Add(1)
+					}
+					return inner.Invoke(ctx, c, at)
+				})
+			}
+		}
+		store := open(t)
+		reg := mustRegistry(t, specs...)
+		svcA := startService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "a", LeaseTTL: 10 * time.Second})
+		k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+		if _, err := svcA.Submit(context.Background(), "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{
+			keyedCall("w1", "park", "a.txt", ""), keyedCall("w2", "edit", "a.txt", ""),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		key := <-keys
+		waitUntil(t, svcA, k, func() bool { return parked(t, store, "s") })
+		later := func() time.Time { return time.Now().Add(time.Hour) }
+		// B's start recovers the turn, whose lease has run out by its clock.
+		svcB := startService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "b", LeaseTTL: 10 * time.Second, Now: later})
+		// B resumed the turn: w1 replayed as parked, w2 still waiting.
+		waitUntil(t, svcB, k, func() bool { return strings.Contains(ledgerKinds(t, store), "turn_resumed") })
+		if j.ran("w2") {
+			t.Fatal("w2 ran while w1 was parked on its path")
+		}
+		delivered.Store(true)
+		if _, err := svcB.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`"done"`)}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := svcB.Await(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if statuses(got) != "w1=ok w2=ok" || got.Status != turn.StatusCompleted || early.Load() != 0 {
+			t.Fatalf("turn %s: %s; w2 ran %d times before the delivery", got.Status, statuses(got), early.Load())
+		}
+	})
+}

@@ -124,6 +124,8 @@ type callState struct {
 	res   []string
 	timed bool
 	stash []Line
+	// holds: replayed after a resume as parked, it holds its resources.
+	holds bool
 }
 
 // prepare builds a run for t. recorded carries the results of a resumed
@@ -655,6 +657,11 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.mu.Lock()
 		r.accounted = i + 1
 		r.mu.Unlock()
+		if st.holds {
+			// Calls after it may wait long for its completion: what the
+			// resume wrote so far (turn_resumed) is recorded now.
+			return r.commitBuffered(r.ctx)
+		}
 		return nil
 	}
 	if e := st.early; e != nil && a.Attempts > 0 {
