@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/turnd/turnd/tool"
 )
 
 func startTools(t *testing.T) *ToolServer {
@@ -168,7 +170,7 @@ func TestToolConfigParses(t *testing.T) {
 	if err := yaml.Unmarshal(ToolConfig("http://127.0.0.1:9100/"), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{ToolRead: "read /read", ToolWrite: "write /write", ToolDeferred: "write /deferred"}
+	want := map[string]string{ToolRead: "read /read", ToolWrite: "write /write", ToolDeferred: "write /deferred", ToolWriteKeyed: "write /write"}
 	for _, tl := range cfg.Tools {
 		if got := tl.Effect + " " + strings.TrimPrefix(tl.HTTP.URL, "http://127.0.0.1:9100"); got != want[tl.Name] || tl.Deferred != (tl.Name == ToolDeferred) {
 			t.Errorf("tool %s: %s deferred %v", tl.Name, got, tl.Deferred)
@@ -177,5 +179,24 @@ func TestToolConfigParses(t *testing.T) {
 	}
 	if len(want) > 0 || strings.Join(cfg.Builtin, ",") != "echo,sleep" {
 		t.Errorf("missing tools %v, builtins %v", want, cfg.Builtin)
+	}
+}
+
+// TestToolConfigLoads: the bench's tool config passes turnd's own loader,
+// bench_write_keyed with its resource.
+func TestToolConfigLoads(t *testing.T) {
+	t.Parallel()
+	reg, err := tool.Parse(ToolConfig("http://127.0.0.1:9100/"), tool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.CloseIdleConnections()
+	s, ok := reg.Lookup(ToolWriteKeyed)
+	if !ok {
+		t.Fatalf("no %s", ToolWriteKeyed)
+	}
+	got, err := s.Resources([]byte(`{"resource":"res-3","latency_us":20000}`))
+	if err != nil || len(got) != 1 || got[0] != "bench:res-3" {
+		t.Fatalf("resources %q %v", got, err)
 	}
 }
