@@ -25,7 +25,7 @@ func ExampleKeyring_Key() {
 	again := keys.Key("ses_1", "turn_1", "call_1") // a retry, or after a restart
 
 	fmt.Println(len(key), key == again) // ck_, the MAC, "." and the session id
-	fmt.Println(key) // fmt never prints the key itself
+	fmt.Println(key)                    // fmt never prints the key itself
 	fmt.Println(keys.Verify(key, "ses_1", "turn_1", "call_1"), keys.Verify(key, "ses_1", "turn_1", "call_2"))
 	// Output:
 	// 52 true
