@@ -155,15 +155,18 @@ func deliveryPayload(d Delivery) json.RawMessage {
 	return mustJSON(map[string]any{"output": d.Output})
 }
 
-// lookupKey finds a completion by the raw key from a URL. Malformed,
-// unknown and tampered keys take the same path (hash, look up) and end in
-// the same ErrNotFound.
+// lookupKey finds a completion by the raw key from a URL: in the session
+// the key routes to, or by the hash alone for a legacy key (or a string
+// with no valid route). Malformed, unknown and tampered keys — a changed
+// route among them, which hashes to no key of the session it names — take
+// the same path (hash, look up) and end in the same ErrNotFound.
 func (s *Service) lookupKey(ctx context.Context, raw string) (Completion, error) {
 	if s.completions == nil {
 		return Completion{}, ErrNotFound
 	}
 	h := completion.HashOf(raw)
-	c, err := s.completions.GetCompletion(ctx, h)
+	sid, _ := completion.Route(raw)
+	c, err := s.completions.GetCompletion(ctx, sid, h)
 	_, perr := completion.ParseKey(raw)
 	if err != nil {
 		return Completion{}, fmt.Errorf("reading completion: %w", err)
@@ -205,7 +208,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 	for range 3 {
 		switch c.Status {
 		case CompletionIssued:
-			c, err = s.completions.DeliverEarly(ctx, c.KeyHash, deliveryPayload(d), hash, s.now())
+			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, deliveryPayload(d), hash, s.now())
 			if errors.Is(err, ErrCompletionState) {
 				continue // parked or resolved meanwhile: decide again
 			}
@@ -225,7 +228,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 		case CompletionPending:
 			err = s.resolveDelivered(ctx, c, deliveryPayload(d), hash, CompletionPending)
 			if errors.Is(err, ErrCompletionState) {
-				if c, err = s.completions.GetCompletion(ctx, c.KeyHash); err != nil {
+				if c, err = s.completions.GetCompletion(ctx, c.SessionID, c.KeyHash); err != nil {
 					return DeliveryResult{}, fmt.Errorf("reading completion: %w", err)
 				}
 				continue
@@ -440,7 +443,7 @@ func (s *Service) Heartbeat(ctx context.Context, rawKey string) (CompletionInfo,
 	if err != nil {
 		return CompletionInfo{}, err
 	}
-	c, err = s.completions.Heartbeat(ctx, c.KeyHash, s.now())
+	c, err = s.completions.Heartbeat(ctx, c.SessionID, c.KeyHash, s.now())
 	if errors.Is(err, ErrCompletionState) {
 		if c.Status.Resolved() {
 			return infoOf(c), ErrCompletionGone
@@ -623,7 +626,9 @@ func (s *Service) cancelExternal(cs []Completion) {
 	}
 	for _, c := range cs {
 		if c.OnCancel == string(completion.OnCancelExternalWork) {
-			key := s.keys.Key(c.SessionID, c.TurnID, c.CallID)
+			// The key the tool was given: a call parked before keys were
+			// routed has its legacy key.
+			key := s.keys.KeyOf(c.KeyHash, c.SessionID, c.TurnID, c.CallID)
 			s.cfg.CancelHook(c, string(key))
 		}
 	}
@@ -751,7 +756,7 @@ func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
 		s.log.ErrorContext(r.logCtx, "closing the completion key of a call that did not park failed", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "call_id", res.CallID, "err", err)
 		return res, out
 	}
-	c, err := s.completions.GetCompletion(ctx, h)
+	c, err := s.completions.GetCompletion(ctx, r.key.SessionID, h)
 	if err != nil || c.Status != CompletionEarly {
 		return res, out
 	}
