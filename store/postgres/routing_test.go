@@ -99,6 +99,7 @@ var singles = []single{
 	{"sqlLookupTurns", sqlLookupTurns, 0, whyGroup, false},
 	{"sqlPublish", sqlPublish, 0, "pg_notify on the node it is sent to (see docs/citus.md)", true},
 	{"sqlLockScope", sqlLockScope, 0, whyLocal, true},
+	{"sqlCitusInstalled", sqlCitusInstalled, 0, whyLocal, true},
 	{"sqlSchemaVersion", sqlSchemaVersion, 0, whyLocal, true},
 	{"sqlLegacySchemaVersion", sqlLegacySchemaVersion, 0, whyLocal, true},
 }

@@ -2706,6 +2706,10 @@ SELECT count(pg_notify($1, p)) FROM async, unnest($2::text[]) AS p;
 -- local: runs on the coordinator's own tables
 SELECT current_database(), COALESCE(current_schema(), '');
 
+-- sqlCitusInstalled
+-- local: runs on the coordinator's own tables
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus');
+
 -- sqlSchemaVersion
 -- local: runs on the coordinator's own tables
 SELECT COALESCE(max(version_id), 0) FROM goose_db_version;
