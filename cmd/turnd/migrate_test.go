@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turnd/turnd/migrations"
 )
@@ -122,5 +123,39 @@ func TestMigrateCommandUsage(t *testing.T) {
 	code, stdout, _ := runTurnd(t, childEnv(), "migrate", "help")
 	if code != 0 || !strings.Contains(stdout, "down-to VERSION") {
 		t.Errorf("turnd migrate help: exit code %d, stdout:\n%s", code, stdout)
+	}
+}
+
+// TestMigrateCitus: migrate --citus distributes the tables only on a
+// Citus coordinator; on plain Postgres it migrates, then fails saying so,
+// and on the embedded store it is a usage error.
+func TestMigrateCitus(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		code, _, stderr := runTurnd(t, childEnv(), append([]string{"migrate", "up", "--citus"}, b.args(t)...)...)
+		switch b.name {
+		case "postgres":
+			if code != 1 || !strings.Contains(stderr, "not a Citus coordinator") {
+				t.Errorf("turnd migrate --citus on plain Postgres: exit code %d, want 1 naming Citus; stderr:\n%s", code, stderr)
+			}
+		default:
+			if code != 2 || !strings.Contains(stderr, "need a Postgres database") {
+				t.Errorf("turnd migrate --citus on SQLite: exit code %d, want 2; stderr:\n%s", code, stderr)
+			}
+		}
+	})
+}
+
+// On Citus every turn is recorded before it runs (the routed ordinary
+// path); elsewhere the service's default window stands.
+func TestReadTurnWindow(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		citus bool
+		want  time.Duration
+	}{{false, 0}, {true, -1}} {
+		if got := readTurnWindow(config{Citus: tt.citus}); got != tt.want {
+			t.Errorf("readTurnWindow(citus %v) = %v, want %v", tt.citus, got, tt.want)
+		}
 	}
 }

@@ -53,12 +53,15 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 
 func openStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedStore, error) {
 	if c.DatabaseURL != "" {
-		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{})
+		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{NotifyURL: c.NotifyDatabaseURL})
 		if err != nil {
 			return nil, fmt.Errorf("opening Postgres: %w", err)
 		}
 		log.Info("store: Postgres")
 		return st, nil
+	}
+	if c.Citus || c.NotifyDatabaseURL != "" {
+		return nil, usageError{"--citus and --notify-database-url need a Postgres database (DATABASE_URL)"}
 	}
 	st, err := sqlite.Open(ctx, c.DataPath)
 	if err != nil {
@@ -255,6 +258,7 @@ func newService(ctx context.Context, c config, log *slog.Logger, st turn.Migrate
 		Logger:           log,
 		LeaseTTL:         c.LeaseTTL,
 		MaxCalls:         c.MaxCalls,
+		ReadTurnWindow:   readTurnWindow(c),
 		CompletionSecret: c.CompletionSecret,
 		// Signs the turn.settled webhooks POSTed to sessions' callback URLs;
 		// without TURND_WEBHOOK_SIGNING_SECRET they go out unsigned.
@@ -448,4 +452,16 @@ func servedHosts(c config) []string {
 		hosts = append(hosts, u.Hostname())
 	}
 	return hosts
+}
+
+// readTurnWindow is the service's ReadTurnWindow: the default, or on Citus
+// none (negative), so that every turn is recorded before it runs. The
+// all-read path's statements group turns of many sessions (group commit),
+// which on Citus would be transactions across shards; the ordinary path's
+// each name one session. See docs/citus.md.
+func readTurnWindow(c config) time.Duration {
+	if c.Citus {
+		return -1
+	}
+	return 0
 }
