@@ -53,7 +53,7 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 
 func openStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedStore, error) {
 	if c.DatabaseURL != "" {
-		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{NotifyURL: c.NotifyDatabaseURL})
+		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{NotifyURL: c.NotifyDatabaseURL, Sharded: c.Citus})
 		if err != nil {
 			return nil, fmt.Errorf("opening Postgres: %w", err)
 		}

@@ -56,6 +56,11 @@ type Options struct {
 	// holds at most two connections besides the listener's. Default: the
 	// store's database.
 	NotifyURL string
+	// Sharded: the database shards the tables by session (Citus). The
+	// statements that would lock or write rows of many sessions at once
+	// (ClaimTurns, ClaimWebhooks, RenewLeases) are made a read across the
+	// shards and one statement routed to each row's session (sharded.go).
+	Sharded bool
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -114,6 +119,8 @@ type Store struct {
 	// notifyPool sends turn notifications (Notifier): pool itself, or one
 	// of its own on Options.NotifyURL.
 	notifyPool *pgxpool.Pool
+	// sharded: Options.Sharded.
+	sharded bool
 	// binary: the pool prepares statements (pgx's default exec mode), so
 	// the hot path may run its own prepared statements (execBinary).
 	binary bool
@@ -177,7 +184,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	st := &Store{pool: pool, groupPool: groupPool, notifyPool: notifyPool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
+	st := &Store{pool: pool, groupPool: groupPool, notifyPool: notifyPool, sharded: opts.Sharded, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }

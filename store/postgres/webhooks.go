@@ -31,8 +31,13 @@ func webhookArgs(k turn.TurnKey, w *turn.Webhook) (*webhookParams, error) {
 		next: sqlstore.WebhookDue(w), created: w.CreatedAt}, nil
 }
 
-// webhookColumns are the columns collectWebhooks scans, in order.
-const webhookColumns = sqlstore.WebhookColumns
+// webhookColumns are the columns collectWebhooks scans, in order;
+// returnedWebhook the same of an UPDATE webhooks w.
+const (
+	webhookColumns  = sqlstore.WebhookColumns
+	returnedWebhook = `w.id, w.session_id, w.turn_id, w.url, w.event, w.body, w.attempts, w.next_attempt_at, w.last_error,
+    w.created_at, w.delivered_at, w.dead_at`
+)
 
 const (
 	// sqlClaimWebhooks leases due open webhooks. As in ClaimTurns, SKIP
@@ -50,8 +55,7 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) c
 WHERE w.session_id = c.session_id AND w.id = c.id
-RETURNING w.id, w.session_id, w.turn_id, w.url, w.event, w.body, w.attempts, w.next_attempt_at, w.last_error,
-    w.created_at, w.delivered_at, w.dead_at`
+RETURNING ` + returnedWebhook
 
 	// sqlMarkWebhook records an attempt's outcome on an open webhook ($3 is
 	// the outcome); it reports whether it did and whether the webhook
@@ -77,6 +81,9 @@ ORDER BY created_at, id`
 func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]turn.Webhook, error) {
 	if limit <= 0 {
 		return []turn.Webhook{}, nil
+	}
+	if s.sharded {
+		return s.claimWebhooksSharded(ctx, now, lease, limit)
 	}
 	return queryAll(ctx, s.pool, "claiming webhooks", collectWebhooks, sqlClaimWebhooks, now, now.Add(lease), limit)
 }

@@ -2581,6 +2581,54 @@ WHERE t.session_id = $1 AND (t.created_at, t.id) < ($2::timestamptz, $3::text) A
 ORDER BY t.created_at DESC, t.id DESC
 LIMIT $5;
 
+-- sqlClaimTurn
+-- routed: session $1
+WITH c AS (
+    SELECT session_id, id, lease_owner FROM turns
+    WHERE session_id = $1 AND id = $2 AND status = 'running'
+      AND lease_until < $4::timestamptz - make_interval(secs => CASE WHEN resumes < $7 THEN 0
+          ELSE $6::float8 * least(2 ^ (resumes - $7), 64) END)
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE turns t SET lease_owner = $3, lease_until = $5, resumes = t.resumes + 1
+FROM c
+WHERE t.session_id = $1 AND t.id = $2 AND c.session_id = t.session_id AND c.id = t.id
+RETURNING t.session_id, t.id, t.resumes, coalesce(c.lease_owner, '');
+
+-- sqlRenewLease
+-- routed: session $1
+UPDATE turns SET lease_until = $4
+WHERE session_id = $1 AND id = $2 AND lease_owner = $3;
+
+-- sqlClaimWebhook
+-- routed: session $1
+WITH c AS (
+    SELECT session_id, id FROM webhooks
+    WHERE session_id = $1 AND id = $2 AND delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE webhooks w SET next_attempt_at = $4, attempts = w.attempts + 1
+FROM c
+WHERE w.session_id = $1 AND w.id = $2 AND c.session_id = w.session_id AND c.id = w.id
+RETURNING w.id, w.session_id, w.turn_id, w.url, w.event, w.body, w.attempts, w.next_attempt_at, w.last_error,
+    w.created_at, w.delivered_at, w.dead_at;
+
+-- sqlClaimCandidates
+-- fans out: recovery claim across sessions: finds expired leases wherever they are (Options.Sharded: reads only; each claim is then routed)
+SELECT session_id, id FROM turns
+WHERE status = 'running'
+  AND lease_until < $1::timestamptz - make_interval(secs => CASE WHEN resumes < $4 THEN 0
+      ELSE $3::float8 * least(2 ^ (resumes - $4), 64) END)
+ORDER BY lease_until
+LIMIT $2;
+
+-- sqlWebhookCandidates
+-- fans out: webhook delivery loop: claims due webhooks across sessions (Options.Sharded: reads only; each claim is then routed)
+SELECT session_id, id FROM webhooks
+WHERE delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= $1
+ORDER BY next_attempt_at, id
+LIMIT $2;
+
 -- sqlLegacyKey
 -- local: reads legacy_keys, a reference table: local on every node
 SELECT session_id FROM legacy_keys WHERE key_hash = $1;
@@ -2618,7 +2666,7 @@ ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
 LIMIT $5;
 
 -- sqlClaimTurns
--- fans out: recovery claim across sessions: finds expired leases wherever they are
+-- fans out: recovery claim across sessions: finds expired leases wherever they are; plain PostgreSQL only: sharded, sqlClaimCandidates then sqlClaimTurn
 UPDATE turns t SET lease_owner = $1, lease_until = $3, resumes = t.resumes + 1
 FROM (
     SELECT session_id, id, lease_owner FROM turns
@@ -2642,7 +2690,7 @@ ORDER BY LEAST(deadline, heartbeat_deadline), key_hash
 LIMIT $2;
 
 -- sqlClaimWebhooks
--- fans out: webhook delivery loop: claims due webhooks across sessions
+-- fans out: webhook delivery loop: claims due webhooks across sessions; plain PostgreSQL only: sharded, sqlWebhookCandidates then sqlClaimWebhook
 UPDATE webhooks w SET next_attempt_at = $2, attempts = w.attempts + 1
 FROM (
     SELECT session_id, id FROM webhooks
@@ -2664,7 +2712,7 @@ SELECT count(*) FROM completions WHERE status = 'pending';
 DELETE FROM outputs WHERE expires_at < $1;
 
 -- sqlRenewLeases
--- fans out: one replica's running turns, of many sessions, in one statement every third of the lease TTL (RenewLeases) or per notification batch (CancelRequested)
+-- fans out: one replica's running turns, of many sessions, in one statement every third of the lease TTL (RenewLeases) or per notification batch (CancelRequested); plain PostgreSQL only: sharded, sqlRenewLease per turn
 UPDATE turns t SET lease_until = $2
 FROM unnest($3::text[], $4::text[]) AS k (session_id, id)
 WHERE t.session_id = k.session_id AND t.id = k.id AND t.lease_owner = $1
