@@ -21,9 +21,9 @@ type config struct {
 	Addr        string
 	DatabaseURL string
 	// Citus: the database is a Citus coordinator (--citus, TURND_CITUS):
-	// serve records every turn before it runs, so that each statement is
-	// routed to one session's shard, and migrate distributes the tables
-	// after migrating (docs/citus.md).
+	// the store sends each statement about one session to its shard
+	// (postgres.Options.Sharded), and migrate distributes the tables after
+	// migrating (docs/citus.md).
 	Citus bool
 	// NotifyDatabaseURL is where turn notifications go, when not the
 	// store's database: the Citus coordinator, for a replica whose

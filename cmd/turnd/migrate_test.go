@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/turnd/turnd/migrations"
 )
@@ -144,18 +143,4 @@ func TestMigrateCitus(t *testing.T) {
 			}
 		}
 	})
-}
-
-// On Citus every turn is recorded before it runs (the routed ordinary
-// path); elsewhere the service's default window stands.
-func TestReadTurnWindow(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		citus bool
-		want  time.Duration
-	}{{false, 0}, {true, -1}} {
-		if got := readTurnWindow(config{Citus: tt.citus}); got != tt.want {
-			t.Errorf("readTurnWindow(citus %v) = %v, want %v", tt.citus, got, tt.want)
-		}
-	}
 }

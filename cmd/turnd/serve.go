@@ -258,7 +258,6 @@ func newService(ctx context.Context, c config, log *slog.Logger, st turn.Migrate
 		Logger:           log,
 		LeaseTTL:         c.LeaseTTL,
 		MaxCalls:         c.MaxCalls,
-		ReadTurnWindow:   readTurnWindow(c),
 		CompletionSecret: c.CompletionSecret,
 		// Signs the turn.settled webhooks POSTed to sessions' callback URLs;
 		// without TURND_WEBHOOK_SIGNING_SECRET they go out unsigned.
@@ -452,16 +451,4 @@ func servedHosts(c config) []string {
 		hosts = append(hosts, u.Hostname())
 	}
 	return hosts
-}
-
-// readTurnWindow is the service's ReadTurnWindow: the default, or on Citus
-// none (negative), so that every turn is recorded before it runs. The
-// all-read path's statements group turns of many sessions (group commit),
-// which on Citus would be transactions across shards; the ordinary path's
-// each name one session. See docs/citus.md.
-func readTurnWindow(c config) time.Duration {
-	if c.Citus {
-		return -1
-	}
-	return 0
 }

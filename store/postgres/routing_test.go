@@ -54,7 +54,7 @@ const (
 	whyGauge    = "the pending gauge: one count over every shard"
 	whyExpiry   = "output expiry: deletes expired outputs on every shard"
 	whyReplica  = "one replica's running turns, of many sessions, in one statement every third of the lease TTL (RenewLeases) or per notification batch (CancelRequested)"
-	whyGroup    = "group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path"
+	whyGroup    = "group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)"
 	whyLocal    = "runs on the coordinator's own tables"
 )
 
@@ -101,6 +101,7 @@ var singles = []single{
 	{"sqlDeleteExpiredOutputs", sqlDeleteExpiredOutputs, 0, whyExpiry, false},
 	{"sqlRenewLeases", sqlRenewLeases, 0, whyReplica + "; plain PostgreSQL only: sharded, sqlRenewLease per turn", false},
 	{"sqlCancelRequested", sqlCancelRequested, 0, whyReplica, false},
+	{"sqlLookupTurn", sqlLookupTurn, 1, "", false},
 	{"sqlLookupTurns", sqlLookupTurns, 0, whyGroup, false},
 	{"sqlPublish", sqlPublish, 0, "pg_notify on the node it is sent to (see docs/citus.md)", true},
 	{"sqlLockScope", sqlLockScope, 0, whyLocal, true},
@@ -117,6 +118,8 @@ var familyRoute = map[string]single{
 	"resolve": {route: 1},
 	"settle":  {route: 1},
 	"late":    {route: 1},
+	// Options.Sharded's RecordTurn, one turn of one session.
+	"record one": {route: 1},
 }
 
 // routeComment is the line of statements.sql that states a statement's

@@ -70,6 +70,7 @@ var families = []family{
 	{"resolve", resolveSQL, []string{"lines", "results", "outputs"}},
 	{"settle", settleSQL, []string{"lines", "webhook"}},
 	{"late", recordLateSQL, []string{"outputs"}},
+	{"record one", recordOneSQL, []string{"outputs", "webhook"}},
 }
 
 // statementCase is one variant of a family with the arguments its
@@ -161,6 +162,24 @@ func statementCases() ([]statementCase, error) {
 			return nil, err
 		}
 		add("late", recordLateSQL, variant, p.variant(), p.args())
+	}
+	for variant := range recordOneSQL {
+		r := storetest.WholeTurn("s", "t", 2)
+		if variant&recordOneOutputs != 0 {
+			r.Outputs = []turn.Output{{ID: "o", CallID: "t-c0", Data: []byte("x"), CreatedAt: time.Now()}}
+		}
+		if variant&recordOneWebhook != 0 {
+			r.Webhook = sampleWebhook(time.Now())
+		}
+		var e encodedRecord
+		if err := e.encode(&r); err != nil {
+			return nil, err
+		}
+		var p recordOneParams
+		if err := p.set(&e); err != nil {
+			return nil, err
+		}
+		add("record one", recordOneSQL, variant, p.variant(), p.args())
 	}
 	for variant := range recordSQL {
 		r := storetest.WholeTurn("s", "t", 2)

@@ -10,7 +10,7 @@
 -- $20 r_status $21 r_output $22 r_err_code $23 r_err_msg $24 r_truncated
 -- $25 r_bytes $26 r_lines $27 r_output_id $28 r_attempts $29 r_started
 -- $30 r_finished $31 r_replayed
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -70,7 +70,7 @@ FROM batch b;
 -- $25 r_bytes $26 r_lines $27 r_output_id $28 r_attempts $29 r_started
 -- $30 r_finished $31 r_replayed $32 o_turn $33 o_id $34 o_turn_id $35 o_call
 -- $36 o_type $37 o_data $38 o_created $39 o_expires
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -137,7 +137,7 @@ FROM batch b;
 -- $25 r_bytes $26 r_lines $27 r_output_id $28 r_attempts $29 r_started
 -- $30 r_finished $31 r_replayed $32 w_turn $33 w_id $34 w_url $35 w_event
 -- $36 w_body $37 w_next $38 w_created
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -205,7 +205,7 @@ FROM batch b;
 -- $30 r_finished $31 r_replayed $32 o_turn $33 o_id $34 o_turn_id $35 o_call
 -- $36 o_type $37 o_data $38 o_created $39 o_expires $40 w_turn $41 w_id
 -- $42 w_url $43 w_event $44 w_body $45 w_next $46 w_created
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -278,7 +278,7 @@ FROM batch b;
 -- $20 r_status $21 r_output $22 r_err_code $23 r_err_msg $24 r_truncated
 -- $25 r_bytes $26 r_lines $27 r_output_id $28 r_attempts $29 r_started
 -- $30 r_finished $31 r_replayed
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -339,7 +339,7 @@ FROM batch b;
 -- $25 r_bytes $26 r_lines $27 r_output_id $28 r_attempts $29 r_started
 -- $30 r_finished $31 r_replayed $32 o_turn $33 o_id $34 o_turn_id $35 o_call
 -- $36 o_type $37 o_data $38 o_created $39 o_expires
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -407,7 +407,7 @@ FROM batch b;
 -- $25 r_bytes $26 r_lines $27 r_output_id $28 r_attempts $29 r_started
 -- $30 r_finished $31 r_replayed $32 w_turn $33 w_id $34 w_url $35 w_event
 -- $36 w_body $37 w_next $38 w_created
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -476,7 +476,7 @@ FROM batch b;
 -- $30 r_finished $31 r_replayed $32 o_turn $33 o_id $34 o_turn_id $35 o_call
 -- $36 o_type $37 o_data $38 o_created $39 o_expires $40 w_turn $41 w_id
 -- $42 w_url $43 w_event $44 w_body $45 w_next $46 w_created
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 WITH answered AS MATERIALIZED (
     SELECT c.turn
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS c (turn, session_id, call_id)
@@ -2389,6 +2389,256 @@ WITH gate AS (
 )
 SELECT EXISTS (SELECT FROM gate);
 
+-- record one 0: no optional part
+-- $1 session $2 turn $3 c_ids $4 t_status $5 t_mode $6 t_policy $7 t_calls
+-- $8 t_hash $9 t_created $10 t_settled $11 n $12 l_lines $13 r_idx $14 r_call
+-- $15 r_name $16 r_effect $17 r_status $18 r_output $19 r_err_code
+-- $20 r_err_msg $21 r_truncated $22 r_bytes $23 r_lines $24 r_output_id
+-- $25 r_attempts $26 r_started $27 r_finished $28 r_replayed
+-- routed: session $1
+WITH found AS (
+    SELECT FROM sessions WHERE id = $1
+), taken AS (
+    SELECT FROM turns WHERE session_id = $1 AND id = $2
+), answered AS (
+    SELECT FROM unnest($3::text[]) AS c (call_id)
+    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = $1 AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '' LIMIT 1) r
+    LIMIT 1
+), gate AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    SELECT $1, $2, $4::text, $5::text, $6::text, $7::json, $8::text,
+        $9::timestamptz, $10::timestamptz
+    WHERE EXISTS (SELECT FROM found) AND NOT EXISTS (SELECT FROM taken) AND NOT EXISTS (SELECT FROM answered)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + $11::bigint
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $11::bigint + 1, $12::json
+    FROM seq
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($13::integer[], $14::text[], $15::text[], $16::text[], $17::text[],
+        $18::text[], $19::text[], $20::text[], $21::boolean[],
+        $22::bigint[], $23::bigint[], $24::text[], $25::integer[],
+        $26::timestamptz[], $27::timestamptz[], $28::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM gate)
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM found), EXISTS (SELECT FROM taken), EXISTS (SELECT FROM answered);
+
+-- record one 1: outputs
+-- $1 session $2 turn $3 c_ids $4 t_status $5 t_mode $6 t_policy $7 t_calls
+-- $8 t_hash $9 t_created $10 t_settled $11 n $12 l_lines $13 r_idx $14 r_call
+-- $15 r_name $16 r_effect $17 r_status $18 r_output $19 r_err_code
+-- $20 r_err_msg $21 r_truncated $22 r_bytes $23 r_lines $24 r_output_id
+-- $25 r_attempts $26 r_started $27 r_finished $28 r_replayed $29 o_id
+-- $30 o_turn_id $31 o_call $32 o_type $33 o_data $34 o_created $35 o_expires
+-- routed: session $1
+WITH found AS (
+    SELECT FROM sessions WHERE id = $1
+), taken AS (
+    SELECT FROM turns WHERE session_id = $1 AND id = $2
+), answered AS (
+    SELECT FROM unnest($3::text[]) AS c (call_id)
+    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = $1 AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '' LIMIT 1) r
+    LIMIT 1
+), gate AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    SELECT $1, $2, $4::text, $5::text, $6::text, $7::json, $8::text,
+        $9::timestamptz, $10::timestamptz
+    WHERE EXISTS (SELECT FROM found) AND NOT EXISTS (SELECT FROM taken) AND NOT EXISTS (SELECT FROM answered)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + $11::bigint
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $11::bigint + 1, $12::json
+    FROM seq
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($13::integer[], $14::text[], $15::text[], $16::text[], $17::text[],
+        $18::text[], $19::text[], $20::text[], $21::boolean[],
+        $22::bigint[], $23::bigint[], $24::text[], $25::integer[],
+        $26::timestamptz[], $27::timestamptz[], $28::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM gate)
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::bytea[],
+        $34::timestamptz[], $35::timestamptz[])
+        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
+    WHERE EXISTS (SELECT FROM gate)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM found), EXISTS (SELECT FROM taken), EXISTS (SELECT FROM answered);
+
+-- record one 2: webhook
+-- $1 session $2 turn $3 c_ids $4 t_status $5 t_mode $6 t_policy $7 t_calls
+-- $8 t_hash $9 t_created $10 t_settled $11 n $12 l_lines $13 r_idx $14 r_call
+-- $15 r_name $16 r_effect $17 r_status $18 r_output $19 r_err_code
+-- $20 r_err_msg $21 r_truncated $22 r_bytes $23 r_lines $24 r_output_id
+-- $25 r_attempts $26 r_started $27 r_finished $28 r_replayed $29 w_id $30 w_url
+-- $31 w_event $32 w_body $33 w_next $34 w_created
+-- routed: session $1
+WITH found AS (
+    SELECT FROM sessions WHERE id = $1
+), taken AS (
+    SELECT FROM turns WHERE session_id = $1 AND id = $2
+), answered AS (
+    SELECT FROM unnest($3::text[]) AS c (call_id)
+    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = $1 AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '' LIMIT 1) r
+    LIMIT 1
+), gate AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    SELECT $1, $2, $4::text, $5::text, $6::text, $7::json, $8::text,
+        $9::timestamptz, $10::timestamptz
+    WHERE EXISTS (SELECT FROM found) AND NOT EXISTS (SELECT FROM taken) AND NOT EXISTS (SELECT FROM answered)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + $11::bigint
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $11::bigint + 1, $12::json
+    FROM seq
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($13::integer[], $14::text[], $15::text[], $16::text[], $17::text[],
+        $18::text[], $19::text[], $20::text[], $21::boolean[],
+        $22::bigint[], $23::bigint[], $24::text[], $25::integer[],
+        $26::timestamptz[], $27::timestamptz[], $28::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM gate)
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT $29, $1, $2, $30, $31, $32::json, $33, $34
+    WHERE EXISTS (SELECT FROM gate)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM found), EXISTS (SELECT FROM taken), EXISTS (SELECT FROM answered);
+
+-- record one 3: outputs, webhook
+-- $1 session $2 turn $3 c_ids $4 t_status $5 t_mode $6 t_policy $7 t_calls
+-- $8 t_hash $9 t_created $10 t_settled $11 n $12 l_lines $13 r_idx $14 r_call
+-- $15 r_name $16 r_effect $17 r_status $18 r_output $19 r_err_code
+-- $20 r_err_msg $21 r_truncated $22 r_bytes $23 r_lines $24 r_output_id
+-- $25 r_attempts $26 r_started $27 r_finished $28 r_replayed $29 o_id
+-- $30 o_turn_id $31 o_call $32 o_type $33 o_data $34 o_created $35 o_expires
+-- $36 w_id $37 w_url $38 w_event $39 w_body $40 w_next $41 w_created
+-- routed: session $1
+WITH found AS (
+    SELECT FROM sessions WHERE id = $1
+), taken AS (
+    SELECT FROM turns WHERE session_id = $1 AND id = $2
+), answered AS (
+    SELECT FROM unnest($3::text[]) AS c (call_id)
+    CROSS JOIN LATERAL (SELECT FROM results r WHERE r.session_id = $1 AND r.call_id = c.call_id
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = '' LIMIT 1) r
+    LIMIT 1
+), gate AS (
+    INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at)
+    SELECT $1, $2, $4::text, $5::text, $6::text, $7::json, $8::text,
+        $9::timestamptz, $10::timestamptz
+    WHERE EXISTS (SELECT FROM found) AND NOT EXISTS (SELECT FROM taken) AND NOT EXISTS (SELECT FROM answered)
+    ON CONFLICT (session_id, id) DO NOTHING
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + $11::bigint
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $11::bigint + 1, $12::json
+    FROM seq
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($13::integer[], $14::text[], $15::text[], $16::text[], $17::text[],
+        $18::text[], $19::text[], $20::text[], $21::boolean[],
+        $22::bigint[], $23::bigint[], $24::text[], $25::integer[],
+        $26::timestamptz[], $27::timestamptz[], $28::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM gate)
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::bytea[],
+        $34::timestamptz[], $35::timestamptz[])
+        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
+    WHERE EXISTS (SELECT FROM gate)
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT $36, $1, $2, $37, $38, $39::json, $40, $41
+    WHERE EXISTS (SELECT FROM gate)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM found), EXISTS (SELECT FROM taken), EXISTS (SELECT FROM answered);
+
 -- sqlCreateSession
 -- routed: session $1
 INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at)
@@ -2724,8 +2974,26 @@ SELECT t.session_id, t.id FROM turns t
 JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
 WHERE t.status = 'running' AND t.cancel_requested_at IS NOT NULL;
 
+-- sqlLookupTurn
+-- routed: session $1
+SELECT 1::bigint, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+    EXISTS (SELECT FROM turns t WHERE t.session_id = $1 AND t.id = $2),
+    a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
+    a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at
+FROM sessions s
+LEFT JOIN LATERAL (
+    SELECT DISTINCT ON (r.call_id) r.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at
+    FROM results r
+    WHERE r.session_id = $1 AND r.call_id = ANY ($3::text[])
+        AND r.status <> 'started' AND r.status <> '' AND r.replayed_from = ''
+    ORDER BY r.call_id, r.finished_at NULLS LAST, r.started_at NULLS LAST, r.turn_id, r.idx
+) a ON true
+WHERE s.id = $1;
+
 -- sqlLookupTurns
--- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); on Citus set TURND_CITUS so that turns take the routed ordinary path
+-- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
 SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
     EXISTS (SELECT FROM turns t WHERE t.session_id = q.session_id AND t.id = q.turn_id),
     a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
