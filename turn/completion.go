@@ -73,6 +73,9 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 		return "", fmt.Errorf("recording turn before its completion key: %w", err)
 	}
 	key := s.keys.Key(r.key.SessionID, r.key.TurnID, call.ID)
+	if r.resumed {
+		key = s.resumedKey(context.WithoutCancel(ctx), r.key, call.ID, key)
+	}
 	r.mu.Lock()
 	if r.keyed == nil {
 		r.keyed = make(map[int][32]byte)
@@ -93,6 +96,25 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 		return "", fmt.Errorf("recording completion key: %w", err)
 	}
 	return string(key), nil
+}
+
+// resumedKey is the key of a call of a resumed turn: the call's legacy key
+// when a release before routed keys issued it one (the row of its hash is
+// the turn's), so that the key the call's earlier attempt may have handed
+// out stays the call's; else key. Only resumed turns can hold such a row,
+// and a failed read keeps key.
+func (s *Service) resumedKey(ctx context.Context, k TurnKey, callID string, key completion.Key) completion.Key {
+	legacy := s.keys.LegacyKey(k.SessionID, k.TurnID, callID)
+	cs, err := s.completions.TurnCompletions(ctx, k)
+	if err != nil {
+		return key
+	}
+	for _, c := range cs {
+		if c.CallID == callID && legacy.Hash().Equal(c.KeyHash) {
+			return legacy
+		}
+	}
+	return key
 }
 
 // park turns a pending outcome into the Park that moves its key to

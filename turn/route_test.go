@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
@@ -195,4 +197,80 @@ func TestOutputIDRoutes(t *testing.T) {
 			t.Errorf("GetOutput(%q): %v, want ErrNotFound", bad, err)
 		}
 	}
+}
+
+// A resumed call whose key a release before routed keys issued (its
+// legacy key's row is the turn's) gets that legacy key again, so that the
+// key its first attempt handed out stays the call's.
+func TestResumedCallKeepsLegacyKey(t *testing.T) {
+	t.Parallel()
+	keys := make(chan string, 2)
+	var runs atomic.Int64
+	block := make(chan struct{})
+	defer close(block)
+	idem := &tool.Spec{Name: "idefer", Effect: dispatch.EffectWrite, Idempotent: true,
+		Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+			key, err := at.CompletionKey(ctx)
+			if err != nil {
+				return dispatch.Fail("no_key", err.Error())
+			}
+			keys <- key
+			if runs.Add(1) == 1 {
+				select { // the first owner dies here
+				case <-block:
+				case <-ctx.Done():
+				}
+				return dispatch.Fail("gone", "owner died")
+			}
+			return dispatch.Outcome{Status: dispatch.StatusPending, Pending: &dispatch.Pending{Key: key}}
+		})}
+	f := newFixture(t, idem)
+	started := func(owner string, now func() time.Time) *turn.Service {
+		return startService(t, turn.Config{Store: f.store, Tools: func() *tool.Registry { return f.reg },
+			Owner: owner, Now: now, LeaseTTL: 10 * time.Second})
+	}
+	svcA := started("owner-a", time.Now)
+	if _, err := svcA.Submit(context.Background(), "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{{ID: "d", Name: "idefer"}}}); err != nil {
+		t.Fatal(err)
+	}
+	routed := <-keys
+	ring := storedKeyring(t, f.store)
+	legacy := ring.LegacyKey("s", "t", "d")
+	// What an older release wrote for the call: its key's row.
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(f.store.IssueCompletion(context.Background(), turn.Completion{KeyHash: legacy.Hash(), SessionID: "s", TurnID: "t",
+		CallIndex: 0, CallID: "d", CallName: "idefer", Status: turn.CompletionIssued, CreatedAt: time.Now()}))
+
+	// Another replica, an hour on: the lease has run out, and its
+	// recovery (at start, or this call) resumes the turn.
+	svcB := started("owner-b", func() time.Time { return time.Now().Add(time.Hour) })
+	if _, err := svcB.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := <-keys; again != string(legacy) {
+		t.Errorf("the resumed call got key %q, want its legacy key (the first attempt's was %q)", again, routed)
+	}
+}
+
+// storedKeyring is the keyring of the secret kept in s.
+func storedKeyring(t *testing.T, s turn.Store) *completion.Keyring {
+	t.Helper()
+	secret, err := s.Secret(context.Background(), func() (string, error) { return "", errors.New("no secret stored") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := completion.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := completion.NewKeyring(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
 }
