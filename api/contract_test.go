@@ -589,7 +589,7 @@ type panicStore struct{ turn.Store }
 // to the completion endpoints get as far as the key's lookup (404).
 type unknownKeysStore struct{ panicStore }
 
-func (unknownKeysStore) GetCompletion(context.Context, [32]byte) (turn.Completion, error) {
+func (unknownKeysStore) GetCompletion(context.Context, string, [32]byte) (turn.Completion, error) {
 	return turn.Completion{}, turn.ErrNotFound
 }
 

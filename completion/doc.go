@@ -9,6 +9,10 @@
 //     (session, turn, call) ids, so the same call gets the same key across
 //     retries and restarts without the key being stored. Only its [Hash] is
 //     stored; only its [Hash.Fingerprint] may appear in logs or ledger lines.
+//     A key is routed: after its MAC it names its session ([Route]), which a
+//     sharded store needs to find the key's row without asking every shard,
+//     and which the MAC binds. Legacy keys, issued before routed keys, carry
+//     no route and stay valid ([Keyring.LegacyKey]).
 //   - Pending options. [Options] are the knobs a tool sets under pending: in
 //     its config and may override in its pending answer; [Resolve] turns
 //     them into absolute deadlines ([Resolved]).
@@ -24,15 +28,18 @@
 // every string it is given:
 //
 //	h := completion.HashOf(raw)                    // any string, well-formed or not
-//	rec, found, err := store.PendingByHash(ctx, h) // always look up
+//	sid, _ := completion.Route(raw)                // "" for a legacy key
+//	rec, found, err := store.Pending(ctx, sid, h)  // always look up
 //	if err != nil { ... }                          // a store failure is a 500, not a 404
 //	_, malformed := completion.ParseKey(raw)
 //	if malformed != nil || !found || !rec.KeyHash.Equal(h) {
 //		return notFound
 //	}
 //
-// The lookup is by hash, so whatever timing an index comparison leaks is
-// about a SHA-256 digest the caller cannot steer, never about the key. The
+// The lookup is by the route and the hash of the whole key, so whatever
+// timing an index comparison leaks is about a session id the caller wrote
+// and a SHA-256 digest it cannot steer, never about the key; a key whose
+// route was changed hashes to no key of that session. The
 // final [Hash.Equal] is constant-time ([crypto/subtle]). [ParseKey] is only a
 // syntactic check of the caller's own input; its result is used after the
 // lookup, never to skip it. Where the ids are at hand, [Keyring.Verify]

@@ -24,12 +24,12 @@ func ExampleKeyring_Key() {
 	key := keys.Key("ses_1", "turn_1", "call_1")
 	again := keys.Key("ses_1", "turn_1", "call_1") // a retry, or after a restart
 
-	fmt.Println(len(key), key == again)
-	fmt.Println(key) // fmt never prints the key itself
+	fmt.Println(len(key), key == again) // ck_, the MAC, "." and the session id
+	fmt.Println(key)                    // fmt never prints the key itself
 	fmt.Println(keys.Verify(key, "ses_1", "turn_1", "call_1"), keys.Verify(key, "ses_1", "turn_1", "call_2"))
 	// Output:
-	// 46 true
-	// ck_[redacted:5a016c05]
+	// 52 true
+	// ck_[redacted:3f669928]
 	// true false
 }
 
@@ -75,7 +75,7 @@ func ExampleHashOf() {
 	// true "call_1"
 	// false ""
 	// false ""
-	// log as 5a016c05
+	// log as 3f669928
 }
 
 func ExampleResolve() {

@@ -21,9 +21,17 @@ const (
 	SecretSize = 32
 	// KeyPrefix starts every completion key.
 	KeyPrefix = "ck_"
-	// KeyLen is the length of a completion key: the prefix and the unpadded
-	// base64url of a 32-byte HMAC-SHA256.
+	// KeyLen is the length of a completion key's MAC part, and of a whole
+	// legacy key: the prefix and the unpadded base64url of a 32-byte
+	// HMAC-SHA256.
 	KeyLen = len(KeyPrefix) + 43
+	// RouteSep separates a routed key's MAC part from its session id.
+	RouteSep = '.'
+	// MaxRouteLen is the longest session id a routed key carries (the
+	// longest session id turnd accepts).
+	MaxRouteLen = 256
+	// MaxKeyLen is the length of the longest routed key.
+	MaxKeyLen = KeyLen + 1 + MaxRouteLen
 )
 
 var (
@@ -35,9 +43,13 @@ var (
 	ErrMalformedKey = errors.New("completion: malformed key")
 )
 
-// keyLabel separates completion keys from any other MAC a secret might be
-// used for by mistake, and versions the derivation.
-const keyLabel = "turnd completion key v1"
+// The labels separate completion keys from any other MAC a secret might be
+// used for by mistake, and version the derivation: v1 is the legacy key's,
+// v2 the routed key's.
+const (
+	legacyLabel = "turnd completion key v1"
+	routedLabel = "turnd completion key v2"
+)
 
 // Secret is the server secret completion keys are derived from. It is
 // generated once ([NewSecret]) and kept in the database, or given to the
@@ -123,38 +135,83 @@ func NewKeyring(s Secret) (*Keyring, error) {
 	return &Keyring{secret: append([]byte(nil), s...)}, nil
 }
 
-// Key returns the completion key of a call: KeyPrefix and the unpadded
-// base64url of HMAC-SHA256(secret, message), where the message is a version
-// label and the three ids, each preceded by its length as 8 big-endian
-// bytes. The length prefixes make the encoding unambiguous: ("ab", "c", "d")
-// and ("a", "bc", "d") get different keys.
+// Key returns the completion key of a call, routed to its session:
+// KeyPrefix, the unpadded base64url of HMAC-SHA256(secret, message), then
+// RouteSep and the session id. The message is the routed version label and
+// the three ids, each preceded by its length as 8 big-endian bytes, so the
+// MAC binds the session the key names: a key whose session part is changed
+// is no key of any call. The length prefixes make the encoding unambiguous:
+// ("ab", "c", "d") and ("a", "bc", "d") get different keys. sessionID must
+// be a valid route ([ValidRoute]), as every session id turnd accepts is.
 func (k *Keyring) Key(sessionID, turnID, callID string) Key {
-	mac := hmac.New(sha256.New, k.secret)
-	mac.Write(keyMessage(sessionID, turnID, callID))
-	return Key(KeyPrefix + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)))
+	return Key(k.mac(routedLabel, sessionID, turnID, callID) + string(RouteSep) + sessionID)
 }
 
-// Verify reports whether key is the key of the call, recomputing it and
-// comparing in constant time.
+// LegacyKey returns the key releases before routed keys gave the call:
+// KeyPrefix and the MAC of the v1 label and the three ids, without a
+// route. Such keys were handed out before schema version 12 and stay valid;
+// the service no longer issues them.
+func (k *Keyring) LegacyKey(sessionID, turnID, callID string) Key {
+	return Key(k.mac(legacyLabel, sessionID, turnID, callID))
+}
+
+// KeyOf returns the key the call was given, as its stored hash tells: the
+// legacy key when h is its hash, the routed key otherwise.
+func (k *Keyring) KeyOf(h Hash, sessionID, turnID, callID string) Key {
+	if legacy := k.LegacyKey(sessionID, turnID, callID); legacy.Hash().Equal(h) {
+		return legacy
+	}
+	return k.Key(sessionID, turnID, callID)
+}
+
+// Verify reports whether key is the key of the call, routed or legacy,
+// recomputing it and comparing in constant time.
 func (k *Keyring) Verify(key Key, sessionID, turnID, callID string) bool {
-	return hmac.Equal([]byte(key), []byte(k.Key(sessionID, turnID, callID)))
+	routed := hmac.Equal([]byte(key), []byte(k.Key(sessionID, turnID, callID)))
+	legacy := hmac.Equal([]byte(key), []byte(k.LegacyKey(sessionID, turnID, callID)))
+	return routed || legacy
+}
+
+func (k *Keyring) mac(label, sessionID, turnID, callID string) string {
+	mac := hmac.New(sha256.New, k.secret)
+	mac.Write(keyMessage(label, sessionID, turnID, callID))
+	return KeyPrefix + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 func keyMessage(fields ...string) []byte {
-	n := 8 + len(keyLabel)
+	n := 0
 	for _, f := range fields {
 		n += 8 + len(f)
 	}
 	b := make([]byte, 0, n)
-	for _, f := range append([]string{keyLabel}, fields...) {
+	for _, f := range fields {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
 		b = append(b, f...)
 	}
 	return b
 }
 
+// ValidRoute reports whether id can route a key: 1 to MaxRouteLen
+// characters that need no escaping in a URL path (the session ids turnd
+// accepts).
+func ValidRoute(id string) bool {
+	if len(id) == 0 || len(id) > MaxRouteLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-' || c == '_' || c == '.' || c == '~' || c == ':' || c == '@' || c == '+' || c == '=':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Key is a completion key: KeyPrefix followed by 43 base64url characters
-// (256 bits). It is a bearer credential: store its [Hash], log its
+// (256 bits), and in a routed key RouteSep and the session id. It is a bearer credential: store its [Hash], log its
 // [Key.Fingerprint]. The fmt verbs and slog print a placeholder with the
 // fingerprint; string(key) is the key, and encoding/json writes it in full
 // (it has to reach the tool and the external system).
@@ -163,16 +220,24 @@ type Key string
 // ParseKey checks that s has the form of a completion key: KeyPrefix and 43
 // characters of the base64url alphabet, without padding, whose last
 // character carries no stray bits (so each 256-bit value has exactly one
-// spelling, the one [Keyring.Key] produces). It fails with ErrMalformedKey
-// otherwise. It says nothing about whether the key was ever issued.
+// spelling, the one [Keyring.Key] produces), then, in a routed key,
+// RouteSep and a valid route ([ValidRoute]); a legacy key ends after the
+// MAC. It fails with ErrMalformedKey otherwise. It says nothing about
+// whether the key was ever issued, nor whether its route is the one its
+// MAC was made for: only the store's lookup of the whole key's hash tells.
 //
 // ParseKey reads only the caller's own input, so its timing reveals nothing
 // about issued keys; still, a handler must hash and look up a malformed key
 // like any other (see the package documentation).
 func ParseKey(s string) (Key, error) {
-	if len(s) != KeyLen {
-		return "", fmt.Errorf("%w: %d characters, want %d", ErrMalformedKey, len(s), KeyLen)
+	if len(s) > KeyLen {
+		if s[KeyLen] != RouteSep || !ValidRoute(s[KeyLen+1:]) {
+			return "", fmt.Errorf("%w: no valid route after the MAC", ErrMalformedKey)
+		}
+	} else if len(s) < KeyLen {
+		return "", fmt.Errorf("%w: %d characters, want at least %d", ErrMalformedKey, len(s), KeyLen)
 	}
+	s, route := s[:KeyLen], s[KeyLen:]
 	if !strings.HasPrefix(s, KeyPrefix) {
 		return "", fmt.Errorf("%w: no %q prefix", ErrMalformedKey, KeyPrefix)
 	}
@@ -186,7 +251,17 @@ func ParseKey(s string) (Key, error) {
 	if v&3 != 0 {
 		return "", fmt.Errorf("%w: non-canonical last character", ErrMalformedKey)
 	}
-	return Key(s), nil
+	return Key(s + route), nil
+}
+
+// Route returns the session id a routed key names, and false for a legacy
+// key or a string that is not a key. A forged or altered route is not
+// detected here: the key's hash then matches no key of that session.
+func Route(s string) (sessionID string, ok bool) {
+	if len(s) <= KeyLen+1 || s[KeyLen] != RouteSep || !ValidRoute(s[KeyLen+1:]) {
+		return "", false
+	}
+	return s[KeyLen+1:], true
 }
 
 // base64URLValue returns the 6-bit value of a base64url character, or -1.

@@ -12,7 +12,8 @@ import (
 	"testing"
 )
 
-var keyPattern = regexp.MustCompile(`^ck_[A-Za-z0-9_-]{43}$`)
+// keyPattern is the form of a key, legacy or routed, stated on its own.
+var keyPattern = regexp.MustCompile(`^ck_[A-Za-z0-9_-]{43}(\.[A-Za-z0-9._~:@+=-]{1,256})?$`)
 
 // testSecret returns a fixed secret of SecretSize bytes starting with seed.
 func testSecret(t *testing.T, seed byte) Secret {
@@ -73,7 +74,7 @@ func TestKeyFormat(t *testing.T) {
 		if !keyPattern.MatchString(string(key)) {
 			t.Fatalf("key %q does not match %v", key, keyPattern)
 		}
-		raw, err := base64.RawURLEncoding.Strict().DecodeString(string(key)[len(KeyPrefix):])
+		raw, err := base64.RawURLEncoding.Strict().DecodeString(string(key)[len(KeyPrefix):KeyLen])
 		if err != nil || len(raw)*8 < 256 {
 			t.Fatalf("key %q carries %d bits (%v), want 256", key, len(raw)*8, err)
 		}
@@ -85,7 +86,7 @@ func TestKeyFormat(t *testing.T) {
 
 func TestParseKey(t *testing.T) {
 	t.Parallel()
-	valid := string(testKeyring(t, 3).Key("s", "t", "c"))
+	valid := string(testKeyring(t, 3).LegacyKey("s", "t", "c"))
 	body := valid[len(KeyPrefix):]
 	canonical := "ck_" + strings.Repeat("A", 42) + "E" // E = 0b000100: low bits clear
 	tests := []struct {
@@ -93,7 +94,7 @@ func TestParseKey(t *testing.T) {
 		in   string
 		ok   bool
 	}{
-		{"issued key", valid, true},
+		{"issued key", string(testKeyring(t, 3).Key("s", "t", "c")), true},
 		{"all A", "ck_" + strings.Repeat("A", 43), true},
 		{"letters", "ck_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop0", true},
 		{"digits and symbols", "ck_qrstuvwxyz0123456789-_" + strings.Repeat("A", 20) + "Q", true},
@@ -115,6 +116,19 @@ func TestParseKey(t *testing.T) {
 		{"non-ASCII", "ck_" + strings.Repeat("A", 41) + "é", false},
 		{"NUL", "ck_" + strings.Repeat("A", 42) + "\x00", false},
 		{"huge", "ck_" + strings.Repeat("A", 1<<20), false},
+		{"legacy key", valid, true},
+		{"routed, every route character", canonical + ".az-AZ_09.~:@+=", true},
+		{"routed, longest route", canonical + "." + strings.Repeat("s", MaxRouteLen), true},
+		{"routed, route too long", canonical + "." + strings.Repeat("s", MaxRouteLen+1), false},
+		{"routed, empty route", canonical + ".", false},
+		{"routed, no separator", canonical + "s", false},
+		{"routed, other separator", canonical + "_s", false},
+		{"routed, slash in route", canonical + ".a/b", false},
+		{"routed, percent in route", canonical + ".a%2Fb", false},
+		{"routed, space in route", canonical + ".a b", false},
+		{"routed, non-ASCII route", canonical + ".é", false},
+		{"routed, stray bits", "ck_" + strings.Repeat("A", 42) + "B.s", false},
+		{"routed, short MAC", valid[:KeyLen-1] + ".s", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -341,5 +355,61 @@ func TestRedaction(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), key.Fingerprint()) {
 		t.Errorf("formatted key does not show its fingerprint:\n%s", out.String())
+	}
+}
+
+// A routed key names its session; the MAC binds it, so a key whose route
+// is changed is no key of any call, in that session or another.
+func TestKeyRoute(t *testing.T) {
+	t.Parallel()
+	k := testKeyring(t, 11)
+	key := k.Key("ses_a", "t", "c")
+	if sid, ok := Route(string(key)); !ok || sid != "ses_a" {
+		t.Fatalf("Route(%q) = %q, %v; want ses_a", key, sid, ok)
+	}
+	legacy := k.LegacyKey("ses_a", "t", "c")
+	if sid, ok := Route(string(legacy)); ok {
+		t.Errorf("Route of a legacy key = %q, true", sid)
+	}
+	if len(legacy) != KeyLen || strings.HasPrefix(string(key), string(legacy)) {
+		t.Errorf("legacy key %q: length %d, or the routed key %q starts with it", legacy, len(legacy), key)
+	}
+	mac := string(key)[:KeyLen]
+	tests := []struct {
+		name, forged string
+	}{
+		{"other session", mac + ".ses_b"},
+		{"route prefix", mac + ".ses_"},
+		{"route extended", mac + ".ses_ab"},
+		{"route case", mac + ".SES_A"},
+		{"legacy MAC with the route", string(legacy) + ".ses_a"},
+		{"MAC of another session's call", string(k.Key("ses_b", "t", "c"))[:KeyLen] + ".ses_a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			forged, err := ParseKey(tt.forged)
+			if err != nil {
+				t.Fatalf("ParseKey(%q): %v; a forged route is well-formed", tt.forged, err)
+			}
+			sid, _ := Route(tt.forged)
+			for _, ids := range [][3]string{{"ses_a", "t", "c"}, {sid, "t", "c"}} {
+				if k.Verify(forged, ids[0], ids[1], ids[2]) {
+					t.Errorf("Verify accepts %q for %q", forged, ids)
+				}
+				if forged.Hash() == k.Key(ids[0], ids[1], ids[2]).Hash() {
+					t.Errorf("%q hashes as the key of %q", forged, ids)
+				}
+			}
+		})
+	}
+	if got := k.KeyOf(legacy.Hash(), "ses_a", "t", "c"); got != legacy {
+		t.Errorf("KeyOf a legacy hash = %q, want the legacy key", got)
+	}
+	if got := k.KeyOf(key.Hash(), "ses_a", "t", "c"); got != key {
+		t.Errorf("KeyOf a routed hash = %q, want the routed key", got)
+	}
+	if !k.Verify(legacy, "ses_a", "t", "c") {
+		t.Error("Verify rejects the legacy key")
 	}
 }

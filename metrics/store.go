@@ -97,9 +97,9 @@ func (t *timedStore) Answered(ctx context.Context, sessionID string, callIDs []s
 }
 
 // GetOutput implements turn.Store.
-func (t *timedStore) GetOutput(ctx context.Context, id string) (turn.Output, error) {
+func (t *timedStore) GetOutput(ctx context.Context, sessionID, id string) (turn.Output, error) {
 	defer t.since("get_output", time.Now())
-	return t.Store.GetOutput(ctx, id)
+	return t.Store.GetOutput(ctx, sessionID, id)
 }
 
 // DeleteExpiredOutputs implements turn.Store.
@@ -145,15 +145,15 @@ func (t *timedStore) IssueCompletion(ctx context.Context, c turn.Completion) err
 }
 
 // GetCompletion implements turn.Store.
-func (t *timedStore) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
+func (t *timedStore) GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (turn.Completion, error) {
 	defer t.since("get_completion", time.Now())
-	return t.Store.GetCompletion(ctx, keyHash)
+	return t.Store.GetCompletion(ctx, sessionID, keyHash)
 }
 
 // DeliverEarly implements turn.Store.
-func (t *timedStore) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
+func (t *timedStore) DeliverEarly(ctx context.Context, sessionID string, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
 	defer t.since("deliver_early", time.Now())
-	return t.Store.DeliverEarly(ctx, keyHash, payload, payloadHash, now)
+	return t.Store.DeliverEarly(ctx, sessionID, keyHash, payload, payloadHash, now)
 }
 
 // Resolve implements turn.Store.
@@ -163,9 +163,9 @@ func (t *timedStore) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, er
 }
 
 // Heartbeat implements turn.Store.
-func (t *timedStore) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
+func (t *timedStore) Heartbeat(ctx context.Context, sessionID string, keyHash [32]byte, now time.Time) (turn.Completion, error) {
 	defer t.since("heartbeat", time.Now())
-	return t.Store.Heartbeat(ctx, keyHash, now)
+	return t.Store.Heartbeat(ctx, sessionID, keyHash, now)
 }
 
 // DueCompletions implements turn.Store.
@@ -205,9 +205,9 @@ func (t *timedStore) ClaimWebhooks(ctx context.Context, now time.Time, lease tim
 }
 
 // MarkWebhook implements turn.Store.
-func (t *timedStore) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
+func (t *timedStore) MarkWebhook(ctx context.Context, sessionID, id string, m turn.WebhookMark) error {
 	defer t.since("mark_webhook", time.Now())
-	return t.Store.MarkWebhook(ctx, id, m)
+	return t.Store.MarkWebhook(ctx, sessionID, id, m)
 }
 
 // TurnWebhooks implements turn.Store.

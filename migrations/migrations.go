@@ -33,6 +33,23 @@ type Migration struct {
 //go:embed postgres/*.sql sqlite/*.sql
 var files embed.FS
 
+//go:embed citus/distribute.sql
+var citusSQL string
+
+// Citus returns the statements that distribute the PostgreSQL schema on a
+// Citus coordinator (citus/distribute.sql; see docs/citus.md), one a
+// line, in order. Each distributes its table only while it is not yet, so
+// they may run again.
+func Citus() []string {
+	var out []string
+	for line := range strings.SplitSeq(citusSQL, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "--") {
+			out = append(out, strings.TrimSuffix(line, ";"))
+		}
+	}
+	return out
+}
+
 // parsed caches the parsed folders: the embedded files never change.
 var parsed = sync.OnceValue(func() map[string]parseResult {
 	m := make(map[string]parseResult)

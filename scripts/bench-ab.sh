@@ -11,10 +11,14 @@
 #
 #   scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
 #   WORKLOAD=2 scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
+#   WORKLOAD=4 scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
 #
 # WORKLOAD=2 runs workload 2 instead (half reads, half writes, the bench's
 # loopback HTTP tools taking 1-20 ms): each bench serves the tools of its
-# own server, on a port of its own.
+# own server, on a port of its own. WORKLOAD=4 runs workload 4, the
+# completion workload (a quarter of the calls park on a completion key,
+# which the bench's tool completes after an exponential delay of mean
+# 20 ms), on the bench's tools likewise.
 #
 # Prints, per run, each server's turns/s and its CPU time per turn (from
 # /proc, Linux), and the ratio NEW/OLD; then the mean ratio. Each server
@@ -50,7 +54,7 @@ psql_bin=psql
 command -v psql >/dev/null 2>&1 || psql_bin="$(pg_bindir)/psql"
 
 workload=${WORKLOAD:-1}
-case $workload in 1 | 2) ;; *) echo "bench-ab: WORKLOAD must be 1 or 2" >&2; exit 2 ;; esac
+case $workload in 1 | 2 | 4) ;; *) echo "bench-ab: WORKLOAD must be 1, 2 or 4" >&2; exit 2 ;; esac
 ticks=$(getconf CLK_TCK)
 
 declare -a port toolport
@@ -65,7 +69,7 @@ for i in 0 1; do
   *) echo "bench-ab: DATABASE_URL must be a postgres:// URL with a database path" >&2; exit 1 ;;
   esac
   port[$i]=$(pg_free_port)
-  if [ "$workload" = 2 ]; then
+  if [ "$workload" != 1 ]; then
     toolport[$i]=$(pg_free_port)
     "$new" bench --print-tool-config --tool-addr "127.0.0.1:${toolport[$i]}" >"$work/tools-$i.yaml"
   else
@@ -85,6 +89,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 load() { # load SERVER SECONDS OUT
   local tools=(--tools builtin)
   [ "$workload" = 2 ] && tools=(--tools http --tool-addr "127.0.0.1:${toolport[$1]}" --read-fraction 0.5 --latency uniform:1ms-20ms)
+  [ "$workload" = 4 ] && tools=(--tools http --tool-addr "127.0.0.1:${toolport[$1]}" --deferred-fraction 0.25 --deferred-delay exp:20ms)
   "$new" bench --url "http://127.0.0.1:${port[$1]}" "${tools[@]}" --concurrency 32 --calls 4 \
     --duration "${2}s" --baseline 0s --progress none --json >"$3" 2>/dev/null
 }

@@ -2,7 +2,6 @@ package turn
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,45 +55,6 @@ type CompletionInfo struct {
 	HeartbeatDeadline time.Time
 }
 
-// keyIssuer issues completion keys for one run's calls.
-type keyIssuer struct{ r *run }
-
-// IssueKey implements dispatch.KeyIssuer: the key is derived from the
-// call's identity, so a retry or a resumed turn gets the same key; only its
-// hash is recorded, before the tool can hand it to anyone.
-func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, error) {
-	r := k.r
-	s := r.svc
-	if s.keys == nil || s.completions == nil {
-		return "", ErrCompletionsDisabled
-	}
-	// The key's row refers to the turn: record it first (a no-op once it is).
-	if err := r.ensureRecorded(context.WithoutCancel(ctx)); err != nil {
-		return "", fmt.Errorf("recording turn before its completion key: %w", err)
-	}
-	key := s.keys.Key(r.key.SessionID, r.key.TurnID, call.ID)
-	r.mu.Lock()
-	if r.keyed == nil {
-		r.keyed = make(map[int][32]byte)
-	}
-	r.keyed[r.index[call.ID]] = key.Hash()
-	r.mu.Unlock()
-	err := s.completions.IssueCompletion(context.WithoutCancel(ctx), Completion{
-		KeyHash:   key.Hash(),
-		SessionID: r.key.SessionID,
-		TurnID:    r.key.TurnID,
-		CallIndex: r.index[call.ID],
-		CallID:    call.ID,
-		CallName:  call.Name,
-		Status:    CompletionIssued,
-		CreatedAt: s.now(),
-	})
-	if err != nil {
-		return "", fmt.Errorf("recording completion key: %w", err)
-	}
-	return string(key), nil
-}
-
 // park turns a pending outcome into the Park that moves its key to
 // pending, applying the service's bounds to the tool's options.
 func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any) {
@@ -134,46 +94,6 @@ func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any)
 	return pk, data
 }
 
-// payloadHash identifies a delivery regardless of its JSON formatting, to
-// tell an identical repeat from a different payload.
-func payloadHash(d Delivery) [32]byte {
-	v := struct {
-		Output json.RawMessage `json:"output,omitempty"`
-		Error  *CallError      `json:"error,omitempty"`
-	}{Error: d.Error}
-	if len(d.Output) > 0 {
-		v.Output = canonicalJSON(d.Output)
-	}
-	b, _ := json.Marshal(v)
-	return sha256.Sum256(b)
-}
-
-func deliveryPayload(d Delivery) json.RawMessage {
-	if d.Error != nil {
-		return mustJSON(map[string]any{"error": d.Error})
-	}
-	return mustJSON(map[string]any{"output": d.Output})
-}
-
-// lookupKey finds a completion by the raw key from a URL. Malformed,
-// unknown and tampered keys take the same path (hash, look up) and end in
-// the same ErrNotFound.
-func (s *Service) lookupKey(ctx context.Context, raw string) (Completion, error) {
-	if s.completions == nil {
-		return Completion{}, ErrNotFound
-	}
-	h := completion.HashOf(raw)
-	c, err := s.completions.GetCompletion(ctx, h)
-	_, perr := completion.ParseKey(raw)
-	if err != nil {
-		return Completion{}, fmt.Errorf("reading completion: %w", err)
-	}
-	if perr != nil {
-		return Completion{}, ErrNotFound
-	}
-	return c, nil
-}
-
 // Complete delivers the one final result of a deferred call.
 func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res DeliveryResult, err error) {
 	defer func() { s.observeDelivery(res, err) }()
@@ -205,7 +125,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 	for range 3 {
 		switch c.Status {
 		case CompletionIssued:
-			c, err = s.completions.DeliverEarly(ctx, c.KeyHash, deliveryPayload(d), hash, s.now())
+			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, deliveryPayload(d), hash, s.now())
 			if errors.Is(err, ErrCompletionState) {
 				continue // parked or resolved meanwhile: decide again
 			}
@@ -225,7 +145,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 		case CompletionPending:
 			err = s.resolveDelivered(ctx, c, deliveryPayload(d), hash, CompletionPending)
 			if errors.Is(err, ErrCompletionState) {
-				if c, err = s.completions.GetCompletion(ctx, c.KeyHash); err != nil {
+				if c, err = s.completions.GetCompletion(ctx, c.SessionID, c.KeyHash); err != nil {
 					return DeliveryResult{}, fmt.Errorf("reading completion: %w", err)
 				}
 				continue
@@ -440,7 +360,7 @@ func (s *Service) Heartbeat(ctx context.Context, rawKey string) (CompletionInfo,
 	if err != nil {
 		return CompletionInfo{}, err
 	}
-	c, err = s.completions.Heartbeat(ctx, c.KeyHash, s.now())
+	c, err = s.completions.Heartbeat(ctx, c.SessionID, c.KeyHash, s.now())
 	if errors.Is(err, ErrCompletionState) {
 		if c.Status.Resolved() {
 			return infoOf(c), ErrCompletionGone
@@ -623,7 +543,9 @@ func (s *Service) cancelExternal(cs []Completion) {
 	}
 	for _, c := range cs {
 		if c.OnCancel == string(completion.OnCancelExternalWork) {
-			key := s.keys.Key(c.SessionID, c.TurnID, c.CallID)
+			// The key the tool was given: a call parked before keys were
+			// routed has its legacy key.
+			key := s.keys.KeyOf(c.KeyHash, c.SessionID, c.TurnID, c.CallID)
 			s.cfg.CancelHook(c, string(key))
 		}
 	}
@@ -751,7 +673,7 @@ func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
 		s.log.ErrorContext(r.logCtx, "closing the completion key of a call that did not park failed", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "call_id", res.CallID, "err", err)
 		return res, out
 	}
-	c, err := s.completions.GetCompletion(ctx, h)
+	c, err := s.completions.GetCompletion(ctx, r.key.SessionID, h)
 	if err != nil || c.Status != CompletionEarly {
 		return res, out
 	}

@@ -137,12 +137,16 @@ type CompletionStore interface {
 	// IssueCompletion records an issued key (status issued). Issuing a key
 	// already recorded changes nothing and is not an error.
 	IssueCompletion(ctx context.Context, c Completion) error
-	// GetCompletion returns the completion with that key hash, or ErrNotFound.
-	GetCompletion(ctx context.Context, keyHash [32]byte) (Completion, error)
-	// DeliverEarly keeps payload on an issued completion and marks it early.
+	// GetCompletion returns the completion of the session with that key
+	// hash, or ErrNotFound. An empty sessionID looks up a legacy key (one
+	// issued before keys were routed, see completion.Route): the store
+	// finds its session from the hash first.
+	GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (Completion, error)
+	// DeliverEarly keeps payload on an issued completion of the session and
+	// marks it early.
 	// On any other status it changes nothing and returns the completion with
 	// ErrCompletionState.
-	DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (Completion, error)
+	DeliverEarly(ctx context.Context, sessionID string, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (Completion, error)
 	// Resolve applies b in one transaction: every item's completion must
 	// have its Expect status (row locks; the first writer wins), else
 	// nothing is written and the error is ErrCompletionState. The turn's
@@ -152,7 +156,7 @@ type CompletionStore interface {
 	// now + its HeartbeatTimeout (never past nor moving its Deadline) and
 	// returns it; a completion not pending is returned with
 	// ErrCompletionState.
-	Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (Completion, error)
+	Heartbeat(ctx context.Context, sessionID string, keyHash [32]byte, now time.Time) (Completion, error)
 	// DueCompletions returns up to limit pending completions whose deadline
 	// or heartbeat deadline is at or before now.
 	DueCompletions(ctx context.Context, now time.Time, limit int) ([]Completion, error)

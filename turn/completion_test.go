@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
@@ -103,8 +104,8 @@ func TestCompletionDeliveredLater(t *testing.T) {
 	if err != nil || tr.Status != turn.StatusWaiting || statuses(tr) != "r=ok d=pending" {
 		t.Fatalf("before delivery: %s %s %v", tr.Status, statuses(tr), err)
 	}
-	if !strings.HasPrefix(key, "ck_") || len(key) != 46 {
-		t.Fatalf("key %q", key)
+	if sid, ok := completion.Route(key); !ok || sid != "s" {
+		t.Fatalf("key %q does not route to its session s (%q)", key, sid)
 	}
 	info, err := svc.CompletionStatus(context.Background(), key)
 	if err != nil || info.Status != turn.CompletionPending || info.Deadline.Sub(time.Now()) < 23*time.Hour {

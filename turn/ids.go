@@ -22,6 +22,34 @@ func newID(prefix string) string {
 	return prefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
 }
 
+// Output ids are routed as completion keys are: "out_", 26 random
+// characters, '.' and the session id, so that GET /v1/outputs/{id} finds
+// the output's shard from its id alone. Ids issued before version 12 of
+// the schema are "out_" and the 26 characters alone (legacy ids).
+const (
+	outputPrefix   = "out_"
+	outputRandLen  = len(outputPrefix) + 26
+	maxOutputIDLen = outputRandLen + 1 + 256
+	outputRouteSep = '.'
+)
+
+// outputID returns a new output id of the session.
+func outputID(sessionID string) string {
+	return newID(outputPrefix) + string(outputRouteSep) + sessionID
+}
+
+// outputRoute returns the session an output id routes to: "" for a legacy
+// id (or any other path id, which the store looks up as one), and ok false
+// for a string that is no output id's form. A changed route names a session
+// that has no output of that id.
+func outputRoute(id string) (sessionID string, ok bool) {
+	if len(id) > outputRandLen && id[outputRandLen] == outputRouteSep && strings.HasPrefix(id, outputPrefix) {
+		sid := id[outputRandLen+1:]
+		return sid, len(id) <= maxOutputIDLen && validPathID(sid) && validPathID(id[:outputRandLen])
+	}
+	return "", validPathID(id)
+}
+
 // validPathID reports whether id may name a session or turn: it appears in
 // URL paths, so it is limited to unreserved characters.
 func validPathID(id string) bool {

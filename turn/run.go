@@ -948,7 +948,7 @@ func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o disp
 		full = full[:keep]
 	}
 	now := s.now()
-	id := newID("out_")
+	id := outputID(k.SessionID)
 	res.OutputID = id
 	return &Output{
 		ID: id, SessionID: k.SessionID, TurnID: k.TurnID, CallID: res.CallID,

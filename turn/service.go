@@ -587,12 +587,14 @@ func checkPage(after int64, limit int) error {
 	return nil
 }
 
-// GetOutput returns a kept full output.
+// GetOutput returns a kept full output: in the session its id routes to,
+// or, for a legacy id, wherever the store finds it (see outputRoute).
 func (s *Service) GetOutput(ctx context.Context, id string) (Output, error) {
-	if !validPathID(id) {
+	sid, ok := outputRoute(id)
+	if !ok {
 		return Output{}, ErrNotFound
 	}
-	o, err := s.store.GetOutput(ctx, id)
+	o, err := s.store.GetOutput(ctx, sid, id)
 	if err != nil {
 		return Output{}, fmt.Errorf("reading output: %w", err)
 	}

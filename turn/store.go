@@ -133,8 +133,10 @@ type Store interface {
 	// (ReplayedFrom set to the turn that recorded it). Missing ids are absent.
 	Answered(ctx context.Context, sessionID string, callIDs []string) (map[string]Result, error)
 
-	// GetOutput returns a kept full output that has not expired, or ErrNotFound.
-	GetOutput(ctx context.Context, id string) (Output, error)
+	// GetOutput returns a kept full output of the session that has not
+	// expired, or ErrNotFound. An empty sessionID looks up a legacy output id
+	// (one issued before ids were routed): the store finds its session first.
+	GetOutput(ctx context.Context, sessionID, id string) (Output, error)
 	// DeleteExpiredOutputs removes outputs whose ExpiresAt is before now.
 	DeleteExpiredOutputs(ctx context.Context, now time.Time) (int64, error)
 

@@ -87,11 +87,12 @@ type WebhookStore interface {
 	// same webhook while its lease runs; once it has run out, the webhook is
 	// due again.
 	ClaimWebhooks(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Webhook, error)
-	// MarkWebhook records the outcome of an attempt on webhook id (see
+	// MarkWebhook records the outcome of an attempt on webhook id of the
+	// session (see
 	// WebhookMark). A webhook already delivered or dead is left as it is,
 	// without error: an attempt whose lease ran out may finish after
 	// another claimer's. An unknown id is ErrNotFound.
-	MarkWebhook(ctx context.Context, id string, m WebhookMark) error
+	MarkWebhook(ctx context.Context, sessionID, id string, m WebhookMark) error
 	// TurnWebhooks returns the webhooks of a turn, oldest first (an empty
 	// slice for an unknown turn).
 	TurnWebhooks(ctx context.Context, k TurnKey) ([]Webhook, error)
@@ -280,7 +281,7 @@ func (s *Service) deliverWebhook(w Webhook) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
-	if err := s.store.MarkWebhook(ctx, w.ID, m); err != nil {
+	if err := s.store.MarkWebhook(ctx, w.SessionID, w.ID, m); err != nil {
 		// The claim's lease runs out and the webhook is sent again.
 		log.Error("recording a webhook attempt failed; it will be retried when its lease expires", "outcome", m.Outcome, "err", err)
 		return

@@ -18,15 +18,25 @@ import (
 // config is everything turnd reads from flags and the environment, parsed
 // once here.
 type config struct {
-	Addr          string
-	DatabaseURL   string
-	DataPath      string
-	ConfigPath    string
-	LogFormat     string
-	LogLevel      string
-	Tokens        []string
-	NoMigrate     bool
-	ShutdownGrace time.Duration
+	Addr        string
+	DatabaseURL string
+	// Citus: the database is a Citus coordinator (--citus, TURND_CITUS):
+	// the store sends each statement about one session to its shard
+	// (postgres.Options.Sharded), and migrate distributes the tables after
+	// migrating (docs/citus.md).
+	Citus bool
+	// NotifyDatabaseURL is where turn notifications go, when not the
+	// store's database: the Citus coordinator, for a replica whose
+	// DATABASE_URL names a worker (TURND_NOTIFY_DATABASE_URL or its
+	// _FILE).
+	NotifyDatabaseURL string
+	DataPath          string
+	ConfigPath        string
+	LogFormat         string
+	LogLevel          string
+	Tokens            []string
+	NoMigrate         bool
+	ShutdownGrace     time.Duration
 	// ShutdownDelay is how long /readyz answers 503 after SIGTERM while
 	// everything else still serves, before the server stops taking
 	// requests: load balancers see the replica leave first
@@ -254,6 +264,10 @@ func storeFlags(fs *flag.FlagSet, env envLookup, c *config, t *flagText) error {
 		return err
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", env.get("DATABASE_URL", ""), "Postgres URL (DATABASE_URL or DATABASE_URL_FILE); empty uses the embedded SQLite store")
+	if err := env.boolFlag(fs, &c.Citus, "citus", "TURND_CITUS", false, "the Postgres database is a Citus coordinator: serve sends every statement of a turn to its session's shard, migrate distributes the tables (TURND_CITUS=true; docs/citus.md)"); err != nil {
+		return err
+	}
+	fs.StringVar(&c.NotifyDatabaseURL, "notify-database-url", env.get("TURND_NOTIFY_DATABASE_URL", ""), "Postgres URL turn notifications between replicas go through, when not the store's: the Citus coordinator where DATABASE_URL names a worker (TURND_NOTIFY_DATABASE_URL or TURND_NOTIFY_DATABASE_URL_FILE)")
 	fs.StringVar(&c.DataPath, "data", env.get("TURND_DATA", "turnd.db"), "embedded SQLite file, used when no database URL is set (TURND_DATA)")
 	fs.StringVar(&t.lease, "lease-ttl", env.get("TURND_LEASE_TTL", "10s"), "turn lease; a replica resumes a turn whose owner stopped renewing it (TURND_LEASE_TTL)")
 	return nil
@@ -397,6 +411,11 @@ func (c *config) readSecrets(env envLookup) error {
 	var err error
 	if c.DatabaseURL == "" {
 		if c.DatabaseURL, err = fileVar(env, "DATABASE_URL_FILE"); err != nil {
+			return err
+		}
+	}
+	if c.NotifyDatabaseURL == "" {
+		if c.NotifyDatabaseURL, err = fileVar(env, "TURND_NOTIFY_DATABASE_URL_FILE"); err != nil {
 			return err
 		}
 	}

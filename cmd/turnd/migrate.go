@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/turnd/turnd/migrations"
+	"github.com/turnd/turnd/store/postgres"
+	"github.com/turnd/turnd/turn"
 )
 
 const migrateUsage = `Usage:
@@ -21,8 +23,10 @@ const migrateUsage = `Usage:
                                       (0: all of them; their data is lost)
 
 The store is chosen as serve chooses it: --database-url (DATABASE_URL) for
-Postgres, else the embedded SQLite file --data (TURND_DATA). The action
-comes before the flags. Run 'turnd migrate -h' for the flags.`
+Postgres, else the embedded SQLite file --data (TURND_DATA). With --citus
+(TURND_CITUS) on a Citus coordinator, up then distributes the tables by
+session (docs/citus.md). The action comes before the flags. Run
+'turnd migrate -h' for the flags.`
 
 // migrator is a store whose migrations the command runs: both stores are.
 type migrator interface {
@@ -91,12 +95,31 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		if err := printResults(stdout, "applied", res, err); err != nil {
 			return err
 		}
+		if c.Citus {
+			if err := distribute(ctx, st, stdout); err != nil {
+				return err
+			}
+		}
 	}
 	cur, latest, err := st.SchemaVersion(ctx)
 	if err != nil {
 		return err
 	}
 	log.Info("schema version", "version", cur, "latest", latest)
+	return nil
+}
+
+// distribute distributes the migrated tables on a Citus coordinator
+// (migrate --citus).
+func distribute(ctx context.Context, st turn.MigratedStore, stdout io.Writer) error {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return usageError{"migrate --citus: needs a Postgres database (DATABASE_URL)"}
+	}
+	if err := pg.Distribute(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "distributed the tables by session (Citus)")
 	return nil
 }
 

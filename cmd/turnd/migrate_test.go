@@ -124,3 +124,23 @@ func TestMigrateCommandUsage(t *testing.T) {
 		t.Errorf("turnd migrate help: exit code %d, stdout:\n%s", code, stdout)
 	}
 }
+
+// TestMigrateCitus: migrate --citus distributes the tables only on a
+// Citus coordinator; on plain Postgres it migrates, then fails saying so,
+// and on the embedded store it is a usage error.
+func TestMigrateCitus(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		code, _, stderr := runTurnd(t, childEnv(), append([]string{"migrate", "up", "--citus"}, b.args(t)...)...)
+		switch b.name {
+		case "postgres":
+			if code != 1 || !strings.Contains(stderr, "not a Citus coordinator") {
+				t.Errorf("turnd migrate --citus on plain Postgres: exit code %d, want 1 naming Citus; stderr:\n%s", code, stderr)
+			}
+		default:
+			if code != 2 || !strings.Contains(stderr, "need a Postgres database") {
+				t.Errorf("turnd migrate --citus on SQLite: exit code %d, want 2; stderr:\n%s", code, stderr)
+			}
+		}
+	})
+}

@@ -53,12 +53,15 @@ func newLogger(c config, w io.Writer) *slog.Logger {
 
 func openStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedStore, error) {
 	if c.DatabaseURL != "" {
-		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{})
+		st, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{NotifyURL: c.NotifyDatabaseURL, Sharded: c.Citus})
 		if err != nil {
 			return nil, fmt.Errorf("opening Postgres: %w", err)
 		}
 		log.Info("store: Postgres")
 		return st, nil
+	}
+	if c.Citus || c.NotifyDatabaseURL != "" {
+		return nil, usageError{"--citus and --notify-database-url need a Postgres database (DATABASE_URL)"}
 	}
 	st, err := sqlite.Open(ctx, c.DataPath)
 	if err != nil {

@@ -636,17 +636,17 @@ func (s *TimedCompletions) IssueCompletion(ctx context.Context, c turn.Completio
 }
 
 // GetCompletion implements turn.CompletionStore.
-func (s *TimedCompletions) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
+func (s *TimedCompletions) GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (turn.Completion, error) {
 	t0 := time.Now()
-	c, err := s.Store.GetCompletion(ctx, keyHash)
+	c, err := s.Store.GetCompletion(ctx, sessionID, keyHash)
 	s.record(opGetCompletion, t0, err)
 	return c, err
 }
 
 // DeliverEarly implements turn.CompletionStore.
-func (s *TimedCompletions) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
+func (s *TimedCompletions) DeliverEarly(ctx context.Context, sessionID string, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
 	t0 := time.Now()
-	c, err := s.Store.DeliverEarly(ctx, keyHash, payload, payloadHash, now)
+	c, err := s.Store.DeliverEarly(ctx, sessionID, keyHash, payload, payloadHash, now)
 	s.record(opDeliverEarly, t0, err)
 	return c, err
 }

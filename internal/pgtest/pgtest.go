@@ -121,3 +121,34 @@ func randomHex(t testing.TB) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// Database returns a connection string for a fresh, empty database of its
+// own on the server at $DATABASE_URL (its admin user may create them),
+// dropped in t.Cleanup: a second node, say, for what must cross databases.
+func Database(t testing.TB) string {
+	t.Helper()
+	URL(t) // skips, or fails in CI, as URL does without DATABASE_URL
+	admin := os.Getenv("DATABASE_URL")
+	name := "t_" + randomHex(t)
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if err := adminExec(ctx, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: creating database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if err := adminExec(ctx, admin, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: dropping database %s: %v", name, err)
+		}
+	})
+	if !strings.Contains(admin, "://") {
+		return admin + " dbname=" + name
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("pgtest: DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}

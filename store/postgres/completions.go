@@ -23,23 +23,28 @@ const (
 	// turn's foreign key makes a key of an unknown turn turn.ErrNotFound.
 	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7)
-ON CONFLICT (key_hash) DO NOTHING`
+ON CONFLICT (session_id, key_hash) DO NOTHING`
 
-	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE key_hash = $1`
+	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE session_id = $1 AND key_hash = $2`
+
+	// sqlLegacyKey finds the session of a key issued before keys were
+	// routed (migration 12); on Citus legacy_keys is a reference table,
+	// read on the node that asks.
+	sqlLegacyKey = `SELECT session_id FROM legacy_keys WHERE key_hash = $1`
 
 	// resolved_at of an early completion records when its payload arrived;
 	// the final resolution overwrites it.
-	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = $2::json, payload_hash = $3, resolved_at = $4
-WHERE key_hash = $1 AND status = 'issued'
+	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = $3::json, payload_hash = $4, resolved_at = $5
+WHERE session_id = $1 AND key_hash = $2 AND status = 'issued'
 RETURNING ` + completionColumns
 
 	// The heartbeat clock only moves forward (a replica with a lagging
 	// clock does not shorten it) and never past the deadline; LEAST and
 	// GREATEST ignore NULLs. Without a heartbeat clock nothing changes.
 	sqlHeartbeat = `UPDATE completions SET heartbeat_deadline = CASE WHEN heartbeat_timeout > 0
-    THEN LEAST(deadline, GREATEST(heartbeat_deadline, $2::timestamptz + heartbeat_timeout * interval '1 microsecond'))
+    THEN LEAST(deadline, GREATEST(heartbeat_deadline, $3::timestamptz + heartbeat_timeout * interval '1 microsecond'))
     ELSE heartbeat_deadline END
-WHERE key_hash = $1 AND status = 'pending'
+WHERE session_id = $1 AND key_hash = $2 AND status = 'pending'
 RETURNING ` + completionColumns
 
 	// The condition and order use the expression of the completions_due
@@ -72,11 +77,17 @@ func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 	return wrap(op, err)
 }
 
-// GetCompletion returns the completion with that key hash, or
-// turn.ErrNotFound.
-func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
+// GetCompletion returns the session's completion with that key hash, or
+// turn.ErrNotFound; an empty sessionID finds a legacy key's session in
+// legacy_keys first.
+func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (turn.Completion, error) {
 	op := "getting completion " + sqlstore.Fingerprint(keyHash)
-	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, keyHash[:]))
+	if sessionID == "" {
+		if err := s.pool.QueryRow(ctx, sqlLegacyKey, keyHash[:]).Scan(&sessionID); err != nil {
+			return turn.Completion{}, wrap(op, err)
+		}
+	}
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, sessionID, keyHash[:]))
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
 	}
@@ -86,15 +97,15 @@ func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Compl
 // DeliverEarly keeps payload on an issued completion and marks it early;
 // see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
 // the payload arrived) until the completion is resolved.
-func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
+func (s *Store) DeliverEarly(ctx context.Context, sessionID string, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
 	op := "delivering early to completion " + sqlstore.Fingerprint(keyHash)
 	p, err := sqlstore.RawJSON("payload", payload)
 	if err != nil {
 		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
 	}
-	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullTime(now)))
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlDeliverEarly, sessionID, keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullTime(now)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s.stateError(ctx, op, keyHash, turn.CompletionIssued)
+		return s.stateError(ctx, op, sessionID, keyHash, turn.CompletionIssued)
 	}
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
@@ -106,11 +117,11 @@ func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json
 // turn.CompletionStore. The clock moves to now + HeartbeatTimeout, capped
 // at the Deadline, and never back; a completion without a heartbeat clock
 // is returned unchanged.
-func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
+func (s *Store) Heartbeat(ctx context.Context, sessionID string, keyHash [32]byte, now time.Time) (turn.Completion, error) {
 	op := "extending heartbeat of completion " + sqlstore.Fingerprint(keyHash)
-	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlHeartbeat, keyHash[:], now))
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlHeartbeat, sessionID, keyHash[:], now))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s.stateError(ctx, op, keyHash, turn.CompletionPending)
+		return s.stateError(ctx, op, sessionID, keyHash, turn.CompletionPending)
 	}
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
@@ -120,8 +131,8 @@ func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) 
 
 // stateError is the answer of a conditional update that matched no row: the
 // completion as it is now with turn.ErrCompletionState, or turn.ErrNotFound.
-func (s *Store) stateError(ctx context.Context, op string, keyHash [32]byte, want turn.CompletionStatus) (turn.Completion, error) {
-	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, keyHash[:]))
+func (s *Store) stateError(ctx context.Context, op, sessionID string, keyHash [32]byte, want turn.CompletionStatus) (turn.Completion, error) {
+	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, sessionID, keyHash[:]))
 	if err != nil {
 		return turn.Completion{}, wrap(op, err)
 	}
@@ -178,13 +189,13 @@ func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (st
 // foreign key), so the gate stands for the turn's existence too.
 const (
 	sqlLockLate = `SELECT late_hashes FROM completions
-WHERE key_hash = $1 AND session_id = $2 AND turn_id = $3 FOR UPDATE`
+WHERE session_id = $1 AND key_hash = $2 AND turn_id = $3 FOR UPDATE`
 
-	sqlDropLate = `UPDATE completions SET late_dropped = late_dropped + 1 WHERE key_hash = $1`
+	sqlDropLate = `UPDATE completions SET late_dropped = late_dropped + 1 WHERE session_id = $1 AND key_hash = $2`
 
 	recordLateHead = `WITH gate AS (
     UPDATE completions SET late_hashes = late_hashes || @hash::bytea
-    WHERE key_hash = @key
+    WHERE session_id = @session AND key_hash = @key
     RETURNING 1
 )`
 )
@@ -217,7 +228,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 	var outcome turn.LateOutcome
 	err = pgx.BeginTxFunc(ctx, s.pool, resolveTx, func(tx pgx.Tx) error {
 		var hashes []byte
-		if err := tx.QueryRow(ctx, sqlLockLate, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
+		if err := tx.QueryRow(ctx, sqlLockLate, k.SessionID, l.KeyHash[:], k.TurnID).Scan(&hashes); err != nil {
 			return err
 		}
 		outcome = sqlstore.LateDecision(hashes, l)
@@ -225,7 +236,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 		case turn.LateRepeated:
 			return nil
 		case turn.LateDropped:
-			_, err := tx.Exec(ctx, sqlDropLate, l.KeyHash[:])
+			_, err := tx.Exec(ctx, sqlDropLate, k.SessionID, l.KeyHash[:])
 			return err
 		}
 		var found bool
@@ -251,7 +262,7 @@ const (
 	sqlLockTurn = `SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE`
 
 	sqlLockCompletions = `SELECT key_hash, status FROM completions
-WHERE key_hash = ANY($1::bytea[]) AND session_id = $2 AND turn_id = $3
+WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
 ORDER BY key_hash
 FOR UPDATE`
 

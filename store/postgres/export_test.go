@@ -38,3 +38,7 @@ const (
 	LedgerSQL     = sqlLedger
 	TurnLedgerSQL = sqlTurnLedger
 )
+
+// Distribution names the column each distributed table is sharded by on
+// Citus (see routing_test.go).
+var Distribution = distribution

@@ -99,3 +99,30 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err err
 	}
 	return 0, latest, nil // never migrated
 }
+
+// sqlCitusInstalled tells a Citus database from a plain one.
+const sqlCitusInstalled = `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`
+
+// ErrNotCitus: Distribute ran on a database without the citus extension.
+var ErrNotCitus = errors.New("the database is not a Citus coordinator (no citus extension)")
+
+// Distribute distributes the store's schema, migrated to the latest
+// version, on a Citus coordinator: each table by its session, co-located,
+// or as a reference table (migrations.Citus, docs/citus.md). Tables already
+// distributed are left as they are. On a database without the citus
+// extension it fails with ErrNotCitus and changes nothing.
+func (s *Store) Distribute(ctx context.Context) error {
+	var citus bool
+	if err := s.pool.QueryRow(ctx, sqlCitusInstalled).Scan(&citus); err != nil {
+		return wrap("distributing the schema: looking for citus", err)
+	}
+	if !citus {
+		return fmt.Errorf("distributing the schema: %w", ErrNotCitus)
+	}
+	for _, st := range migrations.Citus() {
+		if _, err := s.pool.Exec(ctx, st); err != nil {
+			return wrap("distributing the schema", err)
+		}
+	}
+	return nil
+}

@@ -288,3 +288,30 @@ WHERE n.nspname = current_schema()
 	}
 	return m
 }
+
+// Completion keys and output ids issued before version 12 carry no
+// session; they keep working after the upgrade, and their rows come
+// through a rollback (see migrationstest.CheckLegacyIDs).
+func TestMigrateKeepsLegacyIDs(t *testing.T) {
+	t.Parallel()
+	s := open(t, emptySchema(t, pgtest.Store(t)))
+	exec := func(ctx context.Context, sql string, args ...any) error {
+		_, err := s.Pool().Exec(ctx, sql, args...)
+		return err
+	}
+	count := func(q string) (n int, err error) { return n, s.Pool().QueryRow(t.Context(), q).Scan(&n) }
+	migrationstest.CheckLegacyIDs(t, s, exec, count, func(hash []byte, now time.Time) []migrationstest.Statement {
+		return []migrationstest.Statement{
+			{SQL: `INSERT INTO sessions (id, budget, callback_url, created_at, last_seq) VALUES ('ls', '{}', 'https://example.test/cb', $1, 2)`, Args: []any{now}},
+			{SQL: `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at)
+VALUES ('ls', 'lt', 'waiting', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', $1)`, Args: []any{now}},
+			{SQL: `INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, attempts, started_at)
+VALUES ('ls', 'lt', 0, 'c0', 'approve', 'write', 'pending', 1, $1)`, Args: []any{now}},
+			{SQL: `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline, created_at)
+VALUES ($1, 'ls', 'lt', 0, 'c0', 'approve', 'pending', $2, $3)`, Args: []any{hash, now.Add(time.Hour), now}},
+			{SQL: `INSERT INTO outputs (id, session_id, turn_id, call_id, data, created_at) VALUES ('out_legacy', 'ls', 'lt', 'c0', 'legacy', $1)`, Args: []any{now}},
+			{SQL: `INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+VALUES ('msg_legacy', 'ls', 'lt', 'https://example.test/cb', 'turn.settled', '{}', $1, $1)`, Args: []any{now}},
+		}
+	})
+}

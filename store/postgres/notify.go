@@ -107,9 +107,9 @@ func (o NotifierOptions) withDefaults() NotifierOptions {
 
 // Notifier is the turn.Notifier of replicas that share one PostgreSQL
 // schema: Publish sends pg_notify on the schema's channel through the
-// store's pool, and Listen holds one dedicated connection in LISTEN,
-// skipping this process's own publications. See ARCHITECTURE.md, "Replica
-// notifications".
+// store's pool (or Options.NotifyURL's), and Listen holds one dedicated
+// connection in LISTEN there, skipping this process's own publications.
+// See ARCHITECTURE.md, "Replica notifications".
 type Notifier struct {
 	store   *Store
 	channel string
@@ -180,7 +180,7 @@ func (n *Notifier) Publish(ctx context.Context, keys ...turn.TurnKey) error {
 		for i, k := range chunk {
 			payloads[i] = n.origin + " " + k.SessionID + "/" + k.TurnID
 		}
-		if _, err := n.store.pool.Exec(ctx, sqlPublish, n.channel, payloads); err != nil {
+		if _, err := n.store.notifyPool.Exec(ctx, sqlPublish, n.channel, payloads); err != nil {
 			return wrap("publishing turn notifications", err)
 		}
 	}
@@ -237,7 +237,7 @@ func (n *Notifier) Listen(ctx context.Context, f func(turn.TurnKey)) error {
 // listen connects, listens and delivers until the connection fails or ctx
 // ends; it always closes its connection before it returns.
 func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
-	cfg := n.store.pool.Config().ConnConfig.Copy()
+	cfg := n.store.notifyPool.Config().ConnConfig.Copy()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return wrap("connecting", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnd/turnd/internal/pgtest"
+	"github.com/turnd/turnd/internal/testnet"
 	"github.com/turnd/turnd/store/postgres"
 	"github.com/turnd/turnd/turn"
 )
@@ -131,5 +132,52 @@ func TestNotifierReconnects(t *testing.T) {
 	publish(t, publisher, k)
 	if got := next(t, heard); got != k {
 		t.Errorf("after reconnecting heard %v, want %v", got, k)
+	}
+}
+
+// On Citus the notifications are the coordinator's: replicas whose stores
+// talk to another node send and hear them through Options.NotifyURL. Here
+// a second database stands for the coordinator: what goes through it is
+// heard there, and not on the stores' own database.
+func TestNotifierThroughNotifyURL(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	coordinator := pgtest.Database(t)
+	openVia := func() *postgres.Store {
+		s, err := postgres.Open(context.Background(), url, postgres.Options{NotifyURL: coordinator})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	sender := newNotifier(t, openVia(), postgres.NotifierOptions{})
+	hearer := newNotifier(t, openVia(), postgres.NotifierOptions{})
+	local := newNotifier(t, openAt(t, url), postgres.NotifierOptions{})
+	localSender := newNotifier(t, openAt(t, url), postgres.NotifierOptions{})
+	heard, heardLocal := listening(t, hearer), listening(t, local)
+	for _, h := range []<-chan turn.TurnKey{heard, heardLocal} {
+		if k := next(t, h); k != (turn.TurnKey{}) {
+			t.Fatalf("first notification %v, want the zero key (connected)", k)
+		}
+	}
+	k := turn.TurnKey{SessionID: "s", TurnID: "via-coordinator"}
+	publish(t, sender, k)
+	if got := next(t, heard); got != k {
+		t.Errorf("through the notification database: heard %v, want %v", got, k)
+	}
+	sentinel := turn.TurnKey{SessionID: "s", TurnID: "sentinel"}
+	publish(t, localSender, sentinel)
+	if got := next(t, heardLocal); got != sentinel {
+		t.Errorf("on the stores' own database: heard %v before the sentinel, want nothing of the coordinator's", got)
+	}
+}
+
+// A notification database that cannot be reached fails Open.
+func TestOpenNotifyURLUnreachable(t *testing.T) {
+	t.Parallel()
+	_, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Options{NotifyURL: "postgres://nobody@" + testnet.ClosedAddr(t) + "/none?connect_timeout=2"})
+	if err == nil {
+		t.Fatal("Open with an unreachable NotifyURL succeeded")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/store/internal/sqlstore"
@@ -87,6 +88,12 @@ func (s *Store) LookupTurn(ctx context.Context, sessionID, turnID string, callID
 	}
 	c := &lookupCall{sessionID: sessionID, turnID: turnID, callIDs: callIDs, done: make(chan error, 1),
 		lk: turn.Lookup{Answered: map[string]turn.Result{}}}
+	if s.sharded {
+		if err := s.lookupOne(ctx, c); err != nil {
+			return turn.Lookup{}, wrap(op, err)
+		}
+		return c.lk, nil
+	}
 	s.lookups.do(ctx, c)
 	if err := <-c.done; err != nil {
 		return turn.Lookup{}, wrap(op, err)
@@ -109,7 +116,13 @@ func (s *Store) execLookup(ctx context.Context, batch []*lookupCall) error {
 	for _, c := range batch {
 		p.add(c)
 	}
-	rows, err := s.groupPool.Query(ctx, sqlLookupTurns, p.args()...)
+	return s.scanLookups(ctx, batch, s.groupPool, sqlLookupTurns, p.args()...)
+}
+
+// scanLookups runs query, sqlLookupTurns or a statement of its rows, on
+// pool and answers batch's lookups from its rows.
+func (s *Store) scanLookups(ctx context.Context, batch []*lookupCall, pool *pgxpool.Pool, query string, args ...any) error {
+	rows, err := pool.Query(ctx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -195,6 +208,9 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 	// r, and returning it by value would take kilobytes of the caller's
 	// goroutine stack (a turn's wave goroutine, which would grow its stack
 	// for it on every turn).
+	if s.sharded {
+		return s.recordOne(ctx, r)
+	}
 	call := &recordCall{done: make(chan error, 1)}
 	if err := call.rec.encode(&r); err != nil {
 		return err

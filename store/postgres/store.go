@@ -50,6 +50,17 @@ type Options struct {
 	// for its WAL flush. Default: GOMAXPROCS / 2, at least 2; at most
 	// maxGroupStatements.
 	GroupStatements int
+	// NotifyURL is the database turn notifications go through (a Notifier
+	// sends and listens there) when it is not the store's: on Citus, the
+	// coordinator, where a replica's store connects to a worker. Its pool
+	// holds at most two connections besides the listener's. Default: the
+	// store's database.
+	NotifyURL string
+	// Sharded: the database shards the tables by session (Citus). The
+	// statements that would lock or write rows of many sessions at once
+	// (ClaimTurns, ClaimWebhooks, RenewLeases) are made a read across the
+	// shards and one statement routed to each row's session (sharded.go).
+	Sharded bool
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -105,6 +116,11 @@ type Store struct {
 	// The statements that concurrent turns share (group.go).
 	lookups *group[*lookupCall, struct{}]
 	records *group[*recordCall, string]
+	// notifyPool sends turn notifications (Notifier): pool itself, or one
+	// of its own on Options.NotifyURL.
+	notifyPool *pgxpool.Pool
+	// sharded: Options.Sharded.
+	sharded bool
 	// binary: the pool prepares statements (pgx's default exec mode), so
 	// the hot path may run its own prepared statements (execBinary).
 	binary bool
@@ -160,7 +176,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store: group statements' pool", err)
 	}
-	st := &Store{pool: pool, groupPool: groupPool, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
+	notifyPool := pool
+	if opts.NotifyURL != "" {
+		if notifyPool, err = openNotifyPool(ctx, opts); err != nil {
+			groupPool.Close()
+			pool.Close()
+			return nil, err
+		}
+	}
+	st := &Store{pool: pool, groupPool: groupPool, notifyPool: notifyPool, sharded: opts.Sharded, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
 	return st, nil
 }
@@ -177,8 +201,35 @@ func (s *Store) GroupPool() *pgxpool.Pool { return s.groupPool }
 
 // Close closes the pools, waiting for connections in use to be released.
 func (s *Store) Close() {
+	if s.notifyPool != s.pool {
+		s.notifyPool.Close()
+	}
 	s.groupPool.Close()
 	s.pool.Close()
+}
+
+// openNotifyPool opens the pool of Options.NotifyURL and checks that it
+// answers.
+func openNotifyPool(ctx context.Context, opts Options) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(opts.NotifyURL)
+	if err != nil {
+		return nil, errors.New("opening postgres store: invalid notification connection string")
+	}
+	cfg.MaxConns, cfg.MinConns = 2, 0
+	cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		if err = pool.Ping(ctx); err != nil {
+			pool.Close()
+		}
+	}
+	if err != nil {
+		return nil, wrap("opening postgres store: the notification database", err)
+	}
+	return pool, nil
 }
 
 // genericPlans makes cfg's connections plan their prepared statements once

@@ -25,6 +25,16 @@ func TestConformanceOneGroupStatement(t *testing.T) {
 	})
 }
 
+// TestConformanceSharded runs the suite as on Citus (Options.Sharded):
+// the claims and lease renewals read across sessions and then write each
+// row by a statement routed to its session.
+func TestConformanceSharded(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) turn.Store {
+		return pgtest.StoreWith(t, postgres.Options{Sharded: true})
+	})
+}
+
 // TestConformancePgxEncoding runs the suite on a pool that does not keep
 // prepared statements (default_query_exec_mode=describe_exec, as behind a
 // transaction-pooling proxy): the recording statement then goes through

@@ -316,6 +316,9 @@ func (s *Store) ClaimTurns(ctx context.Context, owner string, now, until time.Ti
 	if limit <= 0 {
 		return []turn.Claim{}, nil
 	}
+	if s.sharded {
+		return s.claimTurnsSharded(ctx, owner, now, until, backoff, limit)
+	}
 	rows, err := s.pool.Query(ctx, sqlClaimTurns, owner, now, until, limit, backoff.Seconds(), turn.FreeResumes)
 	if err != nil {
 		return nil, wrap("claiming turns", err)
@@ -342,6 +345,9 @@ RETURNING t.session_id, t.id`
 func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time, keys []turn.TurnKey) ([]turn.TurnKey, error) {
 	if len(keys) == 0 {
 		return nil, nil
+	}
+	if s.sharded {
+		return s.renewLeasesSharded(ctx, owner, until, keys)
 	}
 	sids, tids := keyColumns(keys)
 	renewed, err := queryAll(ctx, s.pool, "renewing leases", collectKeys, sqlRenewLeases, owner, until, sids, tids)

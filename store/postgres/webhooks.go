@@ -31,8 +31,13 @@ func webhookArgs(k turn.TurnKey, w *turn.Webhook) (*webhookParams, error) {
 		next: sqlstore.WebhookDue(w), created: w.CreatedAt}, nil
 }
 
-// webhookColumns are the columns collectWebhooks scans, in order.
-const webhookColumns = sqlstore.WebhookColumns
+// webhookColumns are the columns collectWebhooks scans, in order;
+// returnedWebhook the same of an UPDATE webhooks w.
+const (
+	webhookColumns  = sqlstore.WebhookColumns
+	returnedWebhook = `w.id, w.session_id, w.turn_id, w.url, w.event, w.body, w.attempts, w.next_attempt_at, w.last_error,
+    w.created_at, w.delivered_at, w.dead_at`
+)
 
 const (
 	// sqlClaimWebhooks leases due open webhooks. As in ClaimTurns, SKIP
@@ -43,29 +48,28 @@ const (
 	// of the webhooks_due index.
 	sqlClaimWebhooks = `UPDATE webhooks w SET next_attempt_at = $2, attempts = w.attempts + 1
 FROM (
-    SELECT id FROM webhooks
+    SELECT session_id, id FROM webhooks
     WHERE delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= $1
     ORDER BY next_attempt_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ) c
-WHERE w.id = c.id
-RETURNING w.id, w.session_id, w.turn_id, w.url, w.event, w.body, w.attempts, w.next_attempt_at, w.last_error,
-    w.created_at, w.delivered_at, w.dead_at`
+WHERE w.session_id = c.session_id AND w.id = c.id
+RETURNING ` + returnedWebhook
 
-	// sqlMarkWebhook records an attempt's outcome on an open webhook ($2 is
+	// sqlMarkWebhook records an attempt's outcome on an open webhook ($3 is
 	// the outcome); it reports whether it did and whether the webhook
 	// exists at all (a finished one is left as it is).
 	sqlMarkWebhook = `WITH m AS (
     UPDATE webhooks SET
-        delivered_at    = CASE WHEN $2 = 'delivered' THEN $3::timestamptz ELSE delivered_at END,
-        dead_at         = CASE WHEN $2 = 'dead' THEN $3::timestamptz ELSE dead_at END,
-        next_attempt_at = CASE WHEN $2 = 'retry' THEN $4::timestamptz ELSE next_attempt_at END,
-        last_error      = CASE WHEN $2 = 'delivered' THEN last_error ELSE $5::text END
-    WHERE id = $1 AND delivered_at IS NULL AND dead_at IS NULL
+        delivered_at    = CASE WHEN $3 = 'delivered' THEN $4::timestamptz ELSE delivered_at END,
+        dead_at         = CASE WHEN $3 = 'dead' THEN $4::timestamptz ELSE dead_at END,
+        next_attempt_at = CASE WHEN $3 = 'retry' THEN $5::timestamptz ELSE next_attempt_at END,
+        last_error      = CASE WHEN $3 = 'delivered' THEN last_error ELSE $6::text END
+    WHERE session_id = $1 AND id = $2 AND delivered_at IS NULL AND dead_at IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT FROM m), EXISTS (SELECT FROM webhooks WHERE id = $1)`
+SELECT EXISTS (SELECT FROM m), EXISTS (SELECT FROM webhooks WHERE session_id = $1 AND id = $2)`
 
 	sqlTurnWebhooks = `SELECT ` + webhookColumns + ` FROM webhooks
 WHERE session_id = $1 AND turn_id = $2
@@ -78,18 +82,21 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 	if limit <= 0 {
 		return []turn.Webhook{}, nil
 	}
+	if s.sharded {
+		return s.claimWebhooksSharded(ctx, now, lease, limit)
+	}
 	return queryAll(ctx, s.pool, "claiming webhooks", collectWebhooks, sqlClaimWebhooks, now, now.Add(lease), limit)
 }
 
 // MarkWebhook records the outcome of an attempt on webhook id; see
 // turn.WebhookStore.
-func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
+func (s *Store) MarkWebhook(ctx context.Context, sessionID, id string, m turn.WebhookMark) error {
 	op := "recording an attempt of webhook " + id
 	if err := sqlstore.CheckWebhookMark(id, m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	var marked, exists bool
-	err := s.pool.QueryRow(ctx, sqlMarkWebhook, id, string(m.Outcome), nullTime(m.At), nullTime(m.NextAttemptAt), m.Error).
+	err := s.pool.QueryRow(ctx, sqlMarkWebhook, sessionID, id, string(m.Outcome), nullTime(m.At), nullTime(m.NextAttemptAt), m.Error).
 		Scan(&marked, &exists)
 	if err != nil {
 		return wrap(op, err)

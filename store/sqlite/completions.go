@@ -26,23 +26,27 @@ const (
 	// turn's foreign key makes a key of an unknown turn turn.ErrNotFound.
 	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
 VALUES (?, ?, ?, ?, ?, ?, 'issued', ?)
-ON CONFLICT (key_hash) DO NOTHING`
+ON CONFLICT (session_id, key_hash) DO NOTHING`
 
-	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE key_hash = ?`
+	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE session_id = ? AND key_hash = ?`
+
+	// sqlLegacyKey finds the session of a key issued before keys were
+	// routed (migration 12).
+	sqlLegacyKey = `SELECT session_id FROM legacy_keys WHERE key_hash = ?`
 
 	// resolved_at of an early completion records when its payload arrived;
 	// the final resolution overwrites it.
-	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = ?2, payload_hash = ?3, resolved_at = ?4
-WHERE key_hash = ?1 AND status = 'issued'
+	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = ?3, payload_hash = ?4, resolved_at = ?5
+WHERE session_id = ?1 AND key_hash = ?2 AND status = 'issued'
 RETURNING ` + completionColumns
 
 	// The heartbeat clock only moves forward and never past the deadline,
 	// as in the PostgreSQL store; without a heartbeat clock nothing changes.
 	sqlHeartbeat = `UPDATE completions SET heartbeat_deadline = CASE WHEN heartbeat_timeout > 0
-    THEN min(coalesce(deadline, ?2 + heartbeat_timeout),
-             max(coalesce(heartbeat_deadline, ?2 + heartbeat_timeout), ?2 + heartbeat_timeout))
+    THEN min(coalesce(deadline, ?3 + heartbeat_timeout),
+             max(coalesce(heartbeat_deadline, ?3 + heartbeat_timeout), ?3 + heartbeat_timeout))
     ELSE heartbeat_deadline END
-WHERE key_hash = ?1 AND status = 'pending'
+WHERE session_id = ?1 AND key_hash = ?2 AND status = 'pending'
 RETURNING ` + completionColumns
 
 	sqlDueCompletions = `SELECT ` + completionColumns + ` FROM completions
@@ -62,10 +66,10 @@ ORDER BY call_idx, created_at, key_hash`
 
 	sqlTurnExists = `SELECT 1 FROM turns WHERE session_id = ? AND id = ?`
 
-	sqlCompletionStatus = `SELECT status FROM completions WHERE key_hash = ? AND session_id = ? AND turn_id = ?`
+	sqlCompletionStatus = `SELECT status FROM completions WHERE session_id = ? AND key_hash = ? AND turn_id = ?`
 
-	sqlResolveCompletion = `UPDATE completions SET status = ?2, payload = ?3, payload_hash = ?4, resolved_at = ?5
-WHERE key_hash = ?1`
+	sqlResolveCompletion = `UPDATE completions SET status = ?3, payload = ?4, payload_hash = ?5, resolved_at = ?6
+WHERE session_id = ?1 AND key_hash = ?2`
 
 	// The turn settles when it is waiting and none of its completions is
 	// pending or early any more.
@@ -86,12 +90,19 @@ func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 	return wrap(op, err)
 }
 
-// GetCompletion returns the completion with that key hash, or
-// turn.ErrNotFound.
-func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Completion, error) {
-	c, err := scanCompletion(s.read.QueryRowContext(ctx, sqlGetCompletion, keyHash[:]))
+// GetCompletion returns the session's completion with that key hash, or
+// turn.ErrNotFound; an empty sessionID finds a legacy key's session in
+// legacy_keys first.
+func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (turn.Completion, error) {
+	op := "getting completion " + sqlstore.Fingerprint(keyHash)
+	if sessionID == "" {
+		if err := s.read.QueryRowContext(ctx, sqlLegacyKey, keyHash[:]).Scan(&sessionID); err != nil {
+			return turn.Completion{}, wrap(op, err)
+		}
+	}
+	c, err := scanCompletion(s.read.QueryRowContext(ctx, sqlGetCompletion, sessionID, keyHash[:]))
 	if err != nil {
-		return turn.Completion{}, wrap("getting completion "+sqlstore.Fingerprint(keyHash), err)
+		return turn.Completion{}, wrap(op, err)
 	}
 	return c, nil
 }
@@ -99,30 +110,30 @@ func (s *Store) GetCompletion(ctx context.Context, keyHash [32]byte) (turn.Compl
 // DeliverEarly keeps payload on an issued completion and marks it early;
 // see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
 // the payload arrived) until the completion is resolved.
-func (s *Store) DeliverEarly(ctx context.Context, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
+func (s *Store) DeliverEarly(ctx context.Context, sessionID string, keyHash [32]byte, payload json.RawMessage, payloadHash [32]byte, now time.Time) (turn.Completion, error) {
 	op := "delivering early to completion " + sqlstore.Fingerprint(keyHash)
 	p, err := sqlstore.RawJSON("payload", payload)
 	if err != nil {
 		return turn.Completion{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return s.conditional(ctx, op, keyHash, turn.CompletionIssued, sqlDeliverEarly,
-		keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullMicros(now))
+	return s.conditional(ctx, op, sessionID, keyHash, turn.CompletionIssued, sqlDeliverEarly,
+		sessionID, keyHash[:], nullText(p), sqlstore.Hash(payloadHash), nullMicros(now))
 }
 
 // Heartbeat extends a pending completion's heartbeat clock; see
 // turn.CompletionStore. The clock moves to now + HeartbeatTimeout, capped
 // at the Deadline, and never back; a completion without a heartbeat clock
 // is returned unchanged.
-func (s *Store) Heartbeat(ctx context.Context, keyHash [32]byte, now time.Time) (turn.Completion, error) {
+func (s *Store) Heartbeat(ctx context.Context, sessionID string, keyHash [32]byte, now time.Time) (turn.Completion, error) {
 	op := "extending heartbeat of completion " + sqlstore.Fingerprint(keyHash)
-	return s.conditional(ctx, op, keyHash, turn.CompletionPending, sqlHeartbeat, keyHash[:], micros(now))
+	return s.conditional(ctx, op, sessionID, keyHash, turn.CompletionPending, sqlHeartbeat, sessionID, keyHash[:], micros(now))
 }
 
 // conditional runs update, which changes the completion only when it is in
 // status want and returns it; otherwise it returns the completion as it is
 // with turn.ErrCompletionState (or turn.ErrNotFound), read in the same
 // transaction.
-func (s *Store) conditional(ctx context.Context, op string, keyHash [32]byte, want turn.CompletionStatus, update string, args ...any) (turn.Completion, error) {
+func (s *Store) conditional(ctx context.Context, op, sessionID string, keyHash [32]byte, want turn.CompletionStatus, update string, args ...any) (turn.Completion, error) {
 	var c turn.Completion
 	var state error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -131,7 +142,7 @@ func (s *Store) conditional(ctx context.Context, op string, keyHash [32]byte, wa
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if c, err = scanCompletion(tx.QueryRowContext(ctx, sqlGetCompletion, keyHash[:])); err != nil {
+		if c, err = scanCompletion(tx.QueryRowContext(ctx, sqlGetCompletion, sessionID, keyHash[:])); err != nil {
 			return err
 		}
 		state = sqlstore.StateError(keyHash, c.Status, want)
@@ -192,9 +203,9 @@ func (s *Store) Secret(ctx context.Context, generate func() (string, error)) (st
 // RecordLate's statements: the completion's late payload hashes (of the
 // key of turn k), their update with one more, the count of one dropped.
 const (
-	sqlLateHashes = `SELECT late_hashes FROM completions WHERE key_hash = ? AND session_id = ? AND turn_id = ?`
-	sqlAddLate    = `UPDATE completions SET late_hashes = ? WHERE key_hash = ?`
-	sqlDropLate   = `UPDATE completions SET late_dropped = late_dropped + 1 WHERE key_hash = ?`
+	sqlLateHashes = `SELECT late_hashes FROM completions WHERE session_id = ? AND key_hash = ? AND turn_id = ?`
+	sqlAddLate    = `UPDATE completions SET late_hashes = ? WHERE session_id = ? AND key_hash = ?`
+	sqlDropLate   = `UPDATE completions SET late_dropped = late_dropped + 1 WHERE session_id = ? AND key_hash = ?`
 )
 
 // RecordLate records a late delivery at most once per payload hash and at
@@ -212,7 +223,7 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 	var outcome turn.LateOutcome
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var hashes []byte
-		if err := tx.QueryRowContext(ctx, sqlLateHashes, l.KeyHash[:], k.SessionID, k.TurnID).Scan(&hashes); err != nil {
+		if err := tx.QueryRowContext(ctx, sqlLateHashes, k.SessionID, l.KeyHash[:], k.TurnID).Scan(&hashes); err != nil {
 			return err // sql.ErrNoRows: wrap makes it turn.ErrNotFound
 		}
 		outcome = sqlstore.LateDecision(hashes, l)
@@ -220,10 +231,10 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 		case turn.LateRepeated:
 			return nil
 		case turn.LateDropped:
-			_, err := tx.ExecContext(ctx, sqlDropLate, l.KeyHash[:])
+			_, err := tx.ExecContext(ctx, sqlDropLate, k.SessionID, l.KeyHash[:])
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, sqlAddLate, append(hashes, l.PayloadHash[:]...), l.KeyHash[:]); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlAddLate, append(hashes, l.PayloadHash[:]...), k.SessionID, l.KeyHash[:]); err != nil {
 			return err
 		}
 		return w.apply(ctx, tx)
@@ -318,7 +329,7 @@ func checkResolvable(ctx context.Context, tx *sql.Tx, b turn.ResolveBatch) error
 	statuses := make(map[[32]byte]turn.CompletionStatus, len(b.Items))
 	for _, it := range b.Items {
 		var st string
-		err := tx.QueryRowContext(ctx, sqlCompletionStatus, it.KeyHash[:], b.Key.SessionID, b.Key.TurnID).Scan(&st)
+		err := tx.QueryRowContext(ctx, sqlCompletionStatus, b.Key.SessionID, it.KeyHash[:], b.Key.TurnID).Scan(&st)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // not a completion of this turn: CheckExpected says so
 		}
@@ -334,7 +345,7 @@ func checkResolvable(ctx context.Context, tx *sql.Tx, b turn.ResolveBatch) error
 // turn's writes.
 func (r resolved) resolve(ctx context.Context, tx *sql.Tx, b turn.ResolveBatch) error {
 	for i, it := range b.Items {
-		if _, err := tx.ExecContext(ctx, sqlResolveCompletion, it.KeyHash[:], string(it.Status),
+		if _, err := tx.ExecContext(ctx, sqlResolveCompletion, b.Key.SessionID, it.KeyHash[:], string(it.Status),
 			r.payloads[i], sqlstore.Hash(it.PayloadHash), micros(b.Now)); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/turnd/turnd/migrations"
 	"github.com/turnd/turnd/migrations/migrationstest"
@@ -119,4 +120,31 @@ WHERE m.type = 'index' AND m.sql IS NOT NULL AND m.tbl_name NOT IN ('goose_db_ve
 		t.Fatal(err)
 	}
 	return m
+}
+
+// Completion keys and output ids issued before version 12 carry no
+// session; they keep working after the upgrade, and their rows come
+// through a rollback (see migrationstest.CheckLegacyIDs).
+func TestMigrateKeepsLegacyIDs(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "turnd.db")
+	s := open(t, path)
+	count := func(q string) (n int, err error) {
+		return n, rawDB(t, path).QueryRowContext(t.Context(), q).Scan(&n)
+	}
+	migrationstest.CheckLegacyIDs(t, s, s.ExecRaw, count, func(hash []byte, now time.Time) []migrationstest.Statement {
+		us := now.UnixMicro()
+		return []migrationstest.Statement{
+			{SQL: `INSERT INTO sessions (id, budget, callback_url, created_at, last_seq) VALUES ('ls', '{}', 'https://example.test/cb', ?, 2)`, Args: []any{us}},
+			{SQL: `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at)
+VALUES ('ls', 'lt', 'waiting', 'ordered', 'isolate', '[{"id":"c0","name":"approve"}]', 'h', ?)`, Args: []any{us}},
+			{SQL: `INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, attempts, started_at)
+VALUES ('ls', 'lt', 0, 'c0', 'approve', 'write', 'pending', 1, ?)`, Args: []any{us}},
+			{SQL: `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline, created_at)
+VALUES (?, 'ls', 'lt', 0, 'c0', 'approve', 'pending', ?, ?)`, Args: []any{hash, now.Add(time.Hour).UnixMicro(), us}},
+			{SQL: `INSERT INTO outputs (id, session_id, turn_id, call_id, data, created_at) VALUES ('out_legacy', 'ls', 'lt', 'c0', CAST('legacy' AS BLOB), ?)`, Args: []any{us}},
+			{SQL: `INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+VALUES ('msg_legacy', 'ls', 'lt', 'https://example.test/cb', 'turn.settled', '{}', ?, ?)`, Args: []any{us, us}},
+		}
+	})
 }

@@ -21,8 +21,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	// are serialised on the one write connection, so no two claims
 	// overlap. The condition and order are those of the webhooks_due index.
 	sqlClaimWebhooks = `UPDATE webhooks SET next_attempt_at = ?2, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM webhooks
+WHERE (session_id, id) IN (
+    SELECT session_id, id FROM webhooks
     WHERE delivered_at IS NULL AND dead_at IS NULL AND next_attempt_at <= ?1
     ORDER BY next_attempt_at, id
     LIMIT ?3
@@ -30,13 +30,13 @@ WHERE id IN (
 RETURNING ` + webhookColumns
 
 	sqlMarkWebhook = `UPDATE webhooks SET
-    delivered_at    = CASE WHEN ?2 = 'delivered' THEN ?3 ELSE delivered_at END,
-    dead_at         = CASE WHEN ?2 = 'dead' THEN ?3 ELSE dead_at END,
-    next_attempt_at = CASE WHEN ?2 = 'retry' THEN ?4 ELSE next_attempt_at END,
-    last_error      = CASE WHEN ?2 = 'delivered' THEN last_error ELSE ?5 END
-WHERE id = ?1 AND delivered_at IS NULL AND dead_at IS NULL`
+    delivered_at    = CASE WHEN ?3 = 'delivered' THEN ?4 ELSE delivered_at END,
+    dead_at         = CASE WHEN ?3 = 'dead' THEN ?4 ELSE dead_at END,
+    next_attempt_at = CASE WHEN ?3 = 'retry' THEN ?5 ELSE next_attempt_at END,
+    last_error      = CASE WHEN ?3 = 'delivered' THEN last_error ELSE ?6 END
+WHERE session_id = ?1 AND id = ?2 AND delivered_at IS NULL AND dead_at IS NULL`
 
-	sqlWebhookExists = `SELECT 1 FROM webhooks WHERE id = ?`
+	sqlWebhookExists = `SELECT 1 FROM webhooks WHERE session_id = ? AND id = ?`
 
 	sqlTurnWebhooks = `SELECT ` + webhookColumns + ` FROM webhooks
 WHERE session_id = ? AND turn_id = ?
@@ -81,13 +81,13 @@ func (s *Store) ClaimWebhooks(ctx context.Context, now time.Time, lease time.Dur
 
 // MarkWebhook records the outcome of an attempt on webhook id; see
 // turn.WebhookStore.
-func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) error {
+func (s *Store) MarkWebhook(ctx context.Context, sessionID, id string, m turn.WebhookMark) error {
 	op := "recording an attempt of webhook " + id
 	if err := sqlstore.CheckWebhookMark(id, m); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlMarkWebhook, id, string(m.Outcome), nullMicros(m.At), nullMicros(m.NextAttemptAt), m.Error)
+		res, err := tx.ExecContext(ctx, sqlMarkWebhook, sessionID, id, string(m.Outcome), nullMicros(m.At), nullMicros(m.NextAttemptAt), m.Error)
 		if err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func (s *Store) MarkWebhook(ctx context.Context, id string, m turn.WebhookMark) 
 			return err
 		}
 		var one int // finished already, or unknown (sql.ErrNoRows: turn.ErrNotFound)
-		return tx.QueryRowContext(ctx, sqlWebhookExists, id).Scan(&one)
+		return tx.QueryRowContext(ctx, sqlWebhookExists, sessionID, id).Scan(&one)
 	})
 	return wrap(op, err)
 }

@@ -95,7 +95,7 @@ func wantCompletion(c turn.Completion) turn.Completion {
 
 func getCompletion(t *testing.T, s turn.Store, h [32]byte) turn.Completion {
 	t.Helper()
-	c, err := s.GetCompletion(ctx(t), h)
+	c, err := s.GetCompletion(ctx(t), "s1", h)
 	must(t, "GetCompletion "+fingerprint(h), err)
 	return c
 }
@@ -216,7 +216,7 @@ func testCompletionIssue(t *testing.T, s turn.Store) {
 		t.Errorf("TurnCompletions of an unknown turn = %#v, want an empty slice", cs)
 	}
 
-	_, err = s.GetCompletion(ctx(t), keyHash("s1", "t1", 9))
+	_, err = s.GetCompletion(ctx(t), "s1", keyHash("s1", "t1", 9))
 	isErr(t, "GetCompletion of an unknown key", err, turn.ErrNotFound)
 	err = s.IssueCompletion(ctx(t), completion("s1", "nope", 0))
 	isErr(t, "IssueCompletion for an unknown turn", err, turn.ErrNotFound)
@@ -228,7 +228,7 @@ func testCompletionPark(t *testing.T, s turn.Store) {
 	a, b, e, r := issue(t, s, "s1", "t1", 0), issue(t, s, "s1", "t1", 1), issue(t, s, "s1", "t1", 2), issue(t, s, "s1", "t1", 3)
 	x := issue(t, s, "s1", "t2", 0) // another turn's
 	payload := json.RawMessage(`{"output":"early"}`)
-	early, err := s.DeliverEarly(ctx(t), e.KeyHash, payload, sha256.Sum256(payload), base.Add(time.Second))
+	early, err := s.DeliverEarly(ctx(t), e.SessionID, e.KeyHash, payload, sha256.Sum256(payload), base.Add(time.Second))
 	must(t, "DeliverEarly", err)
 
 	// A lost lease parks nothing.
@@ -275,7 +275,7 @@ func testCompletionDeliverEarly(t *testing.T, s turn.Store) {
 	p1 := json.RawMessage(` {"output": [1, 2.50]} `)
 	h1 := sha256.Sum256(p1)
 	at := base.Add(time.Second)
-	got, err := s.DeliverEarly(ctx(t), a.KeyHash, p1, h1, at)
+	got, err := s.DeliverEarly(ctx(t), a.SessionID, a.KeyHash, p1, h1, at)
 	must(t, "DeliverEarly", err)
 	want := a
 	want.Status, want.Payload, want.PayloadHash, want.ResolvedAt = turn.CompletionEarly, p1, h1, at
@@ -284,25 +284,25 @@ func testCompletionDeliverEarly(t *testing.T, s turn.Store) {
 
 	// A second delivery changes nothing and returns the completion as it is.
 	p2 := json.RawMessage(`{"output":2}`)
-	got, err = s.DeliverEarly(ctx(t), a.KeyHash, p2, sha256.Sum256(p2), base.Add(2*time.Second))
+	got, err = s.DeliverEarly(ctx(t), a.SessionID, a.KeyHash, p2, sha256.Sum256(p2), base.Add(2*time.Second))
 	isErr(t, "DeliverEarly to an early completion", err, turn.ErrCompletionState)
 	same(t, "early completion after a second delivery", got, wantCompletion(want))
 
 	// Pending, then resolved: no early delivery.
 	must(t, "Commit parking b", s.Commit(ctx(t), parkCommit("s1", "t1", "owner-a", "", b)))
-	got, err = s.DeliverEarly(ctx(t), b.KeyHash, p2, sha256.Sum256(p2), base.Add(2*time.Second))
+	got, err = s.DeliverEarly(ctx(t), b.SessionID, b.KeyHash, p2, sha256.Sum256(p2), base.Add(2*time.Second))
 	isErr(t, "DeliverEarly to a pending completion", err, turn.ErrCompletionState)
 	same(t, "pending completion", got, wantCompletion(parked(b, parkOf(b))))
 	item := resolution(parked(b, parkOf(b)), `"ok"`)
 	_, err = s.Resolve(ctx(t), batch("s1", "t1", base.Add(time.Minute), item))
 	must(t, "Resolve b", err)
-	got, err = s.DeliverEarly(ctx(t), b.KeyHash, p2, sha256.Sum256(p2), base.Add(2*time.Minute))
+	got, err = s.DeliverEarly(ctx(t), b.SessionID, b.KeyHash, p2, sha256.Sum256(p2), base.Add(2*time.Minute))
 	isErr(t, "DeliverEarly to a completed completion", err, turn.ErrCompletionState)
 	same(t, "completed completion", got.Status, turn.CompletionCompleted)
 
-	_, err = s.DeliverEarly(ctx(t), keyHash("s1", "t1", 9), p2, sha256.Sum256(p2), base)
+	_, err = s.DeliverEarly(ctx(t), "s1", keyHash("s1", "t1", 9), p2, sha256.Sum256(p2), base)
 	isErr(t, "DeliverEarly to an unknown key", err, turn.ErrNotFound)
-	if _, err := s.DeliverEarly(ctx(t), a.KeyHash, json.RawMessage(`{"bad": `), [32]byte{}, base); err == nil {
+	if _, err := s.DeliverEarly(ctx(t), a.SessionID, a.KeyHash, json.RawMessage(`{"bad": `), [32]byte{}, base); err == nil {
 		t.Error("DeliverEarly stored invalid JSON")
 	}
 }
@@ -339,7 +339,7 @@ func testResolveSettles(t *testing.T, s turn.Store) {
 		t.Errorf("turn %s settled at %v, want waiting", tu.Status, tu.SettledAt)
 	}
 	same(t, "results after a", tu.Results, []turn.Result{wantResult(ia.Result), wantResult(pendingResult("t1", 1))})
-	out, err := s.GetOutput(ctx(t), "out-a")
+	out, err := s.GetOutput(ctx(t), "s1", "out-a")
 	must(t, "GetOutput out-a", err)
 	same(t, "kept output", out.TurnID+" "+string(out.Data), `t1 "approved"`)
 
@@ -390,7 +390,7 @@ func testResolveEarlyAndEmpty(t *testing.T, s turn.Store) {
 	mustReceive(t, s, receiveCalls("s1", "t1", "owner-a", 2))
 	a, e := issue(t, s, "s1", "t1", 0), issue(t, s, "s1", "t1", 1)
 	payload := json.RawMessage(`{"output":"early"}`)
-	_, err := s.DeliverEarly(ctx(t), e.KeyHash, payload, sha256.Sum256(payload), base)
+	_, err := s.DeliverEarly(ctx(t), e.SessionID, e.KeyHash, payload, sha256.Sum256(payload), base)
 	must(t, "DeliverEarly", err)
 	must(t, "Commit waiting", s.Commit(ctx(t), parkCommit("s1", "t1", "owner-a", turn.StatusWaiting, a, e)))
 
@@ -468,7 +468,7 @@ func testResolveMismatch(t *testing.T, s turn.Store) {
 	checkCompletion(t, s, "a", a)
 	checkCompletion(t, s, "b", b)
 	checkCompletion(t, s, "x", x)
-	_, err = s.GetOutput(ctx(t), "out-a")
+	_, err = s.GetOutput(ctx(t), "s1", "out-a")
 	isErr(t, "GetOutput of a rolled back output", err, turn.ErrNotFound)
 }
 
@@ -646,7 +646,7 @@ func testHeartbeat(t *testing.T, s turn.Store) {
 	mustReceive(t, s, receiveCalls("s1", "t1", "owner-a", 5))
 	a, n, i, e, r := issue(t, s, "s1", "t1", 0), issue(t, s, "s1", "t1", 1), issue(t, s, "s1", "t1", 2), issue(t, s, "s1", "t1", 3), issue(t, s, "s1", "t1", 4)
 	payload := json.RawMessage(`{"output":1}`)
-	_, err := s.DeliverEarly(ctx(t), e.KeyHash, payload, sha256.Sum256(payload), base)
+	_, err := s.DeliverEarly(ctx(t), e.SessionID, e.KeyHash, payload, sha256.Sum256(payload), base)
 	must(t, "DeliverEarly", err)
 	c := parkCommit("s1", "t1", "owner-a", "", a, n, e, r)
 	c.Parks[1].HeartbeatTimeout, c.Parks[1].HeartbeatDeadline = 0, time.Time{} // n: no heartbeat clock
@@ -667,14 +667,14 @@ func testHeartbeat(t *testing.T, s turn.Store) {
 		{"never past the deadline", base.Add(59*time.Minute + 45*time.Second), base.Add(time.Hour)},
 	}
 	for _, st := range steps {
-		got, err := s.Heartbeat(ctx(t), a.KeyHash, st.now)
+		got, err := s.Heartbeat(ctx(t), a.SessionID, a.KeyHash, st.now)
 		must(t, "Heartbeat: "+st.name, err)
 		a.HeartbeatDeadline = st.want
 		same(t, "Heartbeat: "+st.name, got, wantCompletion(a))
 		checkCompletion(t, s, "after Heartbeat: "+st.name, a)
 	}
 
-	got, err := s.Heartbeat(ctx(t), n.KeyHash, base.Add(time.Minute))
+	got, err := s.Heartbeat(ctx(t), n.SessionID, n.KeyHash, base.Add(time.Minute))
 	must(t, "Heartbeat without a heartbeat clock", err)
 	same(t, "completion without a heartbeat clock", got, wantCompletion(n))
 
@@ -684,13 +684,13 @@ func testHeartbeat(t *testing.T, s turn.Store) {
 		want turn.CompletionStatus
 	}{{"issued", i.KeyHash, turn.CompletionIssued}, {"early", e.KeyHash, turn.CompletionEarly}, {"resolved", r.KeyHash, turn.CompletionCompleted}} {
 		before := getCompletion(t, s, x.key)
-		got, err := s.Heartbeat(ctx(t), x.key, base.Add(time.Minute))
+		got, err := s.Heartbeat(ctx(t), "s1", x.key, base.Add(time.Minute))
 		isErr(t, "Heartbeat of an "+x.name+" completion", err, turn.ErrCompletionState)
 		same(t, "Heartbeat of an "+x.name+" completion returns it", got, before)
 		same(t, x.name+" status", got.Status, x.want)
 		checkCompletion(t, s, x.name+" completion after Heartbeat", before)
 	}
-	_, err = s.Heartbeat(ctx(t), keyHash("s1", "t1", 9), base)
+	_, err = s.Heartbeat(ctx(t), "s1", keyHash("s1", "t1", 9), base)
 	isErr(t, "Heartbeat of an unknown key", err, turn.ErrNotFound)
 }
 
@@ -702,7 +702,7 @@ func testDueCompletions(t *testing.T, s turn.Store) {
 		cs = append(cs, issue(t, s, "s1", "t1", i))
 	}
 	payload := json.RawMessage(`{"output":1}`)
-	early, err := s.DeliverEarly(ctx(t), cs[5].KeyHash, payload, sha256.Sum256(payload), base)
+	early, err := s.DeliverEarly(ctx(t), cs[5].SessionID, cs[5].KeyHash, payload, sha256.Sum256(payload), base)
 	must(t, "DeliverEarly", err)
 	cs[5] = early
 	clocks := []struct{ deadline, heartbeat time.Time }{
@@ -750,7 +750,7 @@ func testDueCompletions(t *testing.T, s turn.Store) {
 	due(base, 10)
 
 	// A heartbeat takes 1 off the list until its new heartbeat deadline.
-	hb, err := s.Heartbeat(ctx(t), cs[1].KeyHash, base.Add(time.Minute))
+	hb, err := s.Heartbeat(ctx(t), cs[1].SessionID, cs[1].KeyHash, base.Add(time.Minute))
 	must(t, "Heartbeat", err)
 	cs[1] = hb
 	due(base.Add(time.Minute), 10, 0)
@@ -806,7 +806,7 @@ func testCompletionRoundTrip(t *testing.T, s turn.Store) {
 	must(t, "IssueCompletion e", s.IssueCompletion(ctx(t), e))
 
 	early := json.RawMessage("{ \"output\" : \"caf\\u00e9 <b>&amp;</b>\",\n \"n\": 1.50, \"n\": 2 }")
-	_, err := s.DeliverEarly(ctx(t), e.KeyHash, early, sha256.Sum256(early), at)
+	_, err := s.DeliverEarly(ctx(t), e.SessionID, e.KeyHash, early, sha256.Sum256(early), at)
 	must(t, "DeliverEarly", err)
 	c := commit("s1", "t1", "owner-a")
 	for _, k := range []turn.Completion{a, e} {
@@ -862,7 +862,7 @@ func testPendingCount(t *testing.T, s turn.Store) {
 	issue(t, s, "s1", "t0", 0)
 	e := issue(t, s, "s1", "t0", 1)
 	payload := json.RawMessage(`{"output":"early"}`)
-	_, err := s.DeliverEarly(ctx(t), e.KeyHash, payload, sha256.Sum256(payload), base)
+	_, err := s.DeliverEarly(ctx(t), e.SessionID, e.KeyHash, payload, sha256.Sum256(payload), base)
 	must(t, "DeliverEarly", err)
 	count("with an issued and an early key", 0)
 

@@ -206,7 +206,7 @@ func testRecordLate(t *testing.T, s turn.Store) {
 		}
 		same(t, what+": ledger", readLedger(t, s, "s1", 100), want)
 		for _, o := range l.Outputs {
-			_, err := s.GetOutput(ctx(t), o.ID)
+			_, err := s.GetOutput(ctx(t), "s1", o.ID)
 			if outcome == turn.LateRecorded {
 				must(t, what+": GetOutput", err)
 			} else {
@@ -215,7 +215,7 @@ func testRecordLate(t *testing.T, s turn.Store) {
 		}
 	}
 	record("a first payload", late(a, `"p0"`, "out-0", 3), turn.LateRecorded)
-	out, err := s.GetOutput(ctx(t), "out-0")
+	out, err := s.GetOutput(ctx(t), "s1", "out-0")
 	must(t, "GetOutput out-0", err)
 	same(t, "the late payload's output", out.TurnID+" "+out.CallID+" "+string(out.Data), `t1 t1-c0 "p0"`)
 	record("the same payload", late(a, `"p0"`, "out-0b", 3), turn.LateRepeated)

@@ -25,11 +25,11 @@ func testOutputExpiry(t *testing.T, s turn.Store) {
 	must(t, "Commit", s.Commit(ctx(t), c))
 
 	for _, id := range []string{"expired", "expired-just", "unknown"} {
-		_, err := s.GetOutput(ctx(t), id)
+		_, err := s.GetOutput(ctx(t), "s1", id)
 		isErr(t, "GetOutput "+id, err, turn.ErrNotFound)
 	}
 	for _, id := range []string{"live", "forever"} {
-		_, err := s.GetOutput(ctx(t), id)
+		_, err := s.GetOutput(ctx(t), "s1", id)
 		must(t, "GetOutput "+id, err)
 	}
 
@@ -43,9 +43,9 @@ func testOutputExpiry(t *testing.T, s turn.Store) {
 	if n != 2 {
 		t.Errorf("DeleteExpiredOutputs later deleted %d, want 2", n)
 	}
-	_, err = s.GetOutput(ctx(t), "live")
+	_, err = s.GetOutput(ctx(t), "s1", "live")
 	isErr(t, "GetOutput of a deleted output", err, turn.ErrNotFound)
-	got, err := s.GetOutput(ctx(t), "forever")
+	got, err := s.GetOutput(ctx(t), "s1", "forever")
 	must(t, "GetOutput forever", err)
 	if !got.ExpiresAt.IsZero() {
 		t.Errorf("ExpiresAt = %v, want zero", got.ExpiresAt)

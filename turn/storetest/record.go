@@ -101,7 +101,7 @@ func testRecordTurn(t *testing.T, s turn.Store) {
 		wantLines = append(wantLines, wantLine(l, first+1+int64(i), "s1"))
 	}
 	same(t, "recorded lines", lines[first:], wantLines)
-	out, err := s.GetOutput(ctx(t), "out-1")
+	out, err := s.GetOutput(ctx(t), "s1", "out-1")
 	must(t, "GetOutput", err)
 	wantOut := rec.Outputs[0]
 	wantOut.SessionID, wantOut.TurnID = "s1", "t1"

@@ -254,7 +254,7 @@ func testCommitOutputs(t *testing.T, s turn.Store) {
 	c.Outputs = outs
 	must(t, "Commit", s.Commit(ctx(t), c))
 	for _, o := range outs {
-		got, err := s.GetOutput(ctx(t), o.ID)
+		got, err := s.GetOutput(ctx(t), "s1", o.ID)
 		must(t, "GetOutput "+o.ID, err)
 		want := o
 		want.SessionID, want.TurnID = "s1", "t1"
@@ -335,7 +335,7 @@ func testCommitLeaseLost(t *testing.T, s turn.Store) {
 	tu, err := s.GetTurn(ctx(t), k)
 	must(t, "GetTurn", err)
 	same(t, "turn", gotTurn(tu), wantTurn(r.Turn))
-	_, err = s.GetOutput(ctx(t), "o1")
+	_, err = s.GetOutput(ctx(t), "s1", "o1")
 	isErr(t, "GetOutput", err, turn.ErrNotFound)
 	// The owner's lease is untouched.
 	lost, err := s.RenewLeases(ctx(t), "owner-a", base.Add(time.Hour), []turn.TurnKey{k})

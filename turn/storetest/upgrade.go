@@ -101,7 +101,7 @@ func CheckUpgraded(t *testing.T, s turn.MigratedStore, now time.Time) {
 	if err := s.Commit(ctx, park); err != nil {
 		t.Fatalf("Commit parking: %v", err)
 	}
-	if got, err := s.GetCompletion(ctx, h); err != nil || got.Status != turn.CompletionPending {
+	if got, err := s.GetCompletion(ctx, k.SessionID, h); err != nil || got.Status != turn.CompletionPending {
 		t.Fatalf("GetCompletion = %v, %v; want it pending", got.Status, err)
 	}
 	lines, err = s.Ledger(ctx, "s1", 2, 10, turn.MaxPageBytes)

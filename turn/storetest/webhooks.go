@@ -269,12 +269,12 @@ func testWebhookMark(t *testing.T, s turn.Store) {
 	wd, wr, wx = claimedAs(wd, now, lease), claimedAs(wr, now, lease), claimedAs(wx, now, lease)
 
 	at := now.Add(2 * time.Second)
-	must(t, "mark delivered", s.MarkWebhook(ctx(t), wd.ID, turn.WebhookMark{Outcome: turn.WebhookDelivered, At: at}))
+	must(t, "mark delivered", s.MarkWebhook(ctx(t), wd.SessionID, wd.ID, turn.WebhookMark{Outcome: turn.WebhookDelivered, At: at}))
 	wd.DeliveredAt = normTime(at)
 	next := at.Add(5 * time.Second)
-	must(t, "mark retry", s.MarkWebhook(ctx(t), wr.ID, turn.WebhookMark{Outcome: turn.WebhookRetry, At: at, NextAttemptAt: next, Error: "HTTP 503 Service Unavailable"}))
+	must(t, "mark retry", s.MarkWebhook(ctx(t), wr.SessionID, wr.ID, turn.WebhookMark{Outcome: turn.WebhookRetry, At: at, NextAttemptAt: next, Error: "HTTP 503 Service Unavailable"}))
 	wr.NextAttemptAt, wr.LastError = normTime(next), "HTTP 503 Service Unavailable"
-	must(t, "mark dead", s.MarkWebhook(ctx(t), wx.ID, turn.WebhookMark{Outcome: turn.WebhookDead, At: at, Error: "HTTP 410 Gone"}))
+	must(t, "mark dead", s.MarkWebhook(ctx(t), wx.SessionID, wx.ID, turn.WebhookMark{Outcome: turn.WebhookDead, At: at, Error: "HTTP 410 Gone"}))
 	wx.DeadAt, wx.LastError = normTime(at), "HTTP 410 Gone"
 	same(t, "delivered", turnWebhooks(t, s, "s1", "delivered"), []turn.Webhook{wd})
 	same(t, "retried", turnWebhooks(t, s, "s1", "retried"), []turn.Webhook{wr})
@@ -297,23 +297,23 @@ func testWebhookMark(t *testing.T, s turn.Store) {
 	// A delivery wins over a retry recorded after it (a claimer whose lease
 	// ran out), and keeps the last error; marks on finished webhooks change
 	// nothing.
-	must(t, "deliver the retried", s.MarkWebhook(ctx(t), wr.ID, turn.WebhookMark{Outcome: turn.WebhookDelivered, At: next}))
+	must(t, "deliver the retried", s.MarkWebhook(ctx(t), wr.SessionID, wr.ID, turn.WebhookMark{Outcome: turn.WebhookDelivered, At: next}))
 	wr.DeliveredAt = normTime(next)
-	must(t, "retry after delivery", s.MarkWebhook(ctx(t), wr.ID, turn.WebhookMark{Outcome: turn.WebhookRetry, At: next, NextAttemptAt: next, Error: "late"}))
-	must(t, "dead after delivery", s.MarkWebhook(ctx(t), wd.ID, turn.WebhookMark{Outcome: turn.WebhookDead, At: next, Error: "late"}))
-	must(t, "deliver the dead", s.MarkWebhook(ctx(t), wx.ID, turn.WebhookMark{Outcome: turn.WebhookDelivered, At: next}))
+	must(t, "retry after delivery", s.MarkWebhook(ctx(t), wr.SessionID, wr.ID, turn.WebhookMark{Outcome: turn.WebhookRetry, At: next, NextAttemptAt: next, Error: "late"}))
+	must(t, "dead after delivery", s.MarkWebhook(ctx(t), wd.SessionID, wd.ID, turn.WebhookMark{Outcome: turn.WebhookDead, At: next, Error: "late"}))
+	must(t, "deliver the dead", s.MarkWebhook(ctx(t), wx.SessionID, wx.ID, turn.WebhookMark{Outcome: turn.WebhookDelivered, At: next}))
 	same(t, "retried after marks", turnWebhooks(t, s, "s1", "retried"), []turn.Webhook{wr})
 	same(t, "delivered after marks", turnWebhooks(t, s, "s1", "delivered"), []turn.Webhook{wd})
 	same(t, "dead after marks", turnWebhooks(t, s, "s1", "dead"), []turn.Webhook{wx})
 
 	isErr(t, "mark an unknown webhook",
-		s.MarkWebhook(ctx(t), "msg_nope", turn.WebhookMark{Outcome: turn.WebhookDelivered, At: at}), turn.ErrNotFound)
+		s.MarkWebhook(ctx(t), "s1", "msg_nope", turn.WebhookMark{Outcome: turn.WebhookDelivered, At: at}), turn.ErrNotFound)
 	for _, m := range []turn.WebhookMark{
 		{Outcome: "lost", At: at},
 		{Outcome: turn.WebhookRetry, At: at},
 		{Outcome: turn.WebhookDelivered},
 	} {
-		if err := s.MarkWebhook(ctx(t), wd.ID, m); err == nil {
+		if err := s.MarkWebhook(ctx(t), wd.SessionID, wd.ID, m); err == nil {
 			t.Errorf("MarkWebhook accepted %+v", m)
 		}
 	}

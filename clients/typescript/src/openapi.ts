@@ -630,7 +630,7 @@ export interface paths {
             path: {
                 /**
                  * @description A result's `output_id`.
-                 * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq
+                 * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq.conv-42
                  */
                 output_id: components["parameters"]["OutputID"];
             };
@@ -703,8 +703,13 @@ export interface paths {
             };
             path: {
                 /**
-                 * @description a completion key, ck_ + 43 base64url characters; any other string is answered 404
-                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
                  */
                 key: components["parameters"]["CompletionKey"];
             };
@@ -768,8 +773,13 @@ export interface paths {
             };
             path: {
                 /**
-                 * @description a completion key, ck_ + 43 base64url characters; any other string is answered 404
-                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
                  */
                 key: components["parameters"]["CompletionKey"];
             };
@@ -841,6 +851,13 @@ export interface components {
          * @example conv-42
          */
         ID: string;
+        /**
+         * @description A kept output's id: out_, 26 characters, `.` and the id of its
+         *     session (which routes it to the session's shard); ids issued before
+         *     routed ids lack the last two parts and stay valid.
+         * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq.conv-42
+         */
+        OutputID: string;
         /**
          * @description A call id as the model's provider issued it: 1 to 256 bytes of UTF-8
          *     without control characters.
@@ -1141,7 +1158,7 @@ export interface components {
              */
             original_lines: number;
             /** @description Present when the full output was kept; read it at `/v1/outputs/{output_id}`. */
-            output_id?: components["schemas"]["ID"];
+            output_id?: components["schemas"]["OutputID"];
             /** @description How many attempts ran (0 for calls not run). */
             attempts: number;
             /** @description When the first attempt started; null when the call did not run. */
@@ -2368,9 +2385,9 @@ export interface components {
         TurnID: components["schemas"]["ID"];
         /**
          * @description A result's `output_id`.
-         * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq
+         * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq.conv-42
          */
-        OutputID: components["schemas"]["ID"];
+        OutputID: components["schemas"]["OutputID"];
         /** @description Return lines with a seq greater than this (0 reads from the start). */
         LedgerAfter: number;
         /** @description The most lines to return (a page is bounded by 1 MiB of line data too). */
@@ -2395,8 +2412,13 @@ export interface components {
          */
         PreferWait: string;
         /**
-         * @description a completion key, ck_ + 43 base64url characters; any other string is answered 404
-         * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw
+         * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+         *     and the id of the call's session, which routes the key to the
+         *     session's shard and which the MAC covers (a key whose session part
+         *     is changed is no key). Keys issued before routed keys, ck_ and the
+         *     43 characters alone, stay valid. Any other string, a changed key
+         *     among them, is answered 404.
+         * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
          */
         CompletionKey: string;
         /**
@@ -3464,7 +3486,7 @@ export interface operations {
             path: {
                 /**
                  * @description A result's `output_id`.
-                 * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq
+                 * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq.conv-42
                  */
                 output_id: components["parameters"]["OutputID"];
             };
@@ -3630,8 +3652,13 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description a completion key, ck_ + 43 base64url characters; any other string is answered 404
-                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
                  */
                 key: components["parameters"]["CompletionKey"];
             };
@@ -3692,8 +3719,13 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description a completion key, ck_ + 43 base64url characters; any other string is answered 404
-                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
                  */
                 key: components["parameters"]["CompletionKey"];
             };
@@ -3768,8 +3800,13 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description a completion key, ck_ + 43 base64url characters; any other string is answered 404
-                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
                  */
                 key: components["parameters"]["CompletionKey"];
             };
