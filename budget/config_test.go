@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 )
 
@@ -22,7 +23,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := tt.in.WithDefaults(); got != tt.want {
+			if got := tt.in.WithDefaults(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("WithDefaults() = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -93,7 +94,7 @@ func TestNew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := mustNew(t, tt.in, tt.opts...)
-			if got := p.Config(); got != tt.want {
+			if got := p.Config(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Config() = %+v, want %+v", got, tt.want)
 			}
 			if p.sizeCap != tt.sizeCap || p.lineCap != tt.maxLines {
@@ -111,7 +112,7 @@ func TestConfigJSONNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Limit: 5, MaxLines: 6, Mode: ModeTokens, Window: WindowTail, HeadShare: 0.75}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("decoded %+v, want %+v", c, want)
 	}
 }
