@@ -3,55 +3,115 @@ package budget
 import (
 	"bytes"
 	"encoding/binary"
+	mathbits "math/bits"
+	"slices"
 )
 
 // matcher finds error lines: lines holding one of a set of literal
 // patterns, or a "file.ext:line:col:" diagnostic. It is immutable.
 //
-// Patterns of at least minSampled bytes go through one sampled bigram
-// filter (see ARCHITECTURE.md, "budget: error windows"): every step-th
+// Patterns at least minSampled long go through one sampled bigram filter
+// (see ARCHITECTURE.md, "budget: error windows"): every step-th
 // position's two bytes are looked up in a 64 Ki-bit table of the bigrams
-// the patterns have at offsets 0..step-1, so each occurrence is seen at
-// exactly one sampled position, and only hits are compared. Shorter
-// patterns are searched with bytes.Index each.
+// those patterns have at offsets 0..step-1, so that each occurrence is
+// seen at exactly one sampled position and only hits are compared; its
+// cost hardly grows with the number of patterns. Shorter patterns whose
+// first byte is rare in logs (not a lower-case letter, a digit or common
+// punctuation) are found by bytes.IndexByte on that byte, one pass per
+// distinct first byte; the rest with bytes.Index. A text is searched in windows of searchWindow bytes, so
+// that every pass over a window reads it from cache.
 type matcher struct {
-	step  int              // sampling distance; 0 when no pattern is sampled
-	table *[1024]uint64    // bigram bitmap of the sampled patterns
-	at    map[uint16][]hit // per bigram, the patterns and offsets it stands for
-	short [][]byte         // patterns too short to sample
+	byFirst []firstGroup
+	step    int           // sampling distance; 0 when no pattern is sampled
+	table   *[1024]uint64 // bigram bitmap of the sampled patterns
+	hits    []hit         // the sampled patterns' bigrams, by bigram
+	// rank[w] counts the bigrams of table words before w, so that a
+	// bigram's rank among the table's is rank[g>>6] plus the bits below it
+	// in its word; start[r] is the first hit of the bigram of rank r.
+	rank  *[1024]uint16
+	start []uint16
+	plain   [][]byte      // patterns searched with bytes.Index
 }
 
-// hit is a sampled pattern and the offset of a bigram within it.
+// firstGroup is the patterns that start with one rare byte.
+type firstGroup struct {
+	first    byte
+	patterns [][]byte
+}
+
+// hit is a sampled pattern, one of its bigrams and the bigram's offset.
 type hit struct {
-	pattern []byte
+	bigram  uint16
 	offset  int
+	pattern []byte
 }
 
-// minSampled is the shortest pattern the bigram filter takes.
-const minSampled = 4
+// minSampled is the shortest pattern the bigram filter takes: a longer
+// one allows a sparser sampling.
+const minSampled = 5
+
+// searchWindow is how much of a text the detectors search at a time.
+const searchWindow = 32 << 10
+
+// rareFirst reports whether c is rare enough in logs for an IndexByte
+// pass of its own.
+func rareFirst(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		return false
+	}
+	return !bytes.ContainsRune([]byte(" \t.,:;/-_=()[]{}\"'<>"), rune(c))
+}
 
 func newMatcher(patterns []string) *matcher {
 	if len(patterns) == 0 {
 		patterns = DefaultPatterns
 	}
-	m := &matcher{at: make(map[uint16][]hit)}
-	for _, p := range patterns {
-		if len(p) >= minSampled && (m.step == 0 || len(p)-1 < m.step) {
-			m.step = len(p) - 1
+	m := &matcher{}
+	var sampled [][]byte
+	for _, s := range patterns {
+		p := []byte(s)
+		switch {
+		case len(p) >= minSampled:
+			sampled = append(sampled, p)
+			if m.step == 0 || len(p)-1 < m.step {
+				m.step = len(p) - 1
+			}
+		case rareFirst(p[0]):
+			i := 0
+			for i < len(m.byFirst) && m.byFirst[i].first != p[0] {
+				i++
+			}
+			if i == len(m.byFirst) {
+				m.byFirst = append(m.byFirst, firstGroup{first: p[0]})
+			}
+			m.byFirst[i].patterns = append(m.byFirst[i].patterns, p)
+		default:
+			m.plain = append(m.plain, p)
 		}
 	}
-	for _, p := range patterns {
-		if len(p) < minSampled {
-			m.short = append(m.short, []byte(p))
-			continue
-		}
-		if m.table == nil {
-			m.table = new([1024]uint64)
-		}
+	if len(sampled) > 0 {
+		m.table = new([1024]uint64)
+	}
+	for _, p := range sampled {
 		for off := range m.step {
-			g := bigram([]byte(p), off)
+			g := bigram(p, off)
 			m.table[g>>6] |= 1 << (g & 63)
-			m.at[g] = append(m.at[g], hit{[]byte(p), off})
+			m.hits = append(m.hits, hit{g, off, p})
+		}
+	}
+	slices.SortStableFunc(m.hits, func(a, b hit) int { return int(a.bigram) - int(b.bigram) })
+	if m.table != nil {
+		m.rank = new([1024]uint16)
+		n := 0
+		for w, bits := range m.table {
+			m.rank[w] = uint16(n)
+			n += mathbits.OnesCount64(bits)
+		}
+		for i, h := range m.hits {
+			if i == 0 || h.bigram != m.hits[i-1].bigram {
+				m.start = append(m.start, uint16(i))
+			}
 		}
 	}
 	return m
@@ -59,52 +119,117 @@ func newMatcher(patterns []string) *matcher {
 
 func bigram(b []byte, i int) uint16 { return binary.LittleEndian.Uint16(b[i:]) }
 
-// next returns the start of the leftmost match in b at or after from that
-// the sampled filter finds, or -1.
-func (m *matcher) nextSampled(b []byte, from int) int {
+// The detectors below return the start of the leftmost match that starts
+// in b[from:lim] (they may read past lim to complete it), or -1.
+
+// nextFirst finds the patterns with a rare first byte.
+func (m *matcher) nextFirst(b []byte, from, lim int) int {
+	best := -1
+	for _, g := range m.byFirst {
+		end := lim
+		if best >= 0 {
+			end = best
+		}
+		for i := from; i < end; {
+			k := bytes.IndexByte(b[i:end], g.first)
+			if k < 0 {
+				break
+			}
+			i += k
+			if matchAny(b[i:], g.patterns) {
+				best = i
+				break
+			}
+			i++
+		}
+	}
+	return best
+}
+
+func matchAny(b []byte, patterns [][]byte) bool {
+	for _, p := range patterns {
+		if bytes.HasPrefix(b, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextSampled finds the patterns of the bigram filter.
+func (m *matcher) nextSampled(b []byte, from, lim int) int {
 	if m.table == nil {
 		return -1
 	}
-	best := -1
-	for p := from; p+1 < len(b); p += m.step {
-		g := bigram(b, p)
-		if m.table[g>>6]&(1<<(g&63)) == 0 {
-			continue
-		}
-		for _, h := range m.at[g] {
-			s := p - h.offset
-			if s >= from && s+len(h.pattern) <= len(b) && (best < 0 || s < best) && bytes.Equal(b[s:s+len(h.pattern)], h.pattern) {
-				best = s
+	step := m.step
+	last := min(lim+step-1, len(b)-1) // the last sampled position may pass lim by step-1
+	p := from
+	if step == 4 {
+		// The common case (a five-byte pattern such as "error"): four
+		// sampled positions per two 8-byte loads, one branch for all.
+		t := m.table
+		for ; p+12 < last && p+16 <= len(b); p += 16 {
+			w0 := binary.LittleEndian.Uint64(b[p:])
+			w1 := binary.LittleEndian.Uint64(b[p+8:])
+			g0, g1, g2, g3 := uint16(w0), uint16(w0>>32), uint16(w1), uint16(w1>>32)
+			if t[g0>>6]&(1<<(g0&63))|t[g1>>6]&(1<<(g1&63))|t[g2>>6]&(1<<(g2&63))|t[g3>>6]&(1<<(g3&63)) == 0 {
+				continue
+			}
+			for k, g := range [4]uint16{g0, g1, g2, g3} {
+				if t[g>>6]&(1<<(g&63)) != 0 {
+					if s := m.verify(b, p+4*k, g, from, lim); s >= 0 {
+						return s
+					}
+				}
 			}
 		}
-		if best >= 0 {
-			return best
+	}
+	for ; p < last; p += step {
+		g := binary.LittleEndian.Uint16(b[p:])
+		if m.table[g>>6]&(1<<(g&63)) != 0 {
+			if s := m.verify(b, p, g, from, lim); s >= 0 {
+				return s
+			}
 		}
 	}
 	return -1
 }
 
-// nextShort returns the leftmost match of a short pattern in b at or after
-// from, or -1.
-func (m *matcher) nextShort(b []byte, from int) int {
+// verify returns the leftmost start in [from, lim) of a sampled pattern
+// whose bigram g is at p, or -1.
+func (m *matcher) verify(b []byte, p int, g uint16, from, lim int) int {
 	best := -1
-	for _, p := range m.short {
-		limit := len(b)
-		if best >= 0 {
-			limit = min(len(b), best+len(p)-1)
+	r := int(m.rank[g>>6]) + mathbits.OnesCount64(m.table[g>>6]&(1<<(g&63)-1))
+	for _, h := range m.hits[m.start[r]:] {
+		if h.bigram != g {
+			break
 		}
-		if i := bytes.Index(b[from:limit], p); i >= 0 {
+		s := p - h.offset
+		if s >= from && s < lim && (best < 0 || s < best) && bytes.HasPrefix(b[s:], h.pattern) {
+			best = s
+		}
+	}
+	return best
+}
+
+// nextPlain finds the other patterns.
+func (m *matcher) nextPlain(b []byte, from, lim int) int {
+	best := -1
+	for _, p := range m.plain {
+		end := min(len(b), lim+len(p)-1)
+		if best >= 0 {
+			end = min(len(b), best+len(p)-1)
+		}
+		if i := bytes.Index(b[from:end], p); i >= 0 {
 			best = from + i
 		}
 	}
 	return best
 }
 
-// nextDiagnostic returns the offset of the first ':' of the leftmost
-// "name.ext:digits:digits:" in b at or after from, or -1.
-func nextDiagnostic(b []byte, from int) int {
-	for i := from; i < len(b); {
-		k := bytes.IndexByte(b[i:], ':')
+// nextDiagnostic finds the first ':' of a "name.ext:digits:digits:".
+func nextDiagnostic(b []byte, from, lim int) int {
+	for i := from; i < lim; {
+		k := bytes.IndexByte(b[i:lim], ':')
 		if k < 0 {
 			return -1
 		}
@@ -120,6 +245,9 @@ func nextDiagnostic(b []byte, from int) int {
 // isDiagnostic reports that b[c] is the ':' after a file name with an
 // extension, followed by line and column numbers and a ':'.
 func isDiagnostic(b []byte, c int) bool {
+	if c == 0 || !isLetter(b[c-1]) {
+		return false
+	}
 	j := c + 1
 	for range 2 {
 		d := j
@@ -140,38 +268,30 @@ func isDiagnostic(b []byte, c int) bool {
 			return ext > 0
 		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '"' || ch == '\'' || ch == '(' || ch == '/':
 			return false
-		case ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z':
+		case isLetter(ch):
 			ext++
 		}
 	}
 	return false
 }
 
+func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+
 // lines calls yield with the start and end (after its '\n') of every error
 // line of b, in order, until yield returns false. b holds whole lines; a
 // last line without '\n' ends at len(b).
 func (m *matcher) lines(b []byte, yield func(start, end int) bool) {
-	// Each detector's next match, cached until the scan passes it; -2
-	// means not searched yet.
-	sampled, short, diag := -2, -2, -2
 	for from := 0; from < len(b); {
-		if sampled != -1 && sampled < from {
-			sampled = m.nextSampled(b, from)
-		}
-		if short != -1 && short < from {
-			short = m.nextShort(b, from)
-		}
-		if diag != -1 && diag < from {
-			diag = nextDiagnostic(b, from)
-		}
+		lim := min(len(b), from+searchWindow)
 		at := -1
-		for _, c := range [...]int{sampled, short, diag} {
-			if c >= 0 && (at < 0 || c < at) {
-				at = c
+		for _, next := range [...]func([]byte, int, int) int{m.nextFirst, m.nextSampled, m.nextPlain, nextDiagnostic} {
+			if c := next(b, from, lim); c >= 0 && (at < 0 || c < at) {
+				at, lim = c, c+1
 			}
 		}
 		if at < 0 {
-			return
+			from = lim
+			continue
 		}
 		start := from + bytes.LastIndexByte(b[from:at], '\n') + 1
 		end := len(b)
