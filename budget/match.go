@@ -30,7 +30,7 @@ type matcher struct {
 	// in its word; start[r] is the first hit of the bigram of rank r.
 	rank  *[1024]uint16
 	start []uint16
-	plain   [][]byte      // patterns searched with bytes.Index
+	plain [][]byte // patterns searched with bytes.Index
 }
 
 // firstGroup is the patterns that start with one rare byte.
