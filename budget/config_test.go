@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"reflect"
 	"testing"
 )
@@ -47,6 +48,13 @@ func TestConfigValidate(t *testing.T) {
 		{"share below 0", Config{HeadShare: -0.1}, "head_share"},
 		{"share above 1", Config{HeadShare: 1.5}, "head_share"},
 		{"share NaN", Config{HeadShare: math.NaN()}, "head_share"},
+		{"errors window", Config{Window: WindowErrors, Patterns: []string{"oops", "E:"}, TurnLimit: 4096}, ""},
+		{"unknown window errs", Config{Window: "error"}, "window"},
+		{"negative turn limit", Config{TurnLimit: -1}, "turn_limit"},
+		{"empty pattern", Config{Patterns: []string{"ok", ""}}, "patterns"},
+		{"multi-line pattern", Config{Patterns: []string{"a\r\nb"}}, "patterns"},
+		{"long pattern", Config{Patterns: []string{strings.Repeat("x", MaxPatternLength+1)}}, "patterns"},
+		{"too many patterns", Config{Patterns: make([]string, MaxPatterns+1)}, "patterns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,3 +75,35 @@ func unitsOf(n int64, mode Mode) int64 {
 	}
 	return n
 }
+
+// Projection is what a tool may set of its own outputs' projection: the
+// window and the error patterns. Empty fields leave the session's.
+type Projection struct {
+	Window   Window   `json:"window,omitempty" yaml:"window"`
+	Patterns []string `json:"patterns,omitempty" yaml:"patterns"`
+}
+
+// IsZero reports that o changes nothing.
+func (o Projection) IsZero() bool { return o.Window == "" && len(o.Patterns) == 0 }
+
+// Validate rejects an unknown window and invalid patterns, as
+// [Config.Validate] does.
+func (o Projection) Validate() error {
+	return Config{Window: o.Window, Patterns: o.Patterns}.Validate()
+}
+
+// With returns a projector like p with o's window and patterns: p itself
+// when o is zero. o must pass Validate.
+func (p *Projector) With(o Projection) (*Projector, error) {
+	if o.IsZero() {
+		return p, nil
+	}
+	c := p.config
+	if o.Window != "" {
+		c.Window = o.Window
+	}
+	if len(o.Patterns) > 0 {
+		c.Patterns = o.Patterns
+	}
+	return New(c, NoDefaults())
+}

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -64,4 +65,24 @@ func TestShareBounds(t *testing.T) {
 			t.Fatalf("the turn kept %d, turn limit %d", kept, turnLimit)
 		}
 	})
+}
+
+func TestWith(t *testing.T) {
+	t.Parallel()
+	base := mustNew(t, Config{Limit: 100})
+	if p, err := base.With(Projection{}); err != nil || p != base {
+		t.Fatalf("With(zero) = %p, %v; want the projector itself", p, err)
+	}
+	p, err := base.With(Projection{Window: WindowErrors, Patterns: []string{"oops"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Config(); c.Window != WindowErrors || c.Limit != 100 || c.Patterns[0] != "oops" {
+		t.Fatalf("With: %+v", c)
+	}
+	for _, bad := range []Projection{{Window: "middle"}, {Patterns: []string{""}}, {Patterns: []string{"a\nb"}}} {
+		if err := bad.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig", bad, err)
+		}
+	}
 }
