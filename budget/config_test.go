@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 )
 

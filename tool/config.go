@@ -191,9 +191,15 @@ type (
 		MCP         *rawMCP   `yaml:"mcp"`
 		Retry       *rawRetry `yaml:"retry"`
 		Deferred    *bool     `yaml:"deferred"`
+		// Projection refines the session's budget for the tool's outputs.
+		Projection *rawProjection `yaml:"projection"`
 		// Pending decodes strictly like the rest; its yaml tags are the
 		// completion package's.
 		Pending *completion.Options `yaml:"pending"`
+	}
+	rawProjection struct {
+		Window   string   `yaml:"window"`
+		Patterns []string `yaml:"patterns"`
 	}
 	rawHTTP struct {
 		URL       string            `yaml:"url"`

@@ -34,6 +34,9 @@ type Spec struct {
 	// empty fields fall back to the completion package's defaults. They
 	// have passed completion.Options.Validate.
 	Pending completion.Options
+	// Projection refines the session's budget for this tool's outputs
+	// (config projection:); zero leaves it as it is.
+	Projection budget.Projection
 	// CancelURL is where Registry.CancelExternal POSTs to cancel a parked
 	// call's external work ("" when the tool has none). ${VAR} is already
 	// expanded, so it may hold a secret: never log it.
@@ -132,6 +135,9 @@ type Projected struct {
 	Full        []byte
 	Complete    bool
 	ContentType string
+	// Stream is the projection's stream, when the service may ask it for
+	// a projection within a lower limit (Stream.ResultWithin).
+	Stream *budget.Stream
 }
 
 type projectorKey struct{}
