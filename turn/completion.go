@@ -320,7 +320,7 @@ func (s *Service) deliveredResult(t Turn, sess Session, c Completion, payload js
 	k := TurnKey{t.SessionID, t.ID}
 	base := resultAt(t, c)
 	base.FinishedAt = now
-	res, out, err := s.applyPayload(k, projectorFor(s, sess), base, payload)
+	res, out, err := s.applyPayload(k, s.completionProjector(sess, t, base.Name), base, payload)
 	if err != nil {
 		return Result{}, nil, Line{}, err
 	}
