@@ -52,8 +52,8 @@ func (p *Projector) newCollector() *collector {
 	}
 }
 
-// write adds b, which holds newlines '\n'.
-func (c *collector) write(b []byte, newlines int64) {
+// write adds b. Once the collector is full it only tracks offsets.
+func (c *collector) write(b []byte) {
 	if c.open && len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		piece := b
@@ -68,7 +68,6 @@ func (c *collector) write(b []byte, newlines int64) {
 		}
 		c.closeOpen()
 		c.newlines++
-		newlines--
 	}
 	if len(b) == 0 {
 		return
@@ -76,10 +75,9 @@ func (c *collector) write(b []byte, newlines int64) {
 	j := bytes.LastIndexByte(b, '\n')
 	if j >= 0 {
 		if !c.full {
-			c.scan(b[:j+1], c.offset, c.newlines)
+			c.newlines += c.scan(b[:j+1], c.offset, c.newlines)
 		}
 		c.offset += int64(j + 1)
-		c.newlines += newlines
 		b = b[j+1:]
 	}
 	if len(b) > 0 {
@@ -87,6 +85,16 @@ func (c *collector) write(b []byte, newlines int64) {
 		c.hold(b)
 		c.offset += int64(len(b))
 	}
+}
+
+// writeAll writes text to a new collector and returns its newlines,
+// counted while each window of it is in cache.
+func (c *collector) writeAll(text []byte) int64 {
+	c.write(text)
+	if c.full {
+		return int64(bytes.Count(text, newline))
+	}
+	return c.newlines
 }
 
 // hold adds b to the unfinished line.
@@ -110,18 +118,33 @@ func (c *collector) closeOpen() {
 }
 
 // scan collects the error lines of b, which starts at offset start after
-// line newlines and ends with a line's end.
-func (c *collector) scan(b []byte, start, line int64) {
-	counted := 0
-	c.m.lines(b, func(s, e int) bool {
-		text := b[s:e]
-		if len(text) > maxErrorLine {
-			return true
+// line newlines and ends with a line's end, and returns b's newlines
+// (while the collector is not full). It goes through b in windows of
+// about searchWindow bytes, each searched and counted while in cache.
+func (c *collector) scan(b []byte, start, line int64) int64 {
+	var total int64
+	for pos := 0; pos < len(b) && !c.full; {
+		end := len(b)
+		if pos+searchWindow < len(b) {
+			if k := bytes.IndexByte(b[pos+searchWindow:], '\n'); k >= 0 {
+				end = pos + searchWindow + k + 1
+			}
 		}
-		line += int64(bytes.Count(b[counted:s], newline))
-		counted = s
-		return c.add(errorLine{start: start + int64(s), line: line, size: len(text), text: text})
-	})
+		w := b[pos:end]
+		at, counted := line+total, 0
+		c.m.lines(w, func(s, e int) bool {
+			text := w[s:e]
+			if len(text) > maxErrorLine {
+				return true
+			}
+			at += int64(bytes.Count(w[counted:s], newline))
+			counted = s
+			return c.add(errorLine{start: start + int64(pos+s), line: at, size: len(text), text: text})
+		})
+		total += int64(bytes.Count(w, newline))
+		pos = end
+	}
+	return total
 }
 
 // add keeps l, cloning its bytes, unless the caps are reached; it reports

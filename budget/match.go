@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	mathbits "math/bits"
 	"slices"
+	"strings"
 )
 
 // matcher finds error lines: lines holding one of a set of literal
@@ -15,28 +16,32 @@ import (
 // position's two bytes are looked up in a 64 Ki-bit table of the bigrams
 // those patterns have at offsets 0..step-1, so that each occurrence is
 // seen at exactly one sampled position and only hits are compared; its
-// cost hardly grows with the number of patterns. Shorter patterns whose
-// first byte is rare in logs (not a lower-case letter, a digit or common
-// punctuation) are found by bytes.IndexByte on that byte, one pass per
-// distinct first byte; the rest with bytes.Index. A text is searched in windows of searchWindow bytes, so
-// that every pass over a window reads it from cache.
+// cost hardly grows with the number of patterns. Shorter patterns are
+// found by bytes.IndexByte on their rarest byte (their anchor), one pass
+// per distinct anchor. A text is searched in windows of searchWindow
+// bytes, so that every pass over a window reads it from cache.
 type matcher struct {
-	byFirst []firstGroup
-	step    int           // sampling distance; 0 when no pattern is sampled
-	table   *[1024]uint64 // bigram bitmap of the sampled patterns
-	hits    []hit         // the sampled patterns' bigrams, by bigram
+	byAnchor []anchorGroup
+	step     int           // sampling distance; 0 when no pattern is sampled
+	table    *[1024]uint64 // bigram bitmap of the sampled patterns
+	hits     []hit         // the sampled patterns' bigrams, by bigram
 	// rank[w] counts the bigrams of table words before w, so that a
 	// bigram's rank among the table's is rank[g>>6] plus the bits below it
 	// in its word; start[r] is the first hit of the bigram of rank r.
 	rank  *[1024]uint16
 	start []uint16
-	plain [][]byte // patterns searched with bytes.Index
 }
 
-// firstGroup is the patterns that start with one rare byte.
-type firstGroup struct {
-	first    byte
-	patterns [][]byte
+// anchorGroup is the short patterns searched by one anchor byte: each
+// pattern's rarest byte (by logFrequency) and its offset in the pattern.
+type anchorGroup struct {
+	anchor   byte
+	patterns []anchored
+}
+
+type anchored struct {
+	pattern []byte
+	offset  int
 }
 
 // hit is a sampled pattern, one of its bigrams and the bigram's offset.
@@ -53,14 +58,25 @@ const minSampled = 5
 // searchWindow is how much of a text the detectors search at a time.
 const searchWindow = 32 << 10
 
-// rareFirst reports whether c is rare enough in logs for an IndexByte
-// pass of its own.
-func rareFirst(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		return false
+// logFrequency lists bytes from the most to the least frequent in
+// typical logs; bytes it leaves out are rarer still. It picks the anchor
+// of a short pattern: "FAIL" is searched by its 'L', since every INFO line
+// has an 'F' and an 'I'.
+const logFrequency = " etaoinsrlhdcumpfgywbvk0123456789.:-/=_,\"'()[]TIENOFDSRAWCPLMUGHBKVYXJQZxjqz"
+
+// anchorOf returns the offset of p's rarest byte by logFrequency.
+func anchorOf(p []byte) int {
+	best, bestRank := 0, -1
+	for i, c := range p {
+		r := strings.IndexByte(logFrequency, c)
+		if r < 0 {
+			r = len(logFrequency)
+		}
+		if r > bestRank {
+			best, bestRank = i, r
+		}
 	}
-	return !bytes.ContainsRune([]byte(" \t.,:;/-_=()[]{}\"'<>"), rune(c))
+	return best
 }
 
 func newMatcher(patterns []string) *matcher {
@@ -77,17 +93,16 @@ func newMatcher(patterns []string) *matcher {
 			if m.step == 0 || len(p)-1 < m.step {
 				m.step = len(p) - 1
 			}
-		case rareFirst(p[0]):
+		default:
+			off := anchorOf(p)
 			i := 0
-			for i < len(m.byFirst) && m.byFirst[i].first != p[0] {
+			for i < len(m.byAnchor) && m.byAnchor[i].anchor != p[off] {
 				i++
 			}
-			if i == len(m.byFirst) {
-				m.byFirst = append(m.byFirst, firstGroup{first: p[0]})
+			if i == len(m.byAnchor) {
+				m.byAnchor = append(m.byAnchor, anchorGroup{anchor: p[off]})
 			}
-			m.byFirst[i].patterns = append(m.byFirst[i].patterns, p)
-		default:
-			m.plain = append(m.plain, p)
+			m.byAnchor[i].patterns = append(m.byAnchor[i].patterns, anchored{p, off})
 		}
 	}
 	if len(sampled) > 0 {
@@ -122,37 +137,42 @@ func bigram(b []byte, i int) uint16 { return binary.LittleEndian.Uint16(b[i:]) }
 // The detectors below return the start of the leftmost match that starts
 // in b[from:lim] (they may read past lim to complete it), or -1.
 
-// nextFirst finds the patterns with a rare first byte.
-func (m *matcher) nextFirst(b []byte, from, lim int) int {
+// nextAnchored finds the short patterns by their anchors.
+func (m *matcher) nextAnchored(b []byte, from, lim int) int {
 	best := -1
-	for _, g := range m.byFirst {
+	for _, g := range m.byAnchor {
 		end := lim
 		if best >= 0 {
 			end = best
 		}
-		for i := from; i < end; {
-			k := bytes.IndexByte(b[i:end], g.first)
+		// An occurrence starting before end has its anchor before
+		// end+maxOffset.
+		maxOff := 0
+		for _, a := range g.patterns {
+			maxOff = max(maxOff, a.offset)
+		}
+		stop := min(len(b), end+maxOff)
+		for i := from; i < stop; {
+			k := bytes.IndexByte(b[i:stop], g.anchor)
 			if k < 0 {
 				break
 			}
 			i += k
-			if matchAny(b[i:], g.patterns) {
-				best = i
-				break
+			for _, a := range g.patterns {
+				s := i - a.offset
+				if s >= from && s < end && (best < 0 || s < best) && bytes.HasPrefix(b[s:], a.pattern) {
+					best = s
+				}
+			}
+			if best >= 0 {
+				// A later anchor starts an earlier match only within
+				// maxOff of it.
+				stop = min(stop, best+maxOff)
 			}
 			i++
 		}
 	}
 	return best
-}
-
-func matchAny(b []byte, patterns [][]byte) bool {
-	for _, p := range patterns {
-		if bytes.HasPrefix(b, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // nextSampled finds the patterns of the bigram filter.
@@ -206,21 +226,6 @@ func (m *matcher) verify(b []byte, p int, g uint16, from, lim int) int {
 		s := p - h.offset
 		if s >= from && s < lim && (best < 0 || s < best) && bytes.HasPrefix(b[s:], h.pattern) {
 			best = s
-		}
-	}
-	return best
-}
-
-// nextPlain finds the other patterns.
-func (m *matcher) nextPlain(b []byte, from, lim int) int {
-	best := -1
-	for _, p := range m.plain {
-		end := min(len(b), lim+len(p)-1)
-		if best >= 0 {
-			end = min(len(b), best+len(p)-1)
-		}
-		if i := bytes.Index(b[from:end], p); i >= 0 {
-			best = from + i
 		}
 	}
 	return best
@@ -284,7 +289,7 @@ func (m *matcher) lines(b []byte, yield func(start, end int) bool) {
 	for from := 0; from < len(b); {
 		lim := min(len(b), from+searchWindow)
 		at := -1
-		for _, next := range [...]func([]byte, int, int) int{m.nextFirst, m.nextSampled, m.nextPlain, nextDiagnostic} {
+		for _, next := range [...]func([]byte, int, int) int{m.nextAnchored, m.nextSampled, nextDiagnostic} {
 			if c := next(b, from, lim); c >= 0 && (at < 0 || c < at) {
 				at, lim = c, c+1
 			}

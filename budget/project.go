@@ -56,15 +56,18 @@ type Result struct {
 func (p *Projector) Project(text []byte) Result {
 	n := len(text)
 	w := min(n, p.edgeBytes())
-	v := view{
-		prefix:   text[:w],
-		suffix:   text[n-w:],
-		size:     int64(n),
-		newlines: int64(bytes.Count(text, newline)),
-	}
-	if p.matcher != nil && (n > p.sizeCap || v.newlines >= int64(p.lineCap)) {
+	v := view{prefix: text[:w], suffix: text[n-w:], size: int64(n)}
+	if p.matcher != nil && n > p.sizeCap {
+		// Over the size cap: the error-line scan counts the lines too.
 		c := p.newCollector()
-		c.write(text, v.newlines)
+		v.newlines = c.writeAll(text)
+		v.errors = c.lines()
+		return p.project(v)
+	}
+	v.newlines = int64(bytes.Count(text, newline))
+	if p.matcher != nil && v.newlines >= int64(p.lineCap) {
+		c := p.newCollector()
+		c.write(text)
 		v.errors = c.lines()
 	}
 	return p.project(v)

@@ -39,7 +39,7 @@ func (s *Stream) Write(b []byte) (int, error) {
 	n := int64(bytes.Count(b, newline))
 	s.newlines += n
 	if s.errors != nil {
-		s.errors.write(b, n)
+		s.errors.write(b)
 	}
 	if room := s.projector.edgeBytes() - len(s.head); room > 0 {
 		s.head = appendWithin(s.head, b[:min(room, len(b))], s.projector.edgeBytes())
