@@ -130,3 +130,17 @@ func BenchmarkProjectJSONSmall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProjectSmallOver: a 40 KiB output over the default cap, where
+// per-call overhead shows.
+func BenchmarkProjectSmallOver(b *testing.B) {
+	text := logText(40 << 10)
+	p := mustNew(b, Config{})
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := p.Project(text); !r.Truncated {
+			b.Fatal("not truncated")
+		}
+	}
+}

@@ -131,12 +131,12 @@ func (p *Projector) project(v view) Result {
 		count = p.inUnit(r.DroppedBytes)
 	}
 	r.Text = withMarkerLine(head, tail, count, r.Unit)
-	r.Kept = appendSpan(r.Kept, 0, int64(len(head)))
-	if len(tail) > 0 {
-		r.Kept = appendSpan(r.Kept, v.size-int64(len(tail)), int64(len(tail)))
+	r.Kept = make([]Span, 0, 2)
+	if len(head) > 0 {
+		r.Kept = append(r.Kept, Span{0, int64(len(head))})
 	}
-	if len(head) == 0 {
-		r.Kept = r.Kept[1:]
+	if len(tail) > 0 {
+		r.Kept = append(r.Kept, Span{v.size - int64(len(tail)), int64(len(tail))})
 	}
 	return r
 }
