@@ -53,13 +53,31 @@ func TestTurnBudgetIndependentOfCompletionOrder(t *testing.T) {
 	for _, id := range []string{"c1", "c2", "c3", "c4"} {
 		reqCalls = append(reqCalls, turn.Call{ID: id, Name: "sized", Arguments: json.RawMessage(`{"n":` + strconv.Itoa(sizes[id]) + `}`)})
 	}
-	run := func(order []string) (turn.Turn, []string) {
+	run := func(order []string, streamed bool) (turn.Turn, []string) {
 		f := newFixture(t, sized("sized", order))
 		b := budget.Config{Limit: 4096, MaxLines: 10000, TurnLimit: 1000}
 		if _, err := f.svc.CreateSession(context.Background(), turn.SessionSpec{ID: "s", Budget: &b}); err != nil {
 			t.Fatal(err)
 		}
-		tr := f.run(f.svc, "s", turn.TurnRequest{ID: "t", Calls: reqCalls})
+		var tr turn.Turn
+		if streamed {
+			// The calls arrive one by one and their reads start early.
+			st := f.svc.OpenStream("s", "t", "ndjson")
+			for _, c := range reqCalls {
+				if err := st.Add(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sub, err := st.Submit(t.Context(), turn.TurnRequest{ID: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr, err = f.svc.Await(t.Context(), turn.TurnKey{SessionID: "s", TurnID: sub.Turn.ID}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			tr = f.run(f.svc, "s", turn.TurnRequest{ID: "t", Calls: reqCalls})
+		}
 		lines, err := f.store.Ledger(context.Background(), "s", 0, 100, turn.MaxPageBytes)
 		if err != nil {
 			t.Fatal(err)
@@ -74,8 +92,17 @@ func TestTurnBudgetIndependentOfCompletionOrder(t *testing.T) {
 		}
 		return tr, answered
 	}
-	forward, fl := run([]string{"c1", "c2", "c3", "c4"})
-	backward, bl := run([]string{"c4", "c3", "c2", "c1"})
+	forward, fl := run([]string{"c1", "c2", "c3", "c4"}, false)
+	backward, bl := run([]string{"c4", "c3", "c2", "c1"}, false)
+	streamed, sl := run([]string{"c4", "c2", "c1", "c3"}, true)
+	for i, r := range forward.Results {
+		if string(r.Output) != string(streamed.Results[i].Output) {
+			t.Errorf("%s: a streamed turn's output differs:\n%.200s\n%.200s", r.CallID, r.Output, streamed.Results[i].Output)
+		}
+	}
+	if strings.Join(fl, "\n") != strings.Join(sl, "\n") {
+		t.Errorf("a streamed turn's ledger differs:\n%s\n---\n%s", strings.Join(fl, "\n"), strings.Join(sl, "\n"))
+	}
 	total := 0
 	for i, r := range forward.Results {
 		b := backward.Results[i]
