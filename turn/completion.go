@@ -755,7 +755,7 @@ func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
 	if err != nil || c.Status != CompletionEarly {
 		return res, out
 	}
-	delivered, dout, err := s.applyPayload(r.key, r.proj, res, c.Payload)
+	delivered, dout, err := s.applyPayload(r.key, s.completionProjector(r.session, r.turn, res.Name), res, c.Payload)
 	if err != nil {
 		return res, out
 	}
