@@ -250,3 +250,37 @@ func FuzzErrors(f *testing.F) {
 		}
 	})
 }
+
+// TestErrorsStreamMemoryBounded: however many error lines and long lines
+// stream by, the collector holds what the caps allow.
+func TestErrorsStreamMemoryBounded(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		chunk []byte
+	}{
+		{"every line an error", bytes.Repeat([]byte("error: again\n"), 500)},
+		{"long error lines", []byte(strings.Repeat("FAIL ", 1000) + "\n")},
+		{"one endless line", bytes.Repeat([]byte("panic: "), 1000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := mustNew(t, Config{Limit: 1000, MaxLines: 50, Window: WindowErrors})
+			s := p.NewStream()
+			for written := 0; written < 8<<20; written += len(tt.chunk) {
+				s.Write(tt.chunk)
+			}
+			held := cap(s.errors.carry)
+			for _, l := range s.errors.found {
+				held += cap(l.text)
+			}
+			if limit := p.edgeBytes() + maxErrorLine + 1000 + 512; held > limit {
+				t.Errorf("the collector holds %d bytes; the caps allow about %d", held, limit)
+			}
+			if r := s.Result(); r.Truncated && len(r.Text) > 1000+40 {
+				t.Errorf("projection of %d bytes", len(r.Text))
+			}
+		})
+	}
+}
