@@ -67,7 +67,10 @@ func (p *Projector) Within(limit int) *Projector {
 	q.config.Limit = limit
 	q.sizeCap = limit
 	if q.config.Mode == ModeTokens {
-		q.sizeCap = limit * tokenBytes
+		q.sizeCap = math.MaxInt
+		if limit <= math.MaxInt/tokenBytes {
+			q.sizeCap = limit * tokenBytes
+		}
 	}
 	return &q
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -84,5 +85,30 @@ func TestWith(t *testing.T) {
 		if err := bad.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig", bad, err)
 		}
+	}
+}
+
+func TestWithin(t *testing.T) {
+	t.Parallel()
+	huge := mustNew(t, Config{Limit: math.MaxInt, Mode: ModeTokens})
+	tests := []struct {
+		name  string
+		p     *Projector
+		limit int
+		cap   int
+	}{
+		{"lower", mustNew(t, Config{Limit: 100}), 40, 40},
+		{"higher keeps the projector", mustNew(t, Config{Limit: 100}), 400, 100},
+		{"negative is zero", mustNew(t, Config{Limit: 100}), -3, 0},
+		{"tokens", mustNew(t, Config{Limit: 100, Mode: ModeTokens}), 10, 40},
+		{"tokens, no overflow", huge, math.MaxInt - 1, math.MaxInt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.p.Within(tt.limit).sizeCap; got != tt.cap {
+				t.Fatalf("Within(%d).sizeCap = %d, want %d", tt.limit, got, tt.cap)
+			}
+		})
 	}
 }
