@@ -874,7 +874,7 @@ func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o disp
 	}
 	res.Truncated = pr.Truncated
 	res.OriginalBytes = pr.OriginalBytes
-	noteProjection(res, pr)
+	noteProjection(res, proj, pr)
 	s.observeProjection(pr)
 	res.OriginalLines = pr.OriginalLines
 	if !pr.Truncated {

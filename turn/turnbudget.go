@@ -87,22 +87,19 @@ func (r *run) projectCall(spec *tool.Spec, res *Result, o dispatch.Outcome) *Out
 	p := r.budget.next(spec)
 	out := r.svc.project(r.key, p, res, o)
 	if res.Truncated && p != r.proj && res.Projection == nil {
-		res.Projection = &Projection{Window: p.Config().Window, Kept: res.kept}
-	}
-	if res.Projection != nil {
-		res.Projection.Limit = p.Config().Limit
+		res.Projection = &Projection{Window: p.Config().Window, Limit: p.Config().Limit, Kept: res.kept}
 	}
 	r.budget.spend(*res, true)
 	return out
 }
 
-// noteProjection records in res what the projection pr kept: its bytes
-// for the turn budget, and its Projection when the window is errors.
-func noteProjection(res *Result, pr budget.Result) {
+// noteProjection records in res what proj's projection pr kept: its
+// bytes for the turn budget, and its Projection when the window is errors.
+func noteProjection(res *Result, proj *budget.Projector, pr budget.Result) {
 	res.keptBytes = pr.OriginalBytes - pr.DroppedBytes
 	res.kept = pr.Kept
 	if pr.Truncated && pr.Window == budget.WindowErrors {
-		res.Projection = &Projection{Window: pr.Window, Kept: pr.Kept}
+		res.Projection = &Projection{Window: pr.Window, Limit: proj.Config().Limit, Kept: pr.Kept}
 	}
 }
 
