@@ -406,6 +406,9 @@ func TestBadInput(t *testing.T) {
 			{"wrong method", "DELETE", "/v1/sessions/s", nil, 405, "method_not_allowed"},
 			{"unknown tool in session", "POST", "/v1/sessions", `{"tools":["nope"]}`, 422, "invalid_request"},
 			{"bad budget", "POST", "/v1/sessions", `{"budget":{"mode":"furlongs"}}`, 422, "invalid_request"},
+			{"unknown window", "POST", "/v1/sessions", `{"budget":{"window":"errorz"}}`, 422, "invalid_request"},
+			{"negative turn limit", "POST", "/v1/sessions", `{"budget":{"turn_limit":-1}}`, 422, "invalid_request"},
+			{"empty pattern", "POST", "/v1/sessions", `{"budget":{"window":"errors","patterns":["FAIL",""]}}`, 422, "invalid_request"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				r := s.do(tc.method, tc.path, tc.body)

@@ -33,6 +33,8 @@ type budgetWire struct {
 	Mode      string   `json:"mode,omitempty"`
 	Window    string   `json:"window,omitempty"`
 	HeadShare *float64 `json:"head_share,omitempty"`
+	Patterns  []string `json:"patterns,omitempty"`
+	TurnLimit *int     `json:"turn_limit,omitempty"`
 }
 
 type sessionWire struct {
@@ -50,6 +52,10 @@ type budgetOut struct {
 	Mode      string  `json:"mode"`
 	Window    string  `json:"window"`
 	HeadShare float64 `json:"head_share"`
+	// Absent when not set, so that a session that sets neither reads as
+	// it always has.
+	Patterns  []string `json:"patterns,omitempty"`
+	TurnLimit int      `json:"turn_limit,omitempty"`
 }
 
 func toSessionWire(s turn.Session) sessionWire {
@@ -59,6 +65,7 @@ func toSessionWire(s turn.Session) sessionWire {
 		Tools: s.Tools,
 		Budget: budgetOut{
 			Limit: b.Limit, MaxLines: b.MaxLines, Mode: string(b.Mode), Window: string(b.Window), HeadShare: b.HeadShare,
+			Patterns: b.Patterns, TurnLimit: b.TurnLimit,
 		},
 		Metadata:  s.Metadata,
 		CreatedAt: s.CreatedAt.UTC(),
@@ -84,6 +91,12 @@ func (b *budgetWire) config(base budget.Config) budget.Config {
 	}
 	if b.HeadShare != nil {
 		c.HeadShare = *b.HeadShare
+	}
+	if b.Patterns != nil {
+		c.Patterns = b.Patterns
+	}
+	if b.TurnLimit != nil {
+		c.TurnLimit = *b.TurnLimit
 	}
 	return c
 }

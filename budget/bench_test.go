@@ -25,6 +25,36 @@ func BenchmarkProject(b *testing.B) {
 	}
 }
 
+// BenchmarkProjectErrors projects 64 MiB of log text in the errors window:
+// the whole middle is scanned for error lines (there are none, the worst
+// case: a scan that finds its budget's worth stops early).
+func BenchmarkProjectErrors(b *testing.B) {
+	text := logText(64 << 20)
+	p := mustNew(b, Config{Window: WindowErrors})
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	for b.Loop() {
+		if r := p.Project(text); !r.Truncated {
+			b.Fatal("not truncated")
+		}
+	}
+}
+
+// BenchmarkProjectErrorsProse is BenchmarkProjectErrors on log lines of
+// English words, whose bigrams the default patterns share more often.
+func BenchmarkProjectErrorsProse(b *testing.B) {
+	line := []byte("2024-05-01 12:00:00 INFO the server accepted a connection from the parent process and returned its handle\n")
+	text := bytes.Repeat(line, (64<<20)/len(line)+1)[:64<<20]
+	p := mustNew(b, Config{Window: WindowErrors})
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	for b.Loop() {
+		if r := p.Project(text); !r.Truncated {
+			b.Fatal("not truncated")
+		}
+	}
+}
+
 // generator yields size bytes of log text without holding them.
 type generator struct {
 	line      []byte
@@ -97,6 +127,20 @@ func BenchmarkProjectJSONSmall(b *testing.B) {
 		r, err := p.ProjectJSON(raw)
 		if err != nil || !r.JSON || r.Truncated {
 			b.Fatalf("ProjectJSON: %v, %s", err, summary(r))
+		}
+	}
+}
+
+// BenchmarkProjectSmallOver: a 40 KiB output over the default cap, where
+// per-call overhead shows.
+func BenchmarkProjectSmallOver(b *testing.B) {
+	text := logText(40 << 10)
+	p := mustNew(b, Config{})
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := p.Project(text); !r.Truncated {
+			b.Fatal("not truncated")
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Mode is the unit of the size cap.
@@ -28,6 +29,23 @@ const (
 	// WindowHeadTail keeps both ends, split by Config.HeadShare, with the
 	// marker between them.
 	WindowHeadTail Window = "head_tail"
+	// WindowErrors keeps both ends and, between them, the lines of the
+	// dropped middle that look like errors (Config.Patterns), each gap
+	// marked. Without such lines it projects exactly as WindowHeadTail.
+	WindowErrors Window = "errors"
+)
+
+// DefaultPatterns are the error markers of WindowErrors when
+// Config.Patterns is empty. Besides them a line is an error line when it
+// holds a compiler-style "file.ext:line:col:" diagnostic.
+var DefaultPatterns = []string{
+	"error", "Error", "ERROR", "panic:", "Traceback", "FAIL", "fatal", "Fatal", "FATAL", "Exception",
+}
+
+// Limits on Config.Patterns.
+const (
+	MaxPatterns      = 64
+	MaxPatternLength = 128
 )
 
 // Bound tells which cap made a projection drop content.
@@ -69,6 +87,13 @@ type Config struct {
 	// WindowHeadTail, within [0, 1]. Budget the head leaves unused (because
 	// it stopped at a line boundary) goes to the tail.
 	HeadShare float64 `json:"head_share"`
+	// Patterns are the literal, case-sensitive substrings that make a line
+	// an error line in WindowErrors; empty means DefaultPatterns.
+	Patterns []string `json:"patterns,omitempty"`
+	// TurnLimit caps, in the unit of Mode, what all outputs of one turn
+	// keep together; 0 means no turn cap. The budget package only
+	// validates it; see [Share] for the split.
+	TurnLimit int `json:"turn_limit,omitempty"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -122,6 +147,11 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: "limit", Value: strconv.Itoa(c.Limit), Reason: "must not be negative"}
 	case c.MaxLines < 0:
 		return &ConfigError{Field: "max_lines", Value: strconv.Itoa(c.MaxLines), Reason: "must not be negative"}
+	case c.TurnLimit < 0:
+		return &ConfigError{Field: "turn_limit", Value: strconv.Itoa(c.TurnLimit), Reason: "must not be negative"}
+	}
+	if err := validatePatterns(c.Patterns); err != nil {
+		return err
 	}
 	switch c.Mode {
 	case "", ModeBytes, ModeTokens:
@@ -129,13 +159,32 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: "mode", Value: strconv.Quote(string(c.Mode)), Reason: `want "bytes" or "tokens"`}
 	}
 	switch c.Window {
-	case "", WindowHead, WindowTail, WindowHeadTail:
+	case "", WindowHead, WindowTail, WindowHeadTail, WindowErrors:
 	default:
-		return &ConfigError{Field: "window", Value: strconv.Quote(string(c.Window)), Reason: `want "head", "tail" or "head_tail"`}
+		return &ConfigError{Field: "window", Value: strconv.Quote(string(c.Window)), Reason: `want "head", "tail", "head_tail" or "errors"`}
 	}
 	// Written so that NaN fails too.
 	if !(c.HeadShare >= 0 && c.HeadShare <= 1) {
 		return &ConfigError{Field: "head_share", Value: strconv.FormatFloat(c.HeadShare, 'g', -1, 64), Reason: "must be within [0, 1]"}
+	}
+	return nil
+}
+
+// validatePatterns rejects too many patterns and empty, overlong or
+// multi-line ones.
+func validatePatterns(ps []string) error {
+	if len(ps) > MaxPatterns {
+		return &ConfigError{Field: "patterns", Value: strconv.Itoa(len(ps)) + " patterns", Reason: "at most " + strconv.Itoa(MaxPatterns)}
+	}
+	for _, s := range ps {
+		switch {
+		case s == "":
+			return &ConfigError{Field: "patterns", Value: `""`, Reason: "a pattern must not be empty"}
+		case len(s) > MaxPatternLength:
+			return &ConfigError{Field: "patterns", Value: strconv.Quote(s[:16] + "…"), Reason: "longer than " + strconv.Itoa(MaxPatternLength) + " bytes"}
+		case strings.ContainsAny(s, "\n\r"):
+			return &ConfigError{Field: "patterns", Value: strconv.Quote(s), Reason: "a pattern must not span lines"}
+		}
 	}
 	return nil
 }

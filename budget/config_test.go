@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -22,7 +24,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := tt.in.WithDefaults(); got != tt.want {
+			if got := tt.in.WithDefaults(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("WithDefaults() = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -46,6 +48,13 @@ func TestConfigValidate(t *testing.T) {
 		{"share below 0", Config{HeadShare: -0.1}, "head_share"},
 		{"share above 1", Config{HeadShare: 1.5}, "head_share"},
 		{"share NaN", Config{HeadShare: math.NaN()}, "head_share"},
+		{"errors window", Config{Window: WindowErrors, Patterns: []string{"oops", "E:"}, TurnLimit: 4096}, ""},
+		{"unknown window errs", Config{Window: "error"}, "window"},
+		{"negative turn limit", Config{TurnLimit: -1}, "turn_limit"},
+		{"empty pattern", Config{Patterns: []string{"ok", ""}}, "patterns"},
+		{"multi-line pattern", Config{Patterns: []string{"a\r\nb"}}, "patterns"},
+		{"long pattern", Config{Patterns: []string{strings.Repeat("x", MaxPatternLength+1)}}, "patterns"},
+		{"too many patterns", Config{Patterns: make([]string, MaxPatterns+1)}, "patterns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +102,7 @@ func TestNew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := mustNew(t, tt.in, tt.opts...)
-			if got := p.Config(); got != tt.want {
+			if got := p.Config(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Config() = %+v, want %+v", got, tt.want)
 			}
 			if p.sizeCap != tt.sizeCap || p.lineCap != tt.maxLines {
@@ -111,7 +120,7 @@ func TestConfigJSONNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Limit: 5, MaxLines: 6, Mode: ModeTokens, Window: WindowTail, HeadShare: 0.75}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("decoded %+v, want %+v", c, want)
 	}
 }

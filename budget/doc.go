@@ -32,6 +32,21 @@
 // [BoundSize], even if the line cap is exceeded too. When only the line cap
 // is exceeded, the marker counts dropped lines and the bound is [BoundLines].
 //
+// # Error windows
+//
+// [WindowErrors] keeps, within the same caps, the head, the tail and the
+// error lines of the dropped middle (lines holding one of
+// [Config.Patterns], or a "file.ext:line:col:" diagnostic), with a marker
+// in every gap. The output but for one marker line stays within both caps,
+// and a text without error lines in the middle projects exactly as in
+// [WindowHeadTail]. [Result.Kept] lists the spans of the input kept.
+//
+// # Turn budget
+//
+// [Share] splits [Config.TurnLimit] among the outputs of a turn in call
+// order, each projected by [Projector.Within] its share; see
+// ARCHITECTURE.md, "budget: error windows and the turn budget".
+//
 // # JSON
 //
 // [Projector.ProjectJSON] keeps a JSON value valid and of the same shape: it

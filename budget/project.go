@@ -34,6 +34,12 @@ type Result struct {
 	Unit string
 	// DroppedItems counts the JSON array items replaced by item markers.
 	DroppedItems int64
+
+	// Window is the window of the projector that dropped content ("" when
+	// nothing was dropped), and Kept the spans of the input that Text
+	// keeps, in order (nil for a JSON projection, which keeps no span).
+	Window Window
+	Kept   []Span
 }
 
 // Project projects text onto the caps.
@@ -50,12 +56,21 @@ type Result struct {
 func (p *Projector) Project(text []byte) Result {
 	n := len(text)
 	w := min(n, p.edgeBytes())
-	return p.project(view{
-		prefix:   text[:w],
-		suffix:   text[n-w:],
-		size:     int64(n),
-		newlines: int64(bytes.Count(text, newline)),
-	})
+	v := view{prefix: text[:w], suffix: text[n-w:], size: int64(n)}
+	if p.matcher != nil && n > p.sizeCap {
+		// Over the size cap: the error-line scan counts the lines too.
+		c := p.newCollector()
+		v.newlines = c.writeAll(text)
+		v.errors = c.lines()
+		return p.project(v)
+	}
+	v.newlines = int64(bytes.Count(text, newline))
+	if p.matcher != nil && v.newlines >= int64(p.lineCap) {
+		c := p.newCollector()
+		c.write(text)
+		v.errors = c.lines()
+	}
+	return p.project(v)
 }
 
 var newline = []byte{'\n'}
@@ -67,6 +82,7 @@ type view struct {
 	suffix   []byte // the last min(size, edgeBytes()) bytes
 	size     int64
 	newlines int64
+	errors   []errorLine // WindowErrors only: the text's collected error lines
 }
 
 // edgeBytes is how many bytes of each end a projection may look at: the head
@@ -92,23 +108,36 @@ func (p *Projector) project(v view) Result {
 		return r
 	}
 
-	var head, tail []byte
+	r.Window = p.config.Window
 	if withinSize {
-		head, tail = p.cutLines(v.prefix)
+		r.Bound, r.Unit = BoundLines, unitLines
 	} else {
-		head, tail = p.cutSize(v.prefix, v.suffix)
+		r.Bound, r.Unit = BoundSize, p.unit()
 	}
+	if len(v.errors) > 0 {
+		if pieces, ok := p.projectErrors(v, v.errors, withinSize); ok {
+			r.Truncated = true
+			p.joinPieces(&r, v, pieces, withinSize)
+			return r
+		}
+	}
+	head, tail := p.cut(v, withinSize)
 	r.Truncated = true
 	r.DroppedBytes = v.size - int64(len(head)+len(tail))
 	r.DroppedLines = lines - joinedLines(head, tail)
 
-	var count int64
-	if withinSize {
-		r.Bound, r.Unit, count = BoundLines, unitLines, r.DroppedLines
-	} else {
-		r.Bound, r.Unit, count = BoundSize, p.unit(), p.inUnit(r.DroppedBytes)
+	count := r.DroppedLines
+	if !withinSize {
+		count = p.inUnit(r.DroppedBytes)
 	}
 	r.Text = withMarkerLine(head, tail, count, r.Unit)
+	r.Kept = make([]Span, 0, 2)
+	if len(head) > 0 {
+		r.Kept = append(r.Kept, Span{0, int64(len(head))})
+	}
+	if len(tail) > 0 {
+		r.Kept = append(r.Kept, Span{v.size - int64(len(tail)), int64(len(tail))})
+	}
 	return r
 }
 
@@ -243,6 +272,9 @@ func runeStartAtOrAfter(text []byte, i int) int {
 	}
 	return i
 }
+
+// countNewlines counts the '\n' of b.
+func countNewlines(b []byte) int { return bytes.Count(b, newline) }
 
 // joinedLines counts the lines of head followed by tail.
 func joinedLines(head, tail []byte) int64 {

@@ -22,6 +22,8 @@ type Projector struct {
 	sizeCap int
 	// lineCap is MaxLines.
 	lineCap int
+	// matcher finds error lines (WindowErrors only, else nil).
+	matcher *matcher
 }
 
 // New returns a Projector for c. Zero fields of c get their defaults (see
@@ -47,7 +49,30 @@ func New(c Config, opts ...Option) (*Projector, error) {
 			p.sizeCap = c.Limit * tokenBytes
 		}
 	}
+	if c.Window == WindowErrors {
+		p.matcher = newMatcher(c.Patterns)
+	}
 	return p, nil
+}
+
+// Within returns a projector like p whose Limit is at most limit (in the
+// unit of Mode, at least 0): p itself when its Limit is within it already.
+// The turn budget projects each output with one (see [Share]).
+func (p *Projector) Within(limit int) *Projector {
+	limit = max(limit, 0)
+	if limit >= p.config.Limit {
+		return p
+	}
+	q := *p
+	q.config.Limit = limit
+	q.sizeCap = limit
+	if q.config.Mode == ModeTokens {
+		q.sizeCap = math.MaxInt
+		if limit <= math.MaxInt/tokenBytes {
+			q.sizeCap = limit * tokenBytes
+		}
+	}
+	return &q
 }
 
 // Config returns the effective configuration, defaults included.

@@ -21,17 +21,26 @@ type Stream struct {
 	tail      ring   // the last edgeBytes() bytes
 	size      int64
 	newlines  int64
+	errors    *collector // WindowErrors only
 }
 
 // NewStream returns an empty Stream projecting with p.
 func (p *Projector) NewStream() *Stream {
-	return &Stream{projector: p, tail: ring{limit: p.edgeBytes()}}
+	s := &Stream{projector: p, tail: ring{limit: p.edgeBytes()}}
+	if p.matcher != nil {
+		s.errors = p.newCollector()
+	}
+	return s
 }
 
 // Write adds b to the stream. It never fails.
 func (s *Stream) Write(b []byte) (int, error) {
 	s.size += int64(len(b))
-	s.newlines += int64(bytes.Count(b, newline))
+	n := int64(bytes.Count(b, newline))
+	s.newlines += n
+	if s.errors != nil {
+		s.errors.write(b)
+	}
 	if room := s.projector.edgeBytes() - len(s.head); room > 0 {
 		s.head = appendWithin(s.head, b[:min(room, len(b))], s.projector.edgeBytes())
 	}
@@ -41,12 +50,26 @@ func (s *Stream) Write(b []byte) (int, error) {
 
 // Result projects what has been written so far. Writing may go on after it.
 func (s *Stream) Result() Result {
-	return s.projector.project(view{
-		prefix:   s.head,
-		suffix:   s.tail.bytes(),
+	return s.ResultWithin(s.projector.config.Limit)
+}
+
+// ResultWithin is Result with the Limit lowered to limit (see
+// [Projector.Within]): exactly what Within(limit).Project returns for the
+// same bytes, since a smaller window is within what the stream holds.
+func (s *Stream) ResultWithin(limit int) Result {
+	p := s.projector.Within(limit)
+	suffix := s.tail.bytes()
+	w := min(len(s.head), p.edgeBytes())
+	v := view{
+		prefix:   s.head[:w],
+		suffix:   suffix[len(suffix)-w:],
 		size:     s.size,
 		newlines: s.newlines,
-	})
+	}
+	if s.errors != nil {
+		v.errors = s.errors.lines()
+	}
+	return p.project(v)
 }
 
 // ProjectReader projects everything r yields, in memory bounded by the caps

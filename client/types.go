@@ -16,17 +16,23 @@ type BudgetRequest struct {
 	Limit     int     `json:"limit,omitempty"`
 	MaxLines  int     `json:"max_lines,omitempty"`
 	Mode      string  `json:"mode,omitempty"`   // bytes | tokens
-	Window    string  `json:"window,omitempty"` // head | tail | head_tail
+	Window    string  `json:"window,omitempty"` // head | tail | head_tail | errors
 	HeadShare float64 `json:"head_share,omitempty"`
+	// Patterns are the error markers of window errors (default: the
+	// server's); TurnLimit caps all outputs of one turn together.
+	Patterns  []string `json:"patterns,omitempty"`
+	TurnLimit int      `json:"turn_limit,omitempty"`
 }
 
 // Budget is a session's effective budget.
 type Budget struct {
-	Limit     int     `json:"limit"`
-	MaxLines  int     `json:"max_lines"`
-	Mode      string  `json:"mode"`
-	Window    string  `json:"window"`
-	HeadShare float64 `json:"head_share"`
+	Limit     int      `json:"limit"`
+	MaxLines  int      `json:"max_lines"`
+	Mode      string   `json:"mode"`
+	Window    string   `json:"window"`
+	HeadShare float64  `json:"head_share"`
+	Patterns  []string `json:"patterns,omitempty"`
+	TurnLimit int      `json:"turn_limit,omitempty"`
 }
 
 // SessionRequest creates a session. A nil Tools grants every tool; an empty

@@ -191,6 +191,8 @@ type (
 		MCP         *rawMCP   `yaml:"mcp"`
 		Retry       *rawRetry `yaml:"retry"`
 		Deferred    *bool     `yaml:"deferred"`
+		// Projection refines the session's budget for the tool's outputs.
+		Projection *rawProjection `yaml:"projection"`
 		// Pending decodes strictly like the rest; its yaml tags are the
 		// completion package's.
 		Pending *completion.Options `yaml:"pending"`
@@ -199,6 +201,10 @@ type (
 		Resource                 any  `yaml:"resource"`
 		MaxConcurrency           *int `yaml:"max_concurrency"`
 		MaxConcurrencyPerSession *int `yaml:"max_concurrency_per_session"`
+	}
+	rawProjection struct {
+		Window   string   `yaml:"window"`
+		Patterns []string `yaml:"patterns"`
 	}
 	rawHTTP struct {
 		URL       string            `yaml:"url"`

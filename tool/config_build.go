@@ -2,6 +2,7 @@ package tool
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
@@ -169,7 +171,26 @@ func (e entry) baseSpec(rt rawTool) *Spec {
 	if rt.Retry != nil {
 		s.Retry = e.retry(*rt.Retry)
 	}
+	if rt.Projection != nil {
+		s.Projection = e.projection(*rt.Projection)
+	}
 	return s
+}
+
+// projection checks the entry's projection block: a known window and
+// valid patterns (budget.Projection.Validate).
+func (e entry) projection(rp rawProjection) budget.Projection {
+	p := budget.Projection{Window: budget.Window(rp.Window), Patterns: rp.Patterns}
+	if err := p.Validate(); err != nil {
+		var ce *budget.ConfigError
+		if !errors.As(err, &ce) {
+			e.fail(e.at("projection"), "projection: %v", err)
+			return budget.Projection{}
+		}
+		e.fail(e.at("projection", ce.Field), "projection.%s %s: %s", ce.Field, ce.Value, ce.Reason)
+		return budget.Projection{}
+	}
+	return p
 }
 
 // retry checks the entry's retry block; see retryPolicy.
@@ -208,6 +229,7 @@ func (e entry) builtinSpec(rt rawTool, base *Spec) *Spec {
 	if rt.Retry != nil {
 		b.Retry = base.Retry
 	}
+	b.Projection = base.Projection
 	switch {
 	case rt.Pending == nil:
 	case !b.Deferred:
@@ -253,7 +275,7 @@ var reservedHeaders = []string{"Content-Type", "Content-Length", "Idempotency-Ke
 func (e entry) httpTool(rh rawHTTP, s *Spec) *httpTool {
 	l := e.l
 	t := &httpTool{timeout: DefaultTimeout, client: l.client(), now: l.opts.Now,
-		deferred: s.Deferred, pending: s.Pending}
+		deferred: s.Deferred, pending: s.Pending, projection: s.Projection}
 	if rh.URL == "" {
 		e.fail(e.at("http"), "http.url is required")
 	} else if u, msg := absoluteURL("http.url", rh.URL, l.opts.Env); msg != "" {

@@ -54,6 +54,9 @@ func (l *loader) buildMCP(i int, rt rawTool) {
 	if rm.Timeout != nil {
 		src.timeout = e.duration(*rm.Timeout, "mcp", "timeout")
 	}
+	if rt.Projection != nil {
+		src.projection = e.projection(*rt.Projection)
+	}
 	if rt.Retry != nil {
 		src.retry = e.retry(*rt.Retry)
 	}

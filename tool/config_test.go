@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
@@ -262,6 +263,9 @@ func TestParseErrors(t *testing.T) {
 		{"approval pending invalid", "tools:\n  - name: a\n    builtin: approval\n    pending: {deadline: 1y}\n", 4, "a", `pending.deadline "1y"`},
 		{"approval cancel_external_work", "tools:\n  - name: a\n    builtin: approval\n    pending: {on_cancel: cancel_external_work}\n", 4, "a", "needs an http.cancel_url"},
 		{"not a mapping", "- a\n", 1, "", "sequence was used where mapping is expected"},
+		{"unknown projection window", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    projection:\n      window: middle\n", 5, "a", `projection.window "middle": want "head", "tail", "head_tail" or "errors"`},
+		{"empty projection pattern", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    projection:\n      window: errors\n      patterns: [FAIL, '']\n", 6, "a", `projection.patterns "": a pattern must not be empty`},
+		{"projection unknown key", "tools:\n  - name: a\n    http: {url: 'http://x/'}\n    projection: {mode: errors}\n", 4, "a", "unknown field"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,6 +288,24 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error shows the secret: %v", err)
 			}
 		})
+	}
+}
+
+func TestParseProjection(t *testing.T) {
+	t.Parallel()
+	reg := mustParse(t, "tools:\n  - name: build\n    http: {url: 'http://x/'}\n    projection: {window: errors, patterns: ['undefined:', FAIL]}\n  - name: plain\n    http: {url: 'http://x/'}\n  - name: said\n    builtin: echo\n    projection: {window: tail}\n")
+	tests := []struct {
+		tool string
+		want budget.Projection
+	}{
+		{"build", budget.Projection{Window: budget.WindowErrors, Patterns: []string{"undefined:", "FAIL"}}},
+		{"plain", budget.Projection{}},
+		{"said", budget.Projection{Window: budget.WindowTail}},
+	}
+	for _, tt := range tests {
+		if got := lookup(t, reg, tt.tool).Projection; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: Projection = %+v, want %+v", tt.tool, got, tt.want)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
@@ -111,6 +112,8 @@ type httpTool struct {
 	deferred  bool
 	pending   completion.Options
 	cancelURL string
+	// projection is the tool's own window and patterns (Spec.Projection).
+	projection budget.Projection
 }
 
 // request is the body POSTed to the tool.
@@ -313,6 +316,9 @@ func (t *httpTool) readText(ctx context.Context, resp *http.Response, ctype stri
 		return dispatch.OK(data, false)
 	}
 
+	if pp, err := p.With(t.projection); err == nil {
+		p = pp // the tool's own window and patterns
+	}
 	stream := p.NewStream()
 	var full bytes.Buffer
 	if n := resp.ContentLength; n > 0 {
@@ -332,6 +338,7 @@ func (t *httpTool) readText(ctx context.Context, resp *http.Response, ctype stri
 		Full:        full.Bytes(),
 		Complete:    total <= keep,
 		ContentType: ctype,
+		Stream:      stream,
 	}
 	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -71,6 +72,8 @@ type mcpSource struct {
 	// names; caps the server's max_concurrency, shared by its tools.
 	resources map[string][]located
 	caps      caps
+	// projection is the entry's projection: block, for every tool.
+	projection budget.Projection
 }
 
 // key identifies the connection the entry needs: a reload keeps the
@@ -592,7 +595,7 @@ func (s *mcpServer) buildSpecs() []*Spec {
 			continue
 		}
 		seen[name] = true
-		sp := &Spec{Name: name, Description: t.Description, Effect: dispatch.EffectWrite, Retry: src.retry,
+		sp := &Spec{Name: name, Description: t.Description, Effect: dispatch.EffectWrite, Retry: src.retry, Projection: src.projection,
 			Impl: &mcpTool{srv: s, remote: t.Name, timeout: src.timeout}}
 		if sp.Description == "" {
 			sp.Description = t.Title

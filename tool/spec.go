@@ -45,6 +45,9 @@ type Spec struct {
 	Limit        *dispatch.Limit
 	SessionLimit *dispatch.LimitSet
 
+	// Projection refines the session's budget for this tool's outputs
+	// (config projection:); zero leaves it as it is.
+	Projection budget.Projection
 	// CancelURL is where Registry.CancelExternal POSTs to cancel a parked
 	// call's external work ("" when the tool has none). ${VAR} is already
 	// expanded, so it may hold a secret: never log it.
@@ -149,6 +152,9 @@ type Projected struct {
 	Full        []byte
 	Complete    bool
 	ContentType string
+	// Stream is the projection's stream, when the service may ask it for
+	// a projection within a lower limit (Stream.ResultWithin).
+	Stream *budget.Stream
 }
 
 type projectorKey struct{}

@@ -240,7 +240,7 @@ func (s *Service) deliveredResult(t Turn, sess Session, c Completion, payload js
 	k := TurnKey{t.SessionID, t.ID}
 	base := resultAt(t, c)
 	base.FinishedAt = now
-	res, out, err := s.applyPayload(k, projectorFor(s, sess), base, payload)
+	res, out, err := s.applyPayload(k, s.completionProjector(sess, t, base.Name), base, payload)
 	if err != nil {
 		return Result{}, nil, Line{}, err
 	}
@@ -677,7 +677,7 @@ func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
 	if err != nil || c.Status != CompletionEarly {
 		return res, out
 	}
-	delivered, dout, err := s.applyPayload(r.key, r.proj, res, c.Payload)
+	delivered, dout, err := s.applyPayload(r.key, s.completionProjector(r.session, r.turn, res.Name), res, c.Payload)
 	if err != nil {
 		return res, out
 	}

@@ -124,6 +124,15 @@ type Result struct {
 	// ReplayedFrom names the turn whose record answered this call; empty
 	// when the call was answered in this turn.
 	ReplayedFrom string
+	// Projection says how a truncated output was projected, when not by
+	// the session's plain budget (see turnbudget.go); not stored with the
+	// result.
+	Projection *Projection
+
+	// keptBytes and kept are what the projection kept of the output, for
+	// the turn budget (set by project).
+	keptBytes int64
+	kept      []budget.Span
 }
 
 // LineKind names a ledger line.

@@ -105,6 +105,9 @@ type run struct {
 	// journaled: the calls of a resumed turn whose attempt lines are in
 	// the ledger (nil: all that started are; see readJournaled).
 	journaled map[string]bool
+	// budget splits the turn budget among the calls' outputs (Account
+	// only; turnbudget.go).
+	budget *turnBudget
 }
 
 type callState struct {
@@ -653,6 +656,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	if st.silent {
 		// Accounted before a resume: its result and lines are recorded.
 		res := r.recorded[i]
+		r.spendRecorded(res)
 		r.turn.Results = append(r.turn.Results, res)
 		r.mu.Lock()
 		r.accounted = i + 1
@@ -672,7 +676,9 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	res.ReplayedFrom = st.replayedFrom
 	var out *Output
 	if a.Verdict == dispatch.Run && a.Outcome.Status != dispatch.StatusRefused {
-		out = r.svc.project(r.key, r.proj, &res, a.Outcome)
+		out = r.projectCall(st.spec, &res, a.Outcome)
+	} else {
+		r.spendRecorded(res)
 	}
 	r.mu.Lock()
 	if h, keyed := r.keyed[i]; keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
@@ -773,6 +779,9 @@ func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
 	if res.Repaired > 0 {
 		b = append(b, `,"output_repaired":`...)
 		b = strconv.AppendInt(b, int64(res.Repaired), 10)
+	}
+	if res.Projection != nil {
+		b = appendProjection(b, res.Projection)
 	}
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, string(res.Status))
@@ -902,6 +911,9 @@ func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o disp
 	switch d := o.Detail.(type) {
 	case *tool.Projected:
 		pr, full, ctype = d.Result, d.Full, d.ContentType
+		if d.Stream != nil {
+			pr = d.Stream.ResultWithin(proj.Config().Limit) // the turn budget's share
+		}
 		if ctype == "" {
 			ctype = "text/plain; charset=utf-8"
 		}
@@ -939,6 +951,7 @@ func (s *Service) project(k TurnKey, proj *budget.Projector, res *Result, o disp
 	}
 	res.Truncated = pr.Truncated
 	res.OriginalBytes = pr.OriginalBytes
+	noteProjection(res, proj, pr)
 	s.observeProjection(pr)
 	res.OriginalLines = pr.OriginalLines
 	if !pr.Truncated {

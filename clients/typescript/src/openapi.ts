@@ -927,8 +927,21 @@ export interface components {
             max_lines?: number;
             mode?: components["schemas"]["BudgetMode"];
             window?: components["schemas"]["BudgetWindow"];
-            /** @description With window `head_tail`, the share of the budget kept from the head. */
+            /** @description With window `head_tail` or `errors`, the share of the budget kept from the head (of what the error lines leave, in `errors`). */
             head_share?: number;
+            patterns?: components["schemas"]["BudgetPatterns"];
+            /**
+             * @description The most bytes (or tokens) all outputs of one turn keep
+             *     together; 0 or absent means no turn budget. Each call's output
+             *     is projected within min(limit, its share): in call order, call
+             *     i of n gets floor(left / (n - i)), `left` being turn_limit
+             *     minus what the earlier outputs kept. A small output passes
+             *     whole and leaves the rest to the later ones; none gets less
+             *     than floor(turn_limit / n); the split never depends on the
+             *     order in which calls complete. A deferred completion gets
+             *     floor(turn_limit / n).
+             */
+            turn_limit?: number;
         } & {
             [key: string]: unknown;
         };
@@ -940,21 +953,45 @@ export interface components {
             max_lines: number;
             mode: components["schemas"]["BudgetMode"];
             window: components["schemas"]["BudgetWindow"];
-            /** @description With window `head_tail`, the share of the budget kept from the head. */
+            /** @description With window `head_tail` or `errors`, the share of the budget kept from the head. */
             head_share: number;
+            patterns?: components["schemas"]["BudgetPatterns"];
+            /** @description The session's turn budget (see BudgetRequest); absent when it has none. */
+            turn_limit?: number;
         } & {
             [key: string]: unknown;
         };
+        /**
+         * @description With window `errors`, the literal, case-sensitive substrings that
+         *     make a line an error line, instead of the defaults (`error`,
+         *     `Error`, `ERROR`, `panic:`, `Traceback`, `FAIL`, `fatal`, `Fatal`,
+         *     `FATAL`, `Exception`); a `file.ext:line:col:` diagnostic always
+         *     is one. Absent in a session that uses the defaults.
+         */
+        BudgetPatterns: string[];
         /**
          * @description What `limit` counts; a token is approximated as 4 bytes.
          * @enum {string}
          */
         BudgetMode: "bytes" | "tokens";
         /**
-         * @description Which part of an oversized output is kept.
+         * @description Which part of an oversized output is kept: `head` the start,
+         *     `tail` the end, `head_tail` (the default) both ends split by
+         *     head_share (0.5 by default) with one `...N bytes truncated...`
+         *     marker between them. `errors` keeps, within the same budget, the
+         *     head, the tail and the lines of the dropped middle that look like
+         *     errors (see patterns): half of the budget (bytes and lines) is set
+         *     aside for them, taken in order while they fit, each run of
+         *     adjacent error lines paying for its marker; head and tail then
+         *     share what they left. Every gap gets the exact marker
+         *     `...N bytes truncated...` (tokens or lines as usual), and the
+         *     output but for one marker line stays within limit and max_lines.
+         *     Without error lines in the middle, `errors` gives exactly what
+         *     `head_tail` gives. JSON outputs keep their structure-preserving
+         *     projection in every window.
          * @enum {string}
          */
-        BudgetWindow: "head" | "tail" | "head_tail";
+        BudgetWindow: "head" | "tail" | "head_tail" | "errors";
         SessionRequest: {
             /** @description The session's id; generated when absent or null. */
             id?: components["schemas"]["ID"] | null;
@@ -1251,10 +1288,15 @@ export interface components {
          *     finished_at, outcome}], its attempts in order, outcome `ok`,
          *     `timed_out`, `cancelled` or the attempt's error code; and in the
          *     call_answered line of a call whose tool declares resources or a
-         *     max_concurrency, admitted_at (when dispatch took it up) and
-         *     ready_at (when every earlier call it conflicts with had answered;
-         *     the wait from there to the result's started_at is its wait for a
-         *     max_concurrency place), absent when it never became ready}),
+         *     max_concurrency, admitted_at (when dispatch took it up), ready_at
+         *     (when every earlier call it conflicts with had answered; absent
+         *     when it never became ready) and, for a capped tool, gated_at (when
+         *     it had its max_concurrency places); and when a
+         *     truncated output was projected in window `errors`, by a tool's own
+         *     projection or within its share of the session's `turn_limit`,
+         *     projection: {kept: [[offset, length], ...] the byte spans of the
+         *     output the result keeps, limit: the limit it was projected
+         *     within, window}}),
          *     `completion_late` ({status, key, payload, truncated,
          *     original_bytes, and output_id when truncated}: a result delivered
          *     after its key had timed out or been cancelled; `status` is the
