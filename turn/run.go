@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/tool"
@@ -87,6 +89,8 @@ type run struct {
 	// leadingReads (-1 until computed).
 	early   *earlyPool
 	leading int
+	// span is the turn's span while its wave runs (nil: tracing off).
+	span trace.Span
 }
 
 type callState struct {
@@ -221,6 +225,7 @@ func runHere(f func()) {
 
 func (r *run) execute() {
 	s := r.svc
+	defer r.endTurnSpan()
 	if r.resumed {
 		r.buffer(Line{Kind: LineTurnResumed, Data: mustJSON(map[string]any{"owner": s.cfg.Owner})})
 	}
@@ -237,7 +242,7 @@ func (r *run) execute() {
 		Now:            s.now,
 	}
 	s.cfg.Observer.WaveStarted(len(calls))
-	report, err := wave.Run(r.ctx, r)
+	report, err := wave.Run(r.ctx, r.host())
 	status := StatusCompleted
 	switch {
 	case err != nil && errors.Is(err, ErrLeaseLost):
