@@ -156,7 +156,7 @@ func New(cfg Config) http.Handler {
 
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer, s.guard)
+	r.Use(nameSpan, s.observe, s.recoverer, s.guard)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
 	})
