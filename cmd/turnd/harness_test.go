@@ -63,7 +63,7 @@ func childEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "TURND_") || strings.HasPrefix(k, "DATABASE_URL") {
+		if strings.HasPrefix(k, "TURND_") || strings.HasPrefix(k, "DATABASE_URL") || strings.HasPrefix(k, "OTEL_") {
 			continue
 		}
 		env = append(env, kv)
