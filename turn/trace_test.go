@@ -32,6 +32,7 @@ type traced struct {
 	mu    sync.Mutex
 	ended map[string]int
 	wake  chan struct{}
+	every func() // called on every span's end (under mu), if set
 }
 
 func newTraced(t testing.TB) *traced {
@@ -46,6 +47,9 @@ func newTraced(t testing.TB) *traced {
 func (tr *traced) OnEnd(s sdktrace.ReadOnlySpan) {
 	tr.mu.Lock()
 	tr.ended[s.Name()]++
+	if tr.every != nil {
+		tr.every()
+	}
 	tr.mu.Unlock()
 	select {
 	case tr.wake <- struct{}{}:
