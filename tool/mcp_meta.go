@@ -3,7 +3,6 @@ package tool
 import (
 	"context"
 	"crypto/rand"
-	"math"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -72,12 +71,12 @@ func (s *mcpServer) onProgress(_ context.Context, req *mcp.ProgressNotificationC
 	if !ok {
 		return
 	}
-	p := req.Params
-	if math.IsNaN(p.Progress) || math.IsInf(p.Progress, 0) || math.IsNaN(p.Total) || math.IsInf(p.Total, 0) {
+	p := Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: truncateUTF8(req.Params.Message, maxProgressMessage)}
+	if !validProgress(p) {
 		return
 	}
 	route := v.(progressRoute)
-	route.to.CallProgress(route.callID, Progress{Progress: p.Progress, Total: p.Total, Message: truncateUTF8(p.Message, maxProgressMessage)})
+	route.to.CallProgress(route.callID, p)
 }
 
 // maxProgressMessage caps the bytes of a progress message kept.

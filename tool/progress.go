@@ -27,8 +27,12 @@ func WithProgress(ctx context.Context, r ProgressReporter) context.Context {
 	return context.WithValue(ctx, progressKey{}, r)
 }
 
-// progressFrom returns the reporter WithProgress set, or nil.
+// progressFrom returns the reporter of ctx's CallContext or, failing
+// that, the one WithProgress set; nil without either.
 func progressFrom(ctx context.Context) ProgressReporter {
+	if cc, ok := CallContextFrom(ctx); ok && cc.Progress != nil {
+		return cc.Progress
+	}
 	r, _ := ctx.Value(progressKey{}).(ProgressReporter)
 	return r
 }
