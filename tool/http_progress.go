@@ -29,7 +29,7 @@ const progressStreamType = "application/x-ndjson"
 
 // progressLine is a line of a progress stream: progress, or the answer.
 type progressLine struct {
-	Progress *Progress      `json:"progress"`
+	Progress *Progress       `json:"progress"`
 	Output   json.RawMessage `json:"output"`
 	Error    json.RawMessage `json:"error"`
 	Pending  json.RawMessage `json:"pending"`
