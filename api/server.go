@@ -207,6 +207,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/complete/{key}", s.complete)
 		r.Get("/complete/{key}", s.completionStatus)
 		r.Post("/complete/{key}/heartbeat", s.heartbeat)
+		r.Post("/complete/{key}/progress", s.completeProgress)
 	})
 	return r
 }

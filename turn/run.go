@@ -170,7 +170,7 @@ func (s *Service) newRun(sess Session, t Turn, reg *tool.Registry, recorded []Re
 func (s *Service) launch(r *run) {
 	ctx, cancel := context.WithCancel(s.base)
 	ctx = tool.WithProjector(ctx, r.proj, s.cfg.OutputKeepCap)
-	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CompleteURL: s.cfg.CompleteURL})
+	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CompleteURL: s.cfg.CompleteURL, Progress: r})
 	r.ctx, r.cancel = ctx, cancel
 	s.mu.Lock()
 	if !r.unrecorded {
@@ -225,7 +225,7 @@ func runHere(f func()) {
 
 func (r *run) execute() {
 	s := r.svc
-	defer r.endTurnSpan()
+	defer r.waveEnded()
 	if r.resumed {
 		r.buffer(Line{Kind: LineTurnResumed, Data: mustJSON(map[string]any{"owner": s.cfg.Owner})})
 	}

@@ -254,6 +254,8 @@ type Service struct {
 	stop    chan struct{}
 	started atomic.Bool
 	trace   *tracing // nil: tracing off (trace.go)
+	// progress holds the latest progress of calls running here (progress.go).
+	progress progressBoard
 }
 
 // New builds a Service.
