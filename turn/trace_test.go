@@ -312,3 +312,37 @@ func TestTraceLedgerUnchanged(t *testing.T) {
 }
 
 func fixedNow() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// TestTraceWebhook: the turn.settled webhook carries the trace context of
+// its turn, in a client span that is a child of the turn's.
+func TestTraceWebhook(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		tr := newTraced(t)
+		rc := newReceiver(t)
+		f := &fixture{t: t, store: open(t)}
+		f.reg = mustRegistry(t, f.counted("read", dispatch.EffectRead, echo))
+		h := newHooked(t, f, newSigner(t), func(c *turn.Config) { c.TracerProvider = tr.tp })
+		h.createSession(t, "s", rc.srv.URL+"/hooks")
+		parent := remoteParent(t)
+		sub, err := h.svc.Submit(trace.ContextWithRemoteSpanContext(context.Background(), parent), "s", turn.TurnRequest{ID: "t", Calls: calls("a=read")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.svc.Await(context.Background(), turn.TurnKey{SessionID: "s", TurnID: sub.Turn.ID}); err != nil {
+			t.Fatal(err)
+		}
+		r := rc.next(t)
+		tp := r.header.Get("Traceparent")
+		if !strings.HasPrefix(tp, "00-"+parent.TraceID().String()+"-") {
+			t.Fatalf("the webhook's traceparent %q is not of the turn's trace %s", tp, parent.TraceID())
+		}
+		tr.wait(t, "webhook turn.settled", 1)
+		hook, root := tr.one(t, "webhook turn.settled"), tr.one(t, "turn")
+		if hook.Parent.SpanID() != root.SpanContext.SpanID() || hook.SpanKind != trace.SpanKindClient || !strings.Contains(tp, hook.SpanContext.SpanID().String()) {
+			t.Fatalf("webhook span: parent %v kind %v id %v; want a client span under the turn's %v, named by traceparent %q",
+				hook.Parent.SpanID(), hook.SpanKind, hook.SpanContext.SpanID(), root.SpanContext.SpanID(), tp)
+		}
+		wantAttrs(t, hook, map[string]string{"turnd.webhook.event": "turn.settled", "http.response.status_code": "200"})
+	})
+}
