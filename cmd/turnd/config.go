@@ -120,6 +120,7 @@ func envHelp() string {
 	fmt.Fprintf(&b, "  %-34s %s\n", "DATABASE_URL_FILE", "a file holding the Postgres URL (see -database-url)")
 	fmt.Fprintf(&b, "  %-34s %s\n", "GOGC", "the collector's target; default 400 while serving (see README)")
 	fmt.Fprintf(&b, "  %-34s %s\n", "GOMEMLIMIT", "a soft memory limit for the Go runtime")
+	b.WriteString(traceEnvHelp())
 	return b.String()
 }
 

@@ -33,6 +33,31 @@ type traceConfig struct {
 	Content bool
 }
 
+// traceEnv are the standard OpenTelemetry variables turnd's tracing reads
+// (the SDK reads all but the first three itself), for `turnd serve -h`.
+var traceEnv = [][2]string{
+	{"OTEL_SDK_DISABLED", "true turns tracing off"},
+	{"OTEL_TRACES_EXPORTER", "otlp (the default once an endpoint is set) or none"},
+	{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf, the one turnd speaks (also OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)"},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "the collector's OTLP/HTTP base URL, e.g. http://collector:4318; set, tracing is on"},
+	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "the full URL for traces instead (…/v1/traces)"},
+	{"OTEL_EXPORTER_OTLP_HEADERS", "headers for the collector (k=v,…; also _TRACES_)"},
+	{"OTEL_SERVICE_NAME", "the service.name of turnd's spans (default turnd)"},
+	{"OTEL_RESOURCE_ATTRIBUTES", "more resource attributes (k=v,…)"},
+	{"OTEL_TRACES_SAMPLER", "e.g. parentbased_traceidratio (default parentbased_always_on), with OTEL_TRACES_SAMPLER_ARG"},
+	{"OTEL_BSP_SCHEDULE_DELAY", "the batch exporter's delay in ms (default 5000)"},
+}
+
+// traceEnvHelp is the part of `turnd serve -h` about traceEnv.
+func traceEnvHelp() string {
+	var b strings.Builder
+	b.WriteString("\nTracing (OpenTelemetry; off unless an OTLP endpoint is set):\n")
+	for _, v := range traceEnv {
+		fmt.Fprintf(&b, "  %-34s %s\n", v[0], v[1])
+	}
+	return b.String()
+}
+
 // traceFlags adds the flags of tracing.
 func traceFlags(fs *flag.FlagSet, env envLookup, c *config, _ *flagText) error {
 	return env.boolFlag(fs, &c.Tracing.Content, "trace-content", "TURND_TRACE_CONTENT", false,
