@@ -14,7 +14,8 @@ import (
 // benchTurns submits b.N turns of four reads of the echo builtin, each in
 // a session of its own, on the embedded store, and waits for each: the
 // all-read path of workload 1, one turn at a time. edit adjusts the
-// service's config (tracing, in BenchmarkTurnTraced).
+// service's config (tracing, in BenchmarkTurnTraced). cpu-ns/op is the
+// process's CPU time per turn (the store's included).
 func benchTurns(b *testing.B, edit func(*turn.Config)) {
 	reg, err := tool.Parse([]byte("builtin: [echo]\n"), tool.Options{})
 	if err != nil {
@@ -31,6 +32,7 @@ func benchTurns(b *testing.B, edit func(*turn.Config)) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPU()
 	for i := range b.N {
 		sid := "s" + strconv.Itoa(i)
 		sub, err := svc.Submit(ctx, sid, turn.TurnRequest{ID: "t", Calls: calls})
@@ -41,6 +43,7 @@ func benchTurns(b *testing.B, edit func(*turn.Config)) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkTurn is a turn without tracing (see benchTurns).
