@@ -142,10 +142,13 @@ func TestTraceCrossesTurnd(t *testing.T) {
 		})
 		const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 		p.must(http.StatusOK, "POST", "/v1/sessions/s/turns", `{"id":"t1","calls":[{"id":"c1","name":"weather","arguments":{}}]}`,
-			"Traceparent", "00-"+traceID+"-"+parentID+"-01")
+			"Traceparent", "00-"+traceID+"-"+parentID+"-01", "Tracestate", "frontend=t61rcWkgMzE")
 		h := <-toolHeaders
 		if tp := h.Get("Traceparent"); !strings.HasPrefix(tp, "00-"+traceID+"-") {
 			t.Fatalf("the HTTP tool got traceparent %q, want one of trace %s", tp, traceID)
+		}
+		if ts := h.Get("Tracestate"); ts != "frontend=t61rcWkgMzE" {
+			t.Errorf("the HTTP tool got tracestate %q, want the caller's", ts)
 		}
 		want := []string{"POST /v1/sessions/{session_id}/turns", "turn", "execute_tool weather"}
 		poll(t, settleTimeout, func() error {
