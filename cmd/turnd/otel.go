@@ -138,7 +138,18 @@ func (t *telemetry) handler(h http.Handler) http.Handler {
 	if t.tp == nil {
 		return h
 	}
-	return otelhttp.NewHandler(h, "turnd", otelhttp.WithTracerProvider(t.tp), otelhttp.WithPropagators(t.prop))
+	return otelhttp.NewHandler(h, "turnd", otelhttp.WithTracerProvider(t.tp), otelhttp.WithPropagators(t.prop),
+		otelhttp.WithFilter(traced))
+}
+
+// traced reports whether a request gets a span: not the probes and
+// scrapes (/healthz, /readyz, /metrics), which would bury the turns.
+func traced(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		return false
+	}
+	return true
 }
 
 // toolClient is the HTTP client of HTTP tools and MCP servers: nil (the

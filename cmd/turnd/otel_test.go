@@ -203,6 +203,31 @@ func TestTraceCrossesTurnd(t *testing.T) {
 		if service != "turnd-e2e" {
 			t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", service)
 		}
+
+		// A malformed traceparent starts a trace of turnd's own; probes
+		// make no spans.
+		p.must(http.StatusOK, "GET", "/readyz", nil)
+		p.must(http.StatusOK, "POST", "/v1/sessions/s/turns", `{"id":"t2","calls":[{"id":"c2","name":"weather","arguments":{}}]}`,
+			"Traceparent", "00-not-a-trace-01")
+		<-toolHeaders
+		poll(t, settleTimeout, func() error {
+			if len(rc.byName("turn")) < 2 {
+				return errors.New("the second turn's span is not exported yet")
+			}
+			return nil
+		})
+		second := rc.byName("turn")[1]
+		if hex.EncodeToString(second.TraceId) == traceID {
+			t.Errorf("the turn posted with a malformed traceparent is in the first trace")
+		}
+		for _, r := range rc.byName(want[0]) {
+			if hex.EncodeToString(r.TraceId) == hex.EncodeToString(second.TraceId) && len(r.ParentSpanId) != 0 {
+				t.Errorf("the request with a malformed traceparent has parent %x, want none", r.ParentSpanId)
+			}
+		}
+		if got := rc.byName("GET /readyz"); len(got) != 0 {
+			t.Errorf("/readyz made %d spans", len(got))
+		}
 	})
 }
 
