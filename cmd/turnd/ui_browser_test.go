@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -530,7 +531,7 @@ func TestUIToken(t *testing.T) {
 		api++
 		if auth, _ := r.Headers["Authorization"].(string); auth == "Bearer "+token {
 			authorized++
-			if strings.HasSuffix(r.URL, "/events") {
+			if u, err := url.Parse(r.URL); err == nil && strings.HasSuffix(u.Path, "/events") {
 				stream++
 			}
 		}
