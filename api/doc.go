@@ -9,5 +9,7 @@
 //
 // Domain types from turn are mapped to wire types here, and domain errors
 // to status codes in exactly one function (problemFor). api may import turn,
-// tool, dispatch, budget and api/provider; it must not import a store implementation.
+// tool, dispatch, budget and api/provider, and the OpenTelemetry trace API
+// (trace.go names spans); it must not import a store implementation or the
+// OpenTelemetry SDK.
 package api

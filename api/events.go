@@ -43,6 +43,11 @@ func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	withProgress, err := progressQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -56,6 +61,10 @@ func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	settled := t.Status.Settled()
+	var sent map[string]uint64 // progress shown, by call (progress.go)
+	if withProgress {
+		sent = map[string]uint64{}
+	}
 	for {
 		lines, err := s.svc.TurnLedger(r.Context(), k, after, eventPage)
 		if err != nil {
@@ -75,6 +84,9 @@ func (s *server) turnEvents(w http.ResponseWriter, r *http.Request) {
 				_ = rc.Flush()
 				return // the turn's last line
 			}
+		}
+		if sent != nil && s.writeProgress(w, k, sent) != nil {
+			return
 		}
 		_ = rc.Flush()
 		if len(lines) > 0 {

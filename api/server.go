@@ -156,7 +156,7 @@ func New(cfg Config) http.Handler {
 
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, s.recoverer, s.guard)
+	r.Use(nameSpan, s.observe, s.recoverer, s.guard)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "not_found", "no route for "+r.URL.Path)
 	})
@@ -207,6 +207,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/complete/{key}", s.complete)
 		r.Get("/complete/{key}", s.completionStatus)
 		r.Post("/complete/{key}/heartbeat", s.heartbeat)
+		r.Post("/complete/{key}/progress", s.completeProgress)
 	})
 	return r
 }

@@ -17,32 +17,34 @@ import (
 
 // schemaTypes maps each object schema of openapi.yaml to its Go type.
 var schemaTypes = map[string]any{
-	"Problem":        Error{},
-	"BudgetRequest":  BudgetRequest{},
-	"Budget":         Budget{},
-	"SessionRequest": SessionRequest{},
-	"Session":        Session{},
-	"Call":           Call{},
-	"TurnRequest":    TurnRequest{},
-	"Turn":           Turn{},
-	"Result":         Result{},
-	"CallError":      CallError{},
-	"Delivery":       Delivery{},
-	"DeliveryError":  DeliveryError{},
-	"DeliveryAck":    DeliveryAck{},
-	"CompletionInfo": CompletionInfo{},
-	"LedgerLine":     LedgerLine{},
-	"LedgerPage":     LedgerPage{},
-	"Tool":           Tool{},
-	"ToolList":       ToolList{},
-	"Health":         Health{},
-	"Readiness":      Readiness{},
-	"SessionPage":    SessionPage{},
-	"SessionSummary": SessionSummary{},
-	"TurnPage":       TurnPage{},
-	"TurnSummary":    TurnSummary{},
-	"PendingPage":    PendingPage{},
-	"ParkedCall":     ParkedCall{},
+	"Problem":           Error{},
+	"BudgetRequest":     BudgetRequest{},
+	"Budget":            Budget{},
+	"SessionRequest":    SessionRequest{},
+	"Session":           Session{},
+	"Call":              Call{},
+	"TurnRequest":       TurnRequest{},
+	"Turn":              Turn{},
+	"Result":            Result{},
+	"CallError":         CallError{},
+	"Delivery":          Delivery{},
+	"DeliveryError":     DeliveryError{},
+	"DeliveryAck":       DeliveryAck{},
+	"CompletionInfo":    CompletionInfo{},
+	"LedgerLine":        LedgerLine{},
+	"LedgerPage":        LedgerPage{},
+	"Tool":              Tool{},
+	"ToolList":          ToolList{},
+	"Health":            Health{},
+	"Readiness":         Readiness{},
+	"SessionPage":       SessionPage{},
+	"SessionSummary":    SessionSummary{},
+	"TurnPage":          TurnPage{},
+	"TurnSummary":       TurnSummary{},
+	"PendingPage":       PendingPage{},
+	"ParkedCall":        ParkedCall{},
+	"Progress":          Progress{},
+	"CallProgressEvent": ProgressEvent{},
 }
 
 // notYetInSpec are client types and operations openapi.yaml does not have
@@ -61,6 +63,7 @@ var providerSchemas = []string{
 // sends; api's TestSentMessagesMatchSpec holds turnd to them.
 var sentSchemas = []string{
 	"TurnSettledEvent", "ToolRequest", "ToolCompletion", "ToolResponse", "ToolError", "ToolPending", "CancelRequest",
+	"ToolProgressLine",
 }
 
 // requestTypes are sent, not received: their optional fields may be
@@ -69,25 +72,26 @@ var requestTypes = []string{"BudgetRequest", "SessionRequest", "Call", "TurnRequ
 
 // operationMethods maps each operationId to the method that calls it.
 var operationMethods = map[string]string{
-	"getHealth":           "Health",
-	"getReadiness":        "Ready",
-	"getOpenAPI":          "OpenAPI",
-	"createSession":       "CreateSession",
-	"getSession":          "Session",
-	"postTurn":            "PostTurn", // and PostProviderJSON (and package sdk's PostChatCompletion, PostResponse, PostMessage)
-	"getTurn":             "Turn",     // and Await, ProviderResults
-	"getTurnEvents":       "Events",
-	"cancelTurn":          "CancelTurn",
-	"getLedger":           "LedgerPage", // and Ledger
-	"getOutput":           "Output",
-	"listTools":           "Tools",
-	"deliverCompletion":   "Deliver", // and Complete, CompleteError, DeliverRaw
-	"getCompletion":       "CompletionStatus",
-	"heartbeatCompletion": "Heartbeat",
-	"listSessions":        "SessionsPage", // and Sessions
-	"listTurns":           "TurnsPage",    // and Turns
-	"listPending":         "PendingPage",  // and Pending
-	"getTurnCalls":        "TurnCalls",
+	"getHealth":                "Health",
+	"getReadiness":             "Ready",
+	"getOpenAPI":               "OpenAPI",
+	"createSession":            "CreateSession",
+	"getSession":               "Session",
+	"postTurn":                 "PostTurn", // and PostProviderJSON (and package sdk's PostChatCompletion, PostResponse, PostMessage)
+	"getTurn":                  "Turn",     // and Await, ProviderResults
+	"getTurnEvents":            "Events",
+	"cancelTurn":               "CancelTurn",
+	"getLedger":                "LedgerPage", // and Ledger
+	"getOutput":                "Output",
+	"listTools":                "Tools",
+	"deliverCompletion":        "Deliver", // and Complete, CompleteError, DeliverRaw
+	"getCompletion":            "CompletionStatus",
+	"heartbeatCompletion":      "Heartbeat",
+	"reportCompletionProgress": "ReportProgress",
+	"listSessions":             "SessionsPage", // and Sessions
+	"listTurns":                "TurnsPage",    // and Turns
+	"listPending":              "PendingPage",  // and Pending
+	"getTurnCalls":             "TurnCalls",
 }
 
 // leftOut are the operations the client does not call, and why.

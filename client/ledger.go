@@ -119,6 +119,9 @@ func readEvents(r io.Reader, emit func(LedgerLine) bool) (settled, progressed, s
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
+			if event == "call_progress" {
+				data.Reset() // not a ledger line (a stream asked for progress)
+			}
 			if data.Len() > 0 {
 				var l LedgerLine
 				if err := json.Unmarshal([]byte(data.String()), &l); err != nil {

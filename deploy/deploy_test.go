@@ -265,7 +265,7 @@ type turndEnv struct {
 	fileForms bool // the source builds NAME+"_FILE" names
 }
 
-var envName = regexp.MustCompile(`^(TURND_[A-Z0-9_]+|DATABASE_URL(_FILE)?)$`)
+var envName = regexp.MustCompile(`^(TURND_[A-Z0-9_]+|OTEL_[A-Z0-9_]+|DATABASE_URL(_FILE)?)$`)
 
 func loadTurndEnv(t *testing.T) turndEnv {
 	t.Helper()

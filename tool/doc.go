@@ -103,7 +103,17 @@
 // its calls, restarted with a backoff and stopped with its process group;
 // ARCHITECTURE.md says how.
 //
-// tool may import dispatch, budget, completion, the standard library, and
-// its YAML, JSON Schema and MCP libraries; it must not import turn, api or
-// any store.
+// # Progress and trace context
+//
+// A call reports progress to the ProgressReporter of its context
+// (CallContext.Progress): an MCP server's notifications/progress for the
+// progress token turnd puts in the call's _meta, or an HTTP tool's
+// application/x-ndjson answer (see progressStreamType). A call's _meta
+// also carries the W3C trace context of its span (traceparent,
+// tracestate), over stdio too; HTTP requests carry it in headers when the
+// client's transport is instrumented (cmd does that).
+//
+// tool may import dispatch, budget, completion, the standard library, its
+// YAML, JSON Schema and MCP libraries, and the OpenTelemetry API (never
+// the SDK); it must not import turn, api or any store.
 package tool

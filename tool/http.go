@@ -52,6 +52,9 @@ type CallContext struct {
 	// the server's public base URL; nil means the path "/v1/complete/{key}",
 	// relative to wherever turnd is reached.
 	CompleteURL func(key string) string
+	// Progress receives the progress the wave's calls report (see
+	// Progress); nil drops it.
+	Progress ProgressReporter
 }
 
 // completeURL is where the call parked on key is completed.
@@ -137,7 +140,7 @@ type requestCompletion struct {
 }
 
 // acceptHeader states what the protocol understands.
-const acceptHeader = "application/json, text/*;q=0.9"
+const acceptHeader = "application/json, " + progressStreamType + ", text/*;q=0.9"
 
 // errorBodyLimit bounds what is read of a body that is not the output: an
 // error answer, or one drained so that its connection can be reused.
@@ -191,12 +194,12 @@ func (t *httpTool) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.
 		return t.failure(ctx, err, "request failed")
 	}
 	defer resp.Body.Close()
-	return t.answer(ctx, resp, d)
+	return t.answer(ctx, resp, d, call.ID)
 }
 
 // answer reads the tool's response; d is the call's deferral, nil unless
 // the tool is deferred.
-func (t *httpTool) answer(ctx context.Context, resp *http.Response, d *deferral) dispatch.Outcome {
+func (t *httpTool) answer(ctx context.Context, resp *http.Response, d *deferral, callID string) dispatch.Outcome {
 	status := fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
@@ -218,6 +221,8 @@ func (t *httpTool) answer(ctx context.Context, resp *http.Response, d *deferral)
 		return t.readJSON(ctx, resp, d)
 	case strings.HasPrefix(mt, "text/"):
 		return t.readText(ctx, resp, ctype)
+	case mt == progressStreamType:
+		return t.readProgressStream(ctx, resp, d, callID)
 	}
 	drain(resp.Body)
 	if ctype == "" {

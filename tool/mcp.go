@@ -141,6 +141,7 @@ type mcpServer struct {
 	calls      context.Context
 	closeCalls context.CancelFunc
 	watchers   sync.WaitGroup // the goroutines waiting for a session's end
+	progress   sync.Map       // progress token → progressRoute (mcp_meta.go)
 
 	mu       sync.Mutex
 	src      *mcpSource
@@ -198,8 +199,9 @@ func newMCPServer(l *Live, src *mcpSource) *mcpServer {
 	// No overall timeout: the session's notification stream stays open.
 	s.httpClient = &http.Client{Transport: &headerTransport{base: base, header: src.header}, CheckRedirect: l.client.CheckRedirect}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "turnd", Version: "1"}, &mcp.ClientOptions{
-		Capabilities:           &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.kick() },
+		Capabilities:                &mcp.ClientCapabilities{},
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.kick() },
+		ProgressNotificationHandler: s.onProgress,
 	})
 	return s
 }
@@ -773,6 +775,9 @@ func (t *mcpTool) Invoke(ctx context.Context, call dispatch.Call, _ *dispatch.At
 	if cc, ok := CallContextFrom(ctx); ok {
 		params.Meta = mcp.Meta{metaIdempotencyKey: cc.SessionID + "/" + cc.TurnID + "/" + call.ID}
 	}
+	meta, done := t.srv.callMeta(ctx, params.Meta, call.ID)
+	defer done()
+	params.Meta = meta
 	res, err := sess.CallTool(actx, params)
 	if err != nil {
 		return t.failure(ctx, err, "the MCP call failed")

@@ -109,6 +109,9 @@ func stdioTestServer(mode string) int {
 				return nil, ctx.Err()
 			}
 		})
+	if os.Getenv("TURND_TEST_MCP_PROGRESS") == "1" {
+		addProgressTools(server)
+	}
 	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "stdio test server:", err)
 	}

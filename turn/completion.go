@@ -121,6 +121,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 	if err != nil {
 		return DeliveryResult{}, err
 	}
+	defer s.delivering(ctx, c)(&res, &err)
 	hash := payloadHash(d)
 	for range 3 {
 		switch c.Status {

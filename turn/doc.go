@@ -9,8 +9,10 @@
 // and embedded SQLite implementations live under store/ and pass one shared
 // conformance suite (turn/storetest).
 //
-// turn may import dispatch, budget, completion and tool; it must not import
-// net/http handlers, pgx, database/sql drivers or prometheus (it uses a
-// net/http client only to send webhooks, see webhook.go). It never returns
-// HTTP status codes: api maps its errors.
+// turn may import dispatch, budget, completion and tool, and the
+// OpenTelemetry API (trace, attribute, codes, propagation: see trace.go);
+// it must not import net/http handlers, pgx, database/sql drivers,
+// prometheus, or the OpenTelemetry SDK and exporters, which cmd wires (it
+// uses a net/http client only to send webhooks, see webhook.go). It never
+// returns HTTP status codes: api maps its errors.
 package turn

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/tool"
@@ -108,6 +110,8 @@ type run struct {
 	// budget splits the turn budget among the calls' outputs (Account
 	// only; turnbudget.go).
 	budget *turnBudget
+	// span is the turn's span while its wave runs (nil: tracing off).
+	span trace.Span
 }
 
 type callState struct {
@@ -196,7 +200,7 @@ func (s *Service) newRun(sess Session, t Turn, reg *tool.Registry, recorded []Re
 func (s *Service) launch(r *run) {
 	ctx, cancel := context.WithCancel(s.base)
 	ctx = tool.WithProjector(ctx, r.proj, s.cfg.OutputKeepCap)
-	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CompleteURL: s.cfg.CompleteURL})
+	ctx = tool.WithCallContext(ctx, tool.CallContext{SessionID: r.key.SessionID, TurnID: r.key.TurnID, CompleteURL: s.cfg.CompleteURL, Progress: r})
 	r.ctx, r.cancel = ctx, cancel
 	s.mu.Lock()
 	if !r.unrecorded {
@@ -251,6 +255,7 @@ func runHere(f func()) {
 
 func (r *run) execute() {
 	s := r.svc
+	defer r.waveEnded()
 	if r.resumed {
 		r.buffer(Line{Kind: LineTurnResumed, Data: mustJSON(map[string]any{"owner": s.cfg.Owner})})
 	}
@@ -271,7 +276,7 @@ func (r *run) execute() {
 		wave.Released = r.released
 	}
 	s.cfg.Observer.WaveStarted(len(calls))
-	report, err := wave.Run(r.ctx, r)
+	report, err := wave.Run(r.ctx, r.host())
 	if r.waveDone != nil {
 		close(r.waveDone)
 	}

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
@@ -118,6 +121,13 @@ type Config struct {
 	// Observer receives the service's events for metrics. Default:
 	// NopObserver.
 	Observer Observer
+	// TracerProvider, when set, traces turns and tool calls (trace.go);
+	// nil traces nothing. Propagator puts trace context in webhooks
+	// (default W3C trace context and baggage); TraceContent also records
+	// calls' arguments and results, which may hold secrets.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+	TraceContent   bool
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -243,6 +253,9 @@ type Service struct {
 	loops   sync.WaitGroup // background loops
 	stop    chan struct{}
 	started atomic.Bool
+	trace   *tracing // nil: tracing off (trace.go)
+	// progress holds the latest progress of calls running here (progress.go).
+	progress progressBoard
 }
 
 // New builds a Service.
@@ -266,6 +279,7 @@ func New(cfg Config) (*Service, error) {
 		cancelBase:  cancel,
 		active:      make(map[TurnKey]*run),
 		stop:        make(chan struct{}),
+		trace:       newTracing(cfg),
 	}
 	// Every write that changes a turn wakes its watchers and is published
 	// to the other replicas (observed, notify.go).

@@ -316,8 +316,10 @@ func (s *Service) post(w Webhook) attempt {
 		req.Header.Set(completion.HeaderID, w.ID)
 		req.Header.Set(completion.HeaderTimestamp, strconv.FormatInt(sent.Unix(), 10))
 	}
+	traced := s.traceWebhook(req, w)
 	resp, err := s.cfg.WebhookClient.Do(req)
 	if err != nil {
+		traced(attempt{err: err})
 		// A blocked address is refused for good, whatever the name
 		// resolves to next time.
 		return attempt{err: err, permanent: errors.Is(err, ErrCallbackBlocked)}
@@ -325,6 +327,7 @@ func (s *Service) post(w Webhook) attempt {
 	// Drain a little so that the connection is reused; never keep the body.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	_ = resp.Body.Close()
+	traced(attempt{status: resp.StatusCode})
 	return attempt{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), s.cfg.Now(), s.cfg.WebhookMaxBackoff)}
 }
 

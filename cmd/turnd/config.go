@@ -89,6 +89,8 @@ type config struct {
 	// Demo lets the approval builtin log each call's complete URL (and so
 	// its completion key): the quick start's way to answer (TURND_DEMO).
 	Demo bool
+	// Tracing is the OpenTelemetry configuration (otel.go).
+	Tracing traceConfig
 	// Deprecated lists the old variable names the environment used, each
 	// with the name that replaces it; serve warns of each.
 	Deprecated [][2]string
@@ -128,6 +130,7 @@ func envHelp() string {
 	fmt.Fprintf(&b, "  %-34s %s\n", "DATABASE_URL_FILE", "a file holding the Postgres URL (see -database-url)")
 	fmt.Fprintf(&b, "  %-34s %s\n", "GOGC", "the collector's target; default 400 while serving (see README)")
 	fmt.Fprintf(&b, "  %-34s %s\n", "GOMEMLIMIT", "a soft memory limit for the Go runtime")
+	b.WriteString(traceEnvHelp())
 	return b.String()
 }
 
@@ -155,6 +158,9 @@ func parseConfig(cmd string, args []string, stderr io.Writer, env func(string) (
 		return config{}, err
 	}
 	if err := c.readSecrets(e); err != nil {
+		return config{}, err
+	}
+	if err := c.parseTracing(e); err != nil {
 		return config{}, err
 	}
 	if c.PublicURL == "" {
@@ -239,7 +245,7 @@ func newFlagSet(cmd string, stderr io.Writer, env envLookup, c *config, t *flagT
 	// The boolean variables are parsed before the flags so that the
 	// environment's value is the flag's default.
 	for _, add := range []func(*flag.FlagSet, envLookup, *config, *flagText) error{
-		storeFlags, toolFlags, serverFlags,
+		storeFlags, toolFlags, serverFlags, traceFlags,
 	} {
 		if err := add(fs, env, c, t); err != nil {
 			return nil, err

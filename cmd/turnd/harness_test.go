@@ -39,7 +39,12 @@ const (
 	pollInterval  = 20 * time.Millisecond
 )
 
-func TestMain(m *testing.M) { turndbin.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(progressServerEnv) == "1" {
+		os.Exit(progressServer()) // the test binary as a stdio MCP server
+	}
+	turndbin.Main(m)
+}
 
 // build is the binary under test, built on first use, so that the unit
 // tests alone do not pay for it. Under -race the binary has the race
@@ -63,7 +68,7 @@ func childEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "TURND_") || strings.HasPrefix(k, "DATABASE_URL") {
+		if strings.HasPrefix(k, "TURND_") || strings.HasPrefix(k, "DATABASE_URL") || strings.HasPrefix(k, "OTEL_") {
 			continue
 		}
 		env = append(env, kv)

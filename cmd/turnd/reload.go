@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,12 +25,12 @@ const mcpWait = 10 * time.Second
 // the current tools stay. SIGHUP is caught from the start: one that comes
 // while the tools open is handled once they are, instead of ending the
 // process (its default).
-func openTools(ctx context.Context, c config, log *slog.Logger) (live *tool.Live, stopReload func(), err error) {
+func openTools(ctx context.Context, c config, log *slog.Logger, client *http.Client) (live *tool.Live, stopReload func(), err error) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGHUP)
 	octx, cancel := context.WithTimeout(ctx, mcpWait)
 	defer cancel()
-	live, err = tool.Open(octx, c.ConfigPath, tool.Options{Logger: log, LogCompletionURLs: c.Demo})
+	live, err = tool.Open(octx, c.ConfigPath, tool.Options{Logger: log, LogCompletionURLs: c.Demo, HTTPClient: client})
 	if err != nil {
 		signal.Stop(sig)
 		return nil, nil, err

@@ -102,7 +102,12 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	if len(c.Tokens) == 0 {
 		log.Warn("no API tokens configured: serving without authentication, on loopback only", "addr", c.Addr)
 	}
-	tools, stopReload, err := openTools(ctx, c, log)
+	tel, err := newTelemetry(ctx, c.Tracing, nil)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(tel, log)
+	tools, stopReload, err := openTools(ctx, c, log, tel.toolClient())
 	if err != nil {
 		return fmt.Errorf("loading tool config: %w", err)
 	}
@@ -118,7 +123,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	// are best effort with retries inside CancelExternal.
 	cancelCtx, stopCancels := context.WithCancel(context.Background())
 	defer stopCancels()
-	srv, err := newServer(ctx, c, log, st, tools, cancelCtx)
+	srv, err := newServer(ctx, c, log, st, tools, cancelCtx, tel)
 	if err != nil {
 		return err
 	}
@@ -188,12 +193,13 @@ type server struct {
 	promReg  *prometheus.Registry
 	http     *http.Server
 	draining *atomic.Bool // /readyz answers 503 once set
+	tel      *telemetry
 }
 
 // newServer builds the metrics, the turn service (started) and the HTTP
 // server of a turnd on store st with the given tools; cancelCtx bounds the
 // cancel_url requests the service makes.
-func newServer(ctx context.Context, c config, log *slog.Logger, st turn.MigratedStore, tools *tool.Live, cancelCtx context.Context) (*server, error) {
+func newServer(ctx context.Context, c config, log *slog.Logger, st turn.MigratedStore, tools *tool.Live, cancelCtx context.Context, tel *telemetry) (*server, error) {
 	webhookSigner, completionSigner, err := signers(c, log)
 	if err != nil {
 		return nil, err
@@ -206,14 +212,14 @@ func newServer(ctx context.Context, c config, log *slog.Logger, st turn.Migrated
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	svc, err := newService(ctx, c, log, st, m, tools, webhookSigner, cancelCtx)
+	svc, err := newService(ctx, c, log, st, m, tools, webhookSigner, cancelCtx, tel)
 	if err != nil {
 		return nil, err
 	}
 	if err := svc.Start(ctx); err != nil {
 		return nil, err
 	}
-	s := &server{c: c, log: log, svc: svc, promReg: promReg, draining: new(atomic.Bool)}
+	s := &server{c: c, log: log, svc: svc, promReg: promReg, draining: new(atomic.Bool), tel: tel}
 	s.http = s.newHTTPServer(m, completionSigner)
 	return s, nil
 }
@@ -239,7 +245,7 @@ func signers(c config, log *slog.Logger) (webhook, completions *completion.Signe
 // newService makes the turn service (not started) on store st, observed
 // by m; a turn's cancellation calls its tools' cancel_url within cancelCtx.
 func newService(ctx context.Context, c config, log *slog.Logger, st turn.MigratedStore, m *metrics.Metrics,
-	tools *tool.Live, webhookSigner *completion.Signer, cancelCtx context.Context) (*turn.Service, error) {
+	tools *tool.Live, webhookSigner *completion.Signer, cancelCtx context.Context, tel *telemetry) (*turn.Service, error) {
 	// Replicas on one Postgres tell each other about turn changes; the
 	// embedded store serves one process and needs no notifier.
 	var notifier turn.Notifier
@@ -256,6 +262,9 @@ func newService(ctx context.Context, c config, log *slog.Logger, st turn.Migrate
 		Notifier:         notifier,
 		Tools:            tools.Registry,
 		Logger:           log,
+		TracerProvider:   tel.provider(),
+		Propagator:       tel.prop,
+		TraceContent:     c.Tracing.Content,
 		LeaseTTL:         c.LeaseTTL,
 		MaxCalls:         c.MaxCalls,
 		CompletionSecret: c.CompletionSecret,
@@ -307,7 +316,7 @@ func (s *server) newHTTPServer(m *metrics.Metrics, completionSigner *completion.
 	}
 	return &http.Server{
 		Addr:              c.Addr,
-		Handler:           api.New(acfg),
+		Handler:           s.tel.handler(api.New(acfg)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		// A synchronous POST of a turn holds its response while the turn

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -530,7 +531,7 @@ func TestUIToken(t *testing.T) {
 		api++
 		if auth, _ := r.Headers["Authorization"].(string); auth == "Bearer "+token {
 			authorized++
-			if strings.HasSuffix(r.URL, "/events") {
+			if u, err := url.Parse(r.URL); err == nil && strings.HasSuffix(u.Path, "/events") {
 				stream++
 			}
 		}

@@ -22,7 +22,8 @@ export const paths = {
   turns: (sid, after, limit = 20) => listed(`/v1/sessions/${enc(sid)}/turns`, after, limit),
   turn: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}`,
   calls: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/calls`,
-  events: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/events`,
+  // progress=true: call_progress events too (the latest progress of running calls).
+  events: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/events?progress=true`,
   ledger: (sid, after, limit = 50) => `/v1/sessions/${enc(sid)}/ledger?limit=${limit}&after=${Number(after) || 0}`,
   pending: (after, limit = 100) => listed('/v1/pending', after, limit),
   output: (id) => `/v1/outputs/${enc(id)}`,

@@ -3,7 +3,7 @@
 
 import { h, json, clip, fmtTime, fmtDur } from './dom.js';
 import { AuthError, get, text, events, paths, token, setToken } from './api.js';
-import { buildModel, render, LEGEND } from './timeline.js';
+import { buildModel, render, progressText, LEGEND } from './timeline.js';
 
 const main = document.getElementById('main');
 const forget = document.getElementById('forget');
@@ -143,7 +143,7 @@ async function pendingPage(params, signal) {
 // turnPage draws the timeline and, while the turn runs or waits, follows
 // its event stream: every line redraws it, without a reload.
 async function turnPage(sid, tid, signal) {
-  const st = { turn: null, calls: [], lines: [], selected: -1, lastId: '', refetch: null, full: new Map() };
+  const st = { turn: null, calls: [], lines: [], selected: -1, lastId: '', refetch: null, full: new Map(), progress: new Map() };
   const [turn, calls] = await Promise.all([get(paths.turn(sid, tid), signal), get(paths.calls(sid, tid), signal)]);
   st.turn = turn; st.calls = calls.calls;
 
@@ -163,6 +163,8 @@ async function turnPage(sid, tid, signal) {
   const draw = () => {
     const t0 = performance.now();
     const model = buildModel(st.turn, st.calls, st.lines, Date.now());
+    // A call's latest progress shows until it has its result.
+    for (const r of model.rows) r.progress = (!r.result || r.result.status === 'pending') ? st.progress.get(r.id) : null;
     head.replaceChildren(
       h('h1', null, 'Turn ', h('code', null, tid)),
       h('p', null, h('span', { class: 'dot st-' + st.turn.status }), h('strong', { id: 'turn-status' }, st.turn.status), ' · ',
@@ -192,7 +194,8 @@ async function turnPage(sid, tid, signal) {
           (k ? ` · waited ${fmtDur(t.from - r.tries[k - 1].to)} · ` : '') + `${k + 1}: ${t.outcome} ${fmtDur(t.to - t.from)}`).join(''))] : null,
         h('dt', null, 'started'), h('dd', null, res ? fmtTime(res.started_at) : '—'),
         h('dt', null, 'finished'), h('dd', null, res ? fmtTime(res.finished_at) : '—'),
-        r.pending ? [h('dt', null, 'on timeout'), h('dd', null, r.pending.onTimeout || '—')] : null),
+        r.pending ? [h('dt', null, 'on timeout'), h('dd', null, r.pending.onTimeout || '—')] : null,
+        r.progress ? [h('dt', null, 'progress'), h('dd', { id: 'detail-progress' }, progressText(r.progress) + (r.progress.message ? ' · ' + r.progress.message : ''))] : null),
       h('h3', null, 'Arguments'), h('pre', { id: 'detail-args' }, json(r.args === undefined ? {} : r.args)),
       h('h3', null, res && res.truncated ? 'Output (projected)' : 'Output'), out,
     ];
@@ -230,6 +233,12 @@ async function turnPage(sid, tid, signal) {
   for (let tries = 0; !signal.aborted && tries < 100; tries++) {
     try {
       await events(paths.events(sid, tid), st.lastId, (ev) => {
+        if (ev.event === 'call_progress') {
+          // Not a ledger line: no id, nothing to resume from.
+          st.progress.set(ev.data.call_id, ev.data);
+          draw();
+          return;
+        }
         st.lastId = ev.id;
         st.lines.push(ev.data);
         refetch();

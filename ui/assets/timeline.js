@@ -282,6 +282,9 @@ export function render(model, width, selected, onSelect) {
         const more = r.resources.length > 1 ? ` +${r.resources.length - 1}` : '';
         badges.push(h('span', { class: 'badge res', title: 'resources: ' + r.resources.join(', ') }, r.resources[0] + more));
       }
+      if (r.progress) {
+        badges.push(h('span', { class: 'badge progress', title: r.progress.message || 'progress', dataset: { kind: 'progress' } }, progressText(r.progress)));
+      }
       const row = h('div', { class: 'label' + (i === selected ? ' selected' : ''), dataset: { index: i, callId: r.id }, tabindex: 0 },
         h('span', { class: 'idx' }, String(i)),
         h('span', { class: 'cid', title: r.id }, r.id),
@@ -292,6 +295,13 @@ export function render(model, width, selected, onSelect) {
       return row;
     }));
   return h('div', { class: 'timeline' }, labels, h('div', { class: 'lanewrap' }, svg));
+}
+
+// progressText is a call_progress event's numbers as the timeline shows
+// them: "2/5 (40%)", or the bare count when the total is unknown.
+export function progressText(p) {
+  if (p.total > 0) return `${p.progress}/${p.total} (${Math.round((100 * p.progress) / p.total)}%)`;
+  return String(p.progress);
 }
 
 export const LEGEND = ['ok', 'error', 'refused', 'replayed', 'cancelled', 'timed_out', 'interrupted', 'pending', 'retry'];

@@ -710,6 +710,7 @@ async function* sseLines(body: ReadableStream<Uint8Array>): AsyncGenerator<Ledge
   const decoder = new TextDecoder();
   let buf = "";
   let data: string[] = [];
+  let event = "";
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
@@ -720,8 +721,10 @@ async function* sseLines(body: ReadableStream<Uint8Array>): AsyncGenerator<Ledge
       buf = buf.slice(nl + 1);
       if (line.endsWith("\r")) line = line.slice(0, -1);
       if (line === "") {
-        if (data.length > 0) yield JSON.parse(data.join("\n")) as LedgerLine;
+        // call_progress events (asked for with ?progress=true) are not ledger lines.
+        if (data.length > 0 && event !== "call_progress") yield JSON.parse(data.join("\n")) as LedgerLine;
         data = [];
+        event = "";
         continue;
       }
       const colon = line.indexOf(":");
@@ -729,6 +732,7 @@ async function* sseLines(body: ReadableStream<Uint8Array>): AsyncGenerator<Ledge
       let v = colon < 0 ? "" : line.slice(colon + 1);
       if (v.startsWith(" ")) v = v.slice(1);
       if (field === "data") data.push(v);
+      else if (field === "event") event = v;
     }
   }
 }

@@ -435,6 +435,16 @@ export interface paths {
          *     it settled) are not sent; read them in the session's ledger. The
          *     server reads the turn's lines alone, in pages bounded like the
          *     ledger's (500 lines or 1 MiB of line data).
+         *
+         *     With `progress=true`, the stream also carries `call_progress`
+         *     events between ledger lines: a running call's latest progress (see
+         *     CallProgressEvent),
+         *     as its MCP server (`notifications/progress`), its HTTP tool (a
+         *     progress stream, see ToolResponse) or a deferred call's sender
+         *     (`POST /v1/complete/{key}/progress`) reported it. They have no
+         *     `id` (they are not ledger lines and are never journaled), come at
+         *     most four times a second per call and always with its last value,
+         *     and only from the replica the progress reached.
          */
         get: operations["getTurnEvents"];
         put?: never;
@@ -752,6 +762,57 @@ export interface paths {
          *     Malformed, unknown and tampered keys all answer 404 `not_found`.
          */
         post: operations["deliverCompletion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/complete/{key}/progress": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /**
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
+                 */
+                key: components["parameters"]["CompletionKey"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report a deferred call's progress
+         * @description Tells turnd how far the external work of a deferred call has come,
+         *     while the call runs (`issued`) or is parked (`pending`): the
+         *     turn's event stream shows it as a `call_progress` event. Progress
+         *     is kept in the memory of the replica that takes it, only its last
+         *     value, and is never journaled; it does not extend the heartbeat
+         *     clock. Reports are shown at most four times a second per call.
+         *
+         *     Authentication is the same as delivery's: the key, and a Standard
+         *     Webhooks signature over the body when the server has a completion
+         *     signing secret. A key already resolved or delivered (`early`,
+         *     `completed`, `timed_out`, `cancelled`) answers 410
+         *     `completion_gone`.
+         */
+        post: operations["reportCompletionProgress"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1520,7 +1581,7 @@ export interface components {
          *     tool's `http.url` for each attempt of a call, with the tool's
          *     configured `http.headers`, `Idempotency-Key:
          *     {session_id}/{turn_id}/{call_id}` (the same on every attempt and on
-         *     a resumed turn's) and `Accept: application/json, text/*;q=0.9`.
+         *     a resumed turn's) and `Accept: application/json, application/x-ndjson, text/*;q=0.9`.
          *     The tool answers a ToolResponse, or a `text/*` body that is the
          *     output itself. A 408, 429 or 5xx answer, a timeout (`http.timeout`
          *     per attempt) or a connection error is retried under the tool's
@@ -1567,6 +1628,21 @@ export interface components {
          *     failed; the model reads `code` and `message`) or, from a deferred
          *     tool with status 200 or 202, `pending` (the call parks until its
          *     result is delivered to the completion URL).
+         *
+         *     A tool that works for a while may instead answer
+         *     `application/x-ndjson` (turnd's `Accept` offers it): a stream of
+         *     ToolProgressLine objects, one per line, then one line that is
+         *     this ToolResponse; the stream ends there (anything after it is
+         *     ignored), and blank lines are skipped. Each progress line becomes a
+         *     `call_progress` event on the turn's event stream (at most four a
+         *     second, always the last); none is journaled. A line longer than
+         *     the output keep cap fails the call with `output_too_large`; a
+         *     stream that ends without an answer line, or a line that is not
+         *     one of these objects, with `invalid_tool_response`. For example:
+         *
+         *         {"progress": {"progress": 1, "total": 3, "message": "fetching"}}
+         *         {"progress": {"progress": 2, "total": 3}}
+         *         {"output": {"pages": 3}}
          */
         ToolResponse: {
             /** @description The output, any JSON value. */
@@ -1575,6 +1651,32 @@ export interface components {
             error: components["schemas"]["ToolError"];
         } | {
             pending: components["schemas"]["ToolPending"];
+        };
+        /** @description A progress line of an HTTP tool's `application/x-ndjson` answer (see ToolResponse). */
+        ToolProgressLine: {
+            progress: components["schemas"]["Progress"];
+        };
+        /**
+         * @description How far a call has come: `progress` should grow with each report;
+         *     `total` is the amount it counts towards (absent or 0 when unknown);
+         *     `message` is for a person (at most 512 bytes).
+         */
+        Progress: {
+            progress: number;
+            total?: number;
+            message?: string;
+        };
+        /**
+         * @description The data of a `call_progress` event on a turn's event stream: a
+         *     running call's latest progress and when turnd took it.
+         */
+        CallProgressEvent: {
+            call_id: components["schemas"]["CallID"];
+            progress: number;
+            total?: number;
+            message?: string;
+            /** Format: date-time */
+            at: string;
         };
         ToolError: {
             /** @description A stable code (`tool_error` when empty). */
@@ -2237,6 +2339,63 @@ export interface components {
                     code?: "completion_gone";
                     /** @enum {string} */
                     recorded_status: "completed" | "timed_out" | "cancelled";
+                };
+            };
+        };
+        /**
+         * @description The key takes no more progress (code `completion_gone`): its call
+         *     has its result or no longer waits for one; `recorded_status` says
+         *     which.
+         */
+        ProgressGone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:completion_gone",
+                 *       "title": "Gone",
+                 *       "status": 410,
+                 *       "detail": "the key takes no more progress: its call is completed",
+                 *       "code": "completion_gone",
+                 *       "recorded_status": "completed"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 410;
+                    /** @enum {unknown} */
+                    code?: "completion_gone";
+                    /** @enum {string} */
+                    recorded_status: "early" | "completed" | "timed_out" | "cancelled";
+                };
+            };
+        };
+        /**
+         * @description The progress is refused (code `invalid_request`): `progress` is
+         *     missing, a number is negative, or the message is longer than 512
+         *     bytes or holds NUL or unpaired surrogates.
+         */
+        InvalidProgress: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:invalid_request",
+                 *       "title": "Unprocessable Entity",
+                 *       "status": 422,
+                 *       "detail": "progress is required",
+                 *       "code": "invalid_request"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 422;
+                    /** @enum {unknown} */
+                    code?: "invalid_request";
                 };
             };
         };
@@ -3201,7 +3360,10 @@ export interface operations {
     };
     getTurnEvents: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `true` adds `call_progress` events (not ledger lines, without an `id`) to the stream. */
+                progress?: "true" | "false";
+            };
             header?: {
                 /**
                  * @description An id for the request, to find its log lines. Kept when it is 1-128
@@ -3237,7 +3399,10 @@ export interface operations {
                 };
                 content: {
                     /**
-                     * @example id: 7
+                     * @example event: call_progress
+                     *     data: {"call_id":"c1","progress":2,"total":3,"message":"fetching page 2","at":"2026-11-29T20:59:59Z"}
+                     *
+                     *     id: 7
                      *     event: call_answered
                      *     data: {"seq":7,"turn_id":"t1","call_id":"c1","kind":"call_answered","at":"2026-11-29T21:00:00Z","data":{"status":"ok","attempts":1}}
                      */
@@ -3800,6 +3965,90 @@ export interface operations {
             410: components["responses"]["CompletionGone"];
             413: components["responses"]["BodyTooLarge"];
             422: components["responses"]["InvalidDelivery"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    reportCompletionProgress: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /**
+                 * @description Standard Webhooks message id. The three `webhook-*` headers are
+                 *     required when the server has a completion signing secret, and
+                 *     ignored otherwise.
+                 * @example msg_2f6kq3z7c4w5m2ra
+                 */
+                "webhook-id"?: components["parameters"]["WebhookID"];
+                /**
+                 * @description Standard Webhooks timestamp, in unix seconds; refused when further
+                 *     from the server's clock than its tolerance (5 minutes by default).
+                 *     Required when the server has a completion signing secret.
+                 * @example 1735787045
+                 */
+                "webhook-timestamp"?: components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description Standard Webhooks signatures: space-separated `v1,<base64 of
+                 *     HMAC-SHA256(secret, "<webhook-id>.<webhook-timestamp>.<body>")>`;
+                 *     one matching signature suffices (several are sent while a secret is
+                 *     rotated). Required when the server has a completion signing secret.
+                 * @example v1,KmpmcIc7qW5UuThjuH46g3um4E2mncvkplrV77mJs4M=
+                 */
+                "webhook-signature"?: components["parameters"]["WebhookSignature"];
+            };
+            path: {
+                /**
+                 * @description A completion key: ck_, 43 base64url characters (its MAC), then `.`
+                 *     and the id of the call's session, which routes the key to the
+                 *     session's shard and which the MAC covers (a key whose session part
+                 *     is changed is no key). Keys issued before routed keys, ck_ and the
+                 *     43 characters alone, stay valid. Any other string, a changed key
+                 *     among them, is answered 404.
+                 * @example ck_UNhY4JhezH9gQYqvDMWrWH9CwlcKiECVqejMrND2VFw.conv-42
+                 */
+                key: components["parameters"]["CompletionKey"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "progress": 40,
+                 *       "total": 100,
+                 *       "message": "40 of 100 pages reviewed"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Progress"];
+            };
+        };
+        responses: {
+            /** @description The key's state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompletionInfo"];
+                };
+            };
+            400: components["responses"]["MalformedDelivery"];
+            401: components["responses"]["BadSignature"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            410: components["responses"]["ProgressGone"];
+            413: components["responses"]["BodyTooLarge"];
+            422: components["responses"]["InvalidProgress"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["StoreUnavailable"];
