@@ -65,5 +65,7 @@
 // memory bounded by the caps, with the same result as [Projector.Project] on
 // the same bytes.
 //
-// The package must import nothing but the standard library.
+// The package must import nothing but the standard library and
+// internal/rawjson (its JSON scanner, itself standard-library-only); the
+// internal/layering test holds both to it.
 package budget
