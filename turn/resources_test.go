@@ -313,33 +313,14 @@ func TestParkedWriteHoldsItsPath(t *testing.T) {
 	t.Parallel()
 	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		j, m := newJournal(), &meet{groups: map[string]*group{}}
-		keys := make(chan string, 1)
 		var delivered atomic.Bool
 		var early atomic.Bool
-		specs := keyedTools(t, j, m, nil)
-		res, _ := tool.ParseResource("file:{/path}")
-		specs = append(specs, &tool.Spec{Name: "park", Effect: dispatch.EffectWrite, Deferred: true, InputSchema: json.RawMessage(editSchema),
-			ResourceTemplates: []tool.Resource{res},
-			Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
-				k, err := at.CompletionKey(ctx)
-				keys <- k
-				if err != nil {
-					return dispatch.Fail("no_key", err.Error())
-				}
-				return dispatch.Outcome{Status: dispatch.StatusPending}
-			})})
 		// w2 must not start before the delivery.
-		for _, s := range specs {
-			if s.Name == "edit" {
-				inner := s.Impl
-				s.Impl = dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
-					if c.ID == "w2" && !delivered.Load() {
-						early.Store(true)
-					}
-					return inner.Invoke(ctx, c, at)
-				})
+		specs, keys := parkingTools(t, j, m, func(c dispatch.Call) {
+			if c.ID == "w2" && !delivered.Load() {
+				early.Store(true)
 			}
-		}
+		})
 		store := open(t)
 		svc := keyedService(t, store, specs)
 		k := turn.TurnKey{SessionID: "s", TurnID: "t"}
@@ -518,32 +499,13 @@ func TestParkedWriteHoldsItsPathAfterRestart(t *testing.T) {
 	t.Parallel()
 	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
 		j, m := newJournal(), &meet{groups: map[string]*group{}}
-		keys := make(chan string, 4)
 		var delivered atomic.Bool
 		var early atomic.Int64
-		specs := keyedTools(t, j, m, nil)
-		res, _ := tool.ParseResource("file:{/path}")
-		specs = append(specs, &tool.Spec{Name: "park", Effect: dispatch.EffectWrite, Deferred: true, InputSchema: json.RawMessage(editSchema),
-			ResourceTemplates: []tool.Resource{res},
-			Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
-				k, err := at.CompletionKey(ctx)
-				keys <- k
-				if err != nil {
-					return dispatch.Fail("no_key", err.Error())
-				}
-				return dispatch.Outcome{Status: dispatch.StatusPending}
-			})})
-		for _, s := range specs {
-			if s.Name == "edit" {
-				inner := s.Impl
-				s.Impl = dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
-					if !delivered.Load() {
-						early.Add(1)
-					}
-					return inner.Invoke(ctx, c, at)
-				})
+		specs, keys := parkingTools(t, j, m, func(dispatch.Call) {
+			if !delivered.Load() {
+				early.Add(1)
 			}
-		}
+		})
 		store := open(t)
 		reg := mustRegistry(t, specs...)
 		svcA := startService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "a", LeaseTTL: 10 * time.Second})
@@ -575,4 +537,34 @@ func TestParkedWriteHoldsItsPathAfterRestart(t *testing.T) {
 			t.Fatalf("turn %s: %s; w2 ran %d times before the delivery", got.Status, statuses(got), early.Load())
 		}
 	})
+}
+
+// parkingTools are keyedTools and "park", a write on file:{/path} that
+// parks its call and sends its completion key on keys; onEdit sees every
+// call of "edit" before it runs.
+func parkingTools(t *testing.T, j *journal, m *meet, onEdit func(dispatch.Call)) ([]*tool.Spec, chan string) {
+	t.Helper()
+	keys := make(chan string, 4)
+	specs := keyedTools(t, j, m, nil)
+	res, _ := tool.ParseResource("file:{/path}")
+	specs = append(specs, &tool.Spec{Name: "park", Effect: dispatch.EffectWrite, Deferred: true, InputSchema: json.RawMessage(editSchema),
+		ResourceTemplates: []tool.Resource{res},
+		Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+			k, err := at.CompletionKey(ctx)
+			keys <- k
+			if err != nil {
+				return dispatch.Fail("no_key", err.Error())
+			}
+			return dispatch.Outcome{Status: dispatch.StatusPending}
+		})})
+	for _, s := range specs {
+		if s.Name == "edit" {
+			inner := s.Impl
+			s.Impl = dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+				onEdit(c)
+				return inner.Invoke(ctx, c, at)
+			})
+		}
+	}
+	return specs, keys
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 )
@@ -67,17 +66,7 @@ func ExecuteResources(ctx context.Context, c ResourcesConfig, stdout, stderr io.
 	c = c.withDefaults()
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
 	rep := ResourcesReport{Label: c.Label, Writes: c.Writes, LatencyS: c.Latency.Seconds()}
-	dir, err := os.MkdirTemp("", "turnd-bench-")
-	if err != nil {
-		return rep, err
-	}
-	defer os.RemoveAll(dir)
-	tools, err := StartToolServer(c.ToolAddr)
-	if err != nil {
-		return rep, err
-	}
-	defer tools.Close()
-	target, store, stop, err := startTarget(ctx, c.Config, tools, dir, logf)
+	target, store, stop, err := startTarget(ctx, c.Config, logf)
 	if err != nil {
 		return rep, err
 	}

@@ -119,17 +119,7 @@ func ExecuteStreamed(ctx context.Context, c StreamedConfig, stdout, stderr io.Wr
 		rep.Fixture[fmt.Sprintf("call%d_takes", i+1)] = fixtureTook[i].Seconds()
 	}
 	rep.Fixture["stream_end"] = fixtureEnd.Seconds()
-	dir, err := os.MkdirTemp("", "turnd-bench-")
-	if err != nil {
-		return rep, err
-	}
-	defer os.RemoveAll(dir)
-	tools, err := StartToolServer(c.ToolAddr)
-	if err != nil {
-		return rep, err
-	}
-	defer tools.Close()
-	target, store, stop, err := startTarget(ctx, c.Config, tools, dir, logf)
+	target, store, stop, err := startTarget(ctx, c.Config, logf)
 	if err != nil {
 		return rep, err
 	}
@@ -394,13 +384,26 @@ func (sb *streamBench) post(ctx context.Context, path, contentType string, body 
 	return got, resp.StatusCode, nil
 }
 
-// startTarget is the turnd a bench mode drives: the one at c.URL, or one
-// it starts (c.ServerBinary on c.Store) with the tools of ts, stopped by
-// stop. store says which.
-func startTarget(ctx context.Context, c Config, ts *ToolServer, dir string, logf func(string, ...any)) (target Target, store string, stop func(), err error) {
+// startTarget is the turnd a bench mode drives, with the bench's tools
+// served (on c.ToolAddr): the one at c.URL, or one it starts (c.ServerBinary
+// on c.Store) in a temp dir. store says which; stop ends what it started.
+func startTarget(ctx context.Context, c Config, logf func(string, ...any)) (target Target, store string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "turnd-bench-")
+	if err != nil {
+		return target, "", nil, err
+	}
+	tools, err := StartToolServer(c.ToolAddr)
+	if err != nil {
+		os.RemoveAll(dir)
+		return target, "", nil, err
+	}
+	done := func() {
+		tools.Close()
+		os.RemoveAll(dir)
+	}
 	target = Target{URL: c.URL, Token: c.Token}
 	if c.URL != "" {
-		return target, "a running turnd", func() {}, nil
+		return target, "a running turnd", done, nil
 	}
 	db := c.DatabaseURL
 	store = "postgres (DATABASE_URL)"
@@ -408,8 +411,9 @@ func startTarget(ctx context.Context, c Config, ts *ToolServer, dir string, logf
 		db, store = "", "sqlite (embedded, temp dir)"
 	}
 	logf("starting turnd (%s, store: %s)", c.ServerBinary, store)
-	server, err := StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: dir, DatabaseURL: db, ToolConfig: ToolConfig(ts.URL())})
+	server, err := StartServer(ctx, ServerConfig{Binary: c.ServerBinary, Dir: dir, DatabaseURL: db, ToolConfig: ToolConfig(tools.URL())})
 	if err != nil {
+		done()
 		return target, store, nil, err
 	}
 	target.URL = server.URL
@@ -417,5 +421,6 @@ func startTarget(ctx context.Context, c Config, ts *ToolServer, dir string, logf
 		if err := server.Stop(); err != nil {
 			logf("stopping turnd: %v\n%s", err, server.LogTail(20))
 		}
+		done()
 	}, nil
 }
