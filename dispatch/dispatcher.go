@@ -179,6 +179,9 @@ type dispatcher struct {
 	locks    *lockTable
 	anonOpen int
 	released <-chan int
+	// sweeping: taint or interrupt is settling calls that have not
+	// started; blocked calls are rechecked once it is done (sweep).
+	sweeping bool
 
 	tainted     bool
 	taintAt     int
@@ -379,12 +382,18 @@ func (d *dispatcher) schedule(k int, call Call, ahead *run, adm *Admission) {
 	effect := ParseEffect(string(adm.Effect))
 	s.verdict, s.admitted, s.effect, s.res = Run, true, effect, adm.Resources
 	if ahead != nil {
-		if (d.concurrent || effect == EffectRead) && len(adm.Gates) == 0 && sameTool(ahead.tool, adm.Tool) {
+		// A speculative run took no gate and no place among the resources:
+		// only a plain read (or any call of a concurrent wave) keeps it.
+		if (d.concurrent || effect == EffectRead) && adm.Gates == nil && adm.Resources == nil && sameTool(ahead.tool, adm.Tool) {
 			if adm.Retry.attempts() > 1 {
 				then := adm.Retry // a copy, so that adm stays on the stack
 				ahead.then = &then
 			}
 			s.run = ahead
+			if !d.concurrent {
+				s.anon = true // a leading read a keyed write waits for
+				d.anonOpen++
+			}
 			return
 		}
 		d.discard(ahead)
@@ -606,16 +615,18 @@ func (d *dispatcher) taint(k int) {
 			s.run.cancelWith(errTainted)
 		}
 	}
-	d.settleBlocked(func(i int) bool { return i > k }, Refused(CodeTurnFailed, errTainted.Error()))
+	refused := Refused(CodeTurnFailed, errTainted.Error())
+	defer d.sweep()()
+	d.settleBlocked(func(i int) bool { return i > k }, refused)
 	// The queue is in call order: the calls after k are its tail.
 	tail := len(d.queue)
 	for tail > d.qhead && d.queue[tail-1] > k {
 		tail--
-		d.settle(&d.slots[d.queue[tail]], Run, true, Refused(CodeTurnFailed, errTainted.Error()))
+		d.settleQueued(d.queue[tail], refused)
 	}
 	d.queue = d.queue[:tail]
 	if d.barrier > k {
-		d.settle(&d.slots[d.barrier], Run, true, Refused(CodeTurnFailed, errTainted.Error()))
+		d.settle(&d.slots[d.barrier], Run, true, refused)
 		d.barrier = -1
 	}
 }
@@ -629,16 +640,17 @@ func (d *dispatcher) interrupt(hostCtx context.Context) {
 	}
 	d.interrupted = true
 	d.feed = nil
-	msg := interruptedMessage(hostCtx)
+	cancelled := Cancelled(interruptedMessage(hostCtx))
+	defer d.sweep()()
+	d.settleBlocked(func(int) bool { return true }, cancelled)
 	for _, k := range d.queue[d.qhead:] {
-		d.settle(&d.slots[k], Run, true, Cancelled(msg))
+		d.settleQueued(k, cancelled)
 	}
 	d.queue = d.queue[:d.qhead]
 	if d.barrier >= 0 {
-		d.settle(&d.slots[d.barrier], Run, true, Cancelled(msg))
+		d.settle(&d.slots[d.barrier], Run, true, cancelled)
 		d.barrier = -1
 	}
-	d.settleBlocked(func(int) bool { return true }, Cancelled(msg))
 }
 
 // account hands the host every call that is answered and has no

@@ -158,6 +158,9 @@ func (d *dispatcher) hold(k int, res []string, write bool) {
 	f := d.register(k, res, write)
 	f.held = true
 	d.locks.holding++
+	if write {
+		d.serial = true // as when it parked: later plain calls wait for it
+	}
 }
 
 // unhold frees the resources of parked call k (from Wave.Released).
@@ -198,7 +201,11 @@ func (d *dispatcher) release(k int) {
 }
 
 // recheck queues the blocked calls that no longer conflict, in call order.
+// During a sweep it waits for the sweep's end.
 func (d *dispatcher) recheck() {
+	if d.sweeping {
+		return
+	}
 	t := d.locks
 	kept := t.blocked[:0]
 	for _, k := range t.blocked {
@@ -232,6 +239,28 @@ func (d *dispatcher) settleBlocked(pick func(k int) bool, o Outcome) {
 	d.locks.blocked = kept
 	for _, k := range out {
 		d.settle(&d.slots[k], Run, true, o)
+		d.release(k)
+	}
+}
+
+// sweep marks the start of a sweep (taint, interrupt), in which settling
+// calls must not queue blocked ones behind the sweep's back; the function
+// it returns ends the sweep and rechecks what is still blocked.
+func (d *dispatcher) sweep() func() {
+	d.sweeping = true
+	return func() {
+		d.sweeping = false
+		if d.locks != nil {
+			d.recheck()
+		}
+	}
+}
+
+// settleQueued settles call k, queued and never started, with o, and frees
+// its place among the resources.
+func (d *dispatcher) settleQueued(k int, o Outcome) {
+	d.settle(&d.slots[k], Run, true, o)
+	if d.locks != nil {
 		d.release(k)
 	}
 }

@@ -446,3 +446,90 @@ func TestGateWaitEndsWithTheWave(t *testing.T) {
 		next.Release()
 	})
 }
+
+// TestCancelWithBlockedWriteBehindQueuedRead: cancelling settles a queued
+// resource-less read, which frees the keyed write blocked behind it; the
+// write is cancelled too and the wave ends (a wave that lost it would
+// block forever: synctest reports that as a deadlock).
+func TestCancelWithBlockedWriteBehindQueuedRead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h, tool := newHost(), newHeld()
+		wave := keyedWave(h, tool, []keyedCall{
+			{"r1", "read", "file:x", nil},  // runs, and fills the cap of 1
+			{"a2", "read", "-", nil},       // a leading read, queued for the cap
+			{"w3", "write", "file:y", nil}, // blocked behind a2
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		run := start(ctx, dispatch.Wave{Calls: wave, MaxConcurrency: 1}, h)
+		synctest.Wait()
+		if got := tool.startedSet(); got != "r1" {
+			t.Fatalf("started %q", got)
+		}
+		cancel()
+		if _, err := run.wait(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"r1=cancelled/cancelled", "a2=cancelled/cancelled", "w3=cancelled/cancelled"}
+		if got := statuses(h.accountedCalls()); !slices.Equal(got, want) {
+			t.Fatalf("accounted %q, want %q", got, want)
+		}
+	})
+}
+
+// TestHeldWriteMakesLaterPlainCallsWait: a resource-less read after a
+// parked keyed write waits for its completion, whether the write parked in
+// this wave or is replayed as parked after a restart.
+func TestHeldWriteMakesLaterPlainCallsWait(t *testing.T) {
+	t.Parallel()
+	for _, replayed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "parked", true: "replayed"}[replayed], func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				h, tool := newHost(), newHeld()
+				wave := keyedWave(h, tool, []keyedCall{{"w1", "write", "file:a", nil}, {"r2", "read", "-", nil}})
+				if replayed {
+					h.verdicts["w1"] = dispatch.Admission{Verdict: dispatch.Replay, Effect: dispatch.EffectWrite, Resources: []string{"file:a"},
+						Outcome: dispatch.Outcome{Status: dispatch.StatusPending, Pending: &dispatch.Pending{Key: "key-w1"}}}
+				}
+				released := make(chan int)
+				run := start(t.Context(), dispatch.Wave{Calls: wave, Keys: fixedKeys{}, Released: released}, h)
+				if !replayed {
+					tool.answerWith("w1", dispatch.Outcome{Status: dispatch.StatusPending})
+				}
+				synctest.Wait()
+				if got := tool.startedSet(); strings.Contains(got, "r2") {
+					t.Fatalf("started %q while w1 holds file:a", got)
+				}
+				released <- 0
+				tool.answerWith("r2", dispatch.OK(nil, false))
+				if _, err := run.wait(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// TestAheadReadKeepsItsResourcesOrder: a keyed read is not kept from a run
+// ahead of admission (it would hold no place among the resources): a
+// later write on its resource still waits for it.
+func TestAheadReadKeepsItsResourcesOrder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base, tool := newHost(), newHeld()
+		wave := keyedWave(base, tool, []keyedCall{{"r1", "read", "file:a", nil}, {"w2", "write", "file:a", nil}})
+		h := &aheadHost{host: base, lend: map[string]dispatch.Tool{"t": tool}}
+		run := start(t.Context(), dispatch.Wave{Calls: wave}, h)
+		synctest.Wait()
+		got := tool.startedSet()
+		tool.answerWith("r1", dispatch.OK(nil, false))
+		tool.answerWith("w2", dispatch.OK(nil, false))
+		if _, err := run.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got != "r1" {
+			t.Fatalf("started %q while r1 reads file:a; w2 writes it", got)
+		}
+	})
+}
