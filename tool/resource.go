@@ -219,6 +219,12 @@ func resolve(v any, toks []string, out []string) ([]string, error) {
 	case string:
 		return append(out, x), nil
 	case json.Number:
+		// One text per value: 7, 7.0 and 7e0 are one resource. Numbers past
+		// float64's precision may share a text, which only orders more.
+		if f, err := strconv.ParseFloat(x.String(), 64); err == nil {
+			f += 0 // -0 is 0
+			return append(out, strconv.FormatFloat(f, 'g', -1, 64)), nil
+		}
 		return append(out, x.String()), nil
 	case float64:
 		return append(out, strconv.FormatFloat(x, 'g', -1, 64)), nil

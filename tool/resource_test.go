@@ -22,7 +22,10 @@ func TestResourceExpand(t *testing.T) {
 	}{
 		{[]string{"file:{/path}"}, `{"path":"a.txt"}`, []string{"file:a.txt"}, ""},
 		{[]string{"db:{/table}/{/id}"}, `{"table":"users","id":7}`, []string{"db:users/7"}, ""},
-		{[]string{"db:{/id}"}, `{"id":1.50}`, []string{"db:1.50"}, ""},
+		{[]string{"db:{/id}"}, `{"id":1.50}`, []string{"db:1.5"}, ""},
+		// A number is one resource however it is written.
+		{[]string{"db:{/id}", "db:{/a}", "db:{/b}", "db:{/c}"}, `{"id":7,"a":7.0,"b":7e0,"c":70e-1}`, []string{"db:7", "db:7", "db:7", "db:7"}, ""},
+		{[]string{"db:{/id}"}, `{"id":-0.0}`, []string{"db:0"}, ""},
 		{[]string{"flag:{/on}"}, `{"on":true}`, []string{"flag:true"}, ""},
 		{[]string{"file:{/paths/*}"}, `{"paths":["a","b"]}`, []string{"file:a", "file:b"}, ""},
 		{[]string{"file:{/paths/*/name}"}, `{"paths":[{"name":"a"},{"name":"b"}]}`, []string{"file:a", "file:b"}, ""},
