@@ -35,17 +35,10 @@
 // # Error windows
 //
 // [WindowErrors] keeps, within the same caps, the head, the tail and the
-// error lines of the dropped middle (lines holding one of
-// [Config.Patterns], or a "file.ext:line:col:" diagnostic), with a marker
-// in every gap. The output but for one marker line stays within both caps,
-// and a text without error lines in the middle projects exactly as in
-// [WindowHeadTail]. [Result.Kept] lists the spans of the input kept.
-//
-// # Turn budget
-//
-// [Share] splits [Config.TurnLimit] among the outputs of a turn in call
-// order, each projected by [Projector.Within] its share; see
-// ARCHITECTURE.md, "budget: error windows and the turn budget".
+// dropped middle's error lines ([Config.Patterns], "file:line:col:"
+// diagnostics), a marker in every gap; [Result.Kept] lists the spans kept.
+// [Share] splits [Config.TurnLimit] among a turn's outputs in call order.
+// ARCHITECTURE.md ("budget: error windows and the turn budget") says how.
 //
 // # JSON
 //

@@ -5,19 +5,11 @@ import (
 	"time"
 )
 
-// The per-resource scheduling of an ordered wave. A call admitted with
-// resources (Admission.Resources) starts as soon as every earlier call it
-// conflicts with has answered:
-//
-//   - an earlier call sharing one of its resources, unless both read;
-//   - for a write, an earlier call without resources still running (the
-//     leading reads: a resource-less call later than the first write waits
-//     for everything before it and holds up admission, as before).
-//
-// A resource-less call later than the first write conflicts with every
-// call, so it waits until everything before it is accounted and every
-// parked call holding resources has settled. A call parked with resources
-// holds them until Wave.Released names it.
+// The per-resource scheduling of an ordered wave: a call with resources
+// starts once every earlier call it conflicts with has answered (sharing a
+// resource where either writes; for a write, a resource-less leading
+// read), and a parked one holds them until Wave.Released names it. The
+// whole rule is in ARCHITECTURE.md, "Per-resource scheduling".
 
 // lockTable is the state of a wave's keyed calls: nil until the first.
 type lockTable struct {

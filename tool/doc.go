@@ -105,13 +105,10 @@
 //
 // # Progress and trace context
 //
-// A call reports progress to the ProgressReporter of its context
-// (CallContext.Progress): an MCP server's notifications/progress for the
-// progress token turnd puts in the call's _meta, or an HTTP tool's
-// application/x-ndjson answer (see progressStreamType). A call's _meta
-// also carries the W3C trace context of its span (traceparent,
-// tracestate), over stdio too; HTTP requests carry it in headers when the
-// client's transport is instrumented (cmd does that).
+// A call reports progress (MCP notifications/progress, an HTTP tool's
+// application/x-ndjson answer) to its context's CallContext.Progress, and
+// carries its span's W3C trace context in _meta and, through cmd's
+// instrumented transport, in HTTP headers.
 //
 // tool may import dispatch, budget, completion, the standard library, its
 // YAML, JSON Schema and MCP libraries, and the OpenTelemetry API (never

@@ -12,20 +12,10 @@ import (
 	"github.com/turnd/turnd/tool"
 )
 
-// What a run adds for calls with resources or gates (dispatch's
-// per-resource scheduling, tool's resource: and max_concurrency:).
-//
-// Ledger order. A keyed write may start before the calls ahead of it
-// answered, and its attempt is journaled before it runs. Its result row
-// (status started) commits at once, the write-ahead recovery reads; its
-// call_admitted and attempt_started lines wait in the call's stash and
-// join the ledger when the call is accounted, where a serial run writes
-// them. So the ledger reads as a serial run's, whatever ran at once.
-//
-// Parked calls. A call parked with resources holds them until its
-// completion settles: the run commits the park at once (a later call may
-// be waiting on it), then watches the turn and tells the wave (through
-// Wave.Released) each held call whose completion resolved.
+// What a run adds for calls with resources or gates: the stash that keeps
+// the ledger in serial order when writes start ahead of unaccounted calls,
+// and the watch that releases a parked call's resources once its
+// completion settles. ARCHITECTURE.md, "Per-resource scheduling", says why.
 
 // heldPoll is how often a run holding resources rereads its completions
 // when no change is announced (a lost notification costs this much).
