@@ -42,19 +42,25 @@ func (s *server) readSigned(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-func (s *server) complete(w http.ResponseWriter, r *http.Request) {
+// readSignedJSON reads a signed body (readSigned), valid UTF-8, into v.
+func (s *server) readSignedJSON(r *http.Request, v any) error {
 	body, err := s.readSigned(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if err := checkUTF8(body); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error())
+	}
+	return nil
+}
+
+func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 	var d deliveryWire
-	if err := json.Unmarshal(body, &d); err != nil {
-		s.writeError(w, r, errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error()))
+	if err := s.readSignedJSON(r, &d); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	res, err := s.svc.Complete(r.Context(), chi.URLParam(r, "key"), turn.Delivery{Output: d.Output, Error: d.Error})

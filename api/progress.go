@@ -57,18 +57,9 @@ func progressQuery(r *http.Request) (bool, error) {
 // completeProgress takes a deferred call's progress from the system doing
 // its work: it shows on the turn's event stream, and is never journaled.
 func (s *server) completeProgress(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readSigned(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := checkUTF8(body); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var p progressWire
-	if err := json.Unmarshal(body, &p); err != nil {
-		s.writeError(w, r, errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error()))
+	if err := s.readSignedJSON(r, &p); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if p.Progress == nil {
