@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
 
@@ -51,22 +52,9 @@ func outputRoute(id string) (sessionID string, ok bool) {
 }
 
 // validPathID reports whether id may name a session or turn: it appears in
-// URL paths, so it is limited to unreserved characters.
-func validPathID(id string) bool {
-	if len(id) == 0 || len(id) > 256 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '-' || c == '_' || c == '.' || c == '~' || c == ':' || c == '@' || c == '+' || c == '=':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// URL paths (and routes completion keys), so it is limited to unreserved
+// characters — completion.ValidRoute's rule.
+func validPathID(id string) bool { return completion.ValidRoute(id) }
 
 // validCallID accepts the ids providers generate: printable UTF-8 without
 // control characters, at most 256 bytes.
