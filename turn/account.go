@@ -69,7 +69,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallRefused, Data: mustJSON(res.Error)})
 	case !a.Admitted:
 		// Cancelled before admission: no call_admitted line.
-		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: answeredData(res, a.Outcome)})
+		r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: answeredData(res, nil)})
 	default:
 		if !st.admittedLine {
 			st.admittedLine = true
@@ -81,13 +81,14 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 			r.pending.Parks = append(r.pending.Parks, pk)
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallPending, Data: mustJSON(data)})
 		} else {
-			data := answeredData(res, a.Outcome)
-			if a.Tries != nil {
-				data = withTries(data, a.Tries)
+			var times *answerTimes
+			if a.Tries != nil || st.timed {
+				times = &answerTimes{tries: a.Tries}
+				if st.timed {
+					times.admitted, times.ready, times.gated = a.AdmittedAt, a.ReadyAt, a.GatedAt
+				}
 			}
-			if st.timed {
-				data = withWaits(data, a.AdmittedAt, a.ReadyAt, a.GatedAt)
-			}
+			data := answeredData(res, times)
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallAnswered, Data: data})
 		}
 	}
@@ -124,9 +125,21 @@ func admittedLine(call dispatch.Call, index int, effect dispatch.Effect, res []s
 	return Line{CallID: call.ID, Kind: LineCallAdmitted, Data: append(b, '}')}
 }
 
-func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
-	b := make([]byte, 0, 64)
-	b = append(b, `{"attempts":`...)
+func answeredData(res Result, at *answerTimes) json.RawMessage {
+	if at == nil {
+		at = &noTimes
+	}
+	b := make([]byte, 0, 64+112*len(at.tries))
+	b = append(b, '{')
+	if !at.admitted.IsZero() {
+		b = append(b, `"admitted_at":"`...)
+		b = at.admitted.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `",`...)
+	}
+	if at.tries != nil {
+		b = appendTries(b, at.tries)
+	}
+	b = append(b, `"attempts":`...)
 	b = strconv.AppendInt(b, int64(res.Attempts), 10)
 	if res.Error != nil {
 		b = append(b, `,"error":{"code":`...)
@@ -135,6 +148,7 @@ func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
 		b = appendJSONString(b, res.Error.Message)
 		b = append(b, '}')
 	}
+	b = appendStamp(b, "gated_at", at.gated)
 	if res.Truncated {
 		b = append(b, `,"original_bytes":`...)
 		b = strconv.AppendInt(b, res.OriginalBytes, 10)
@@ -152,6 +166,7 @@ func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
 	if res.Projection != nil {
 		b = appendProjection(b, res.Projection)
 	}
+	b = appendStamp(b, "ready_at", at.ready)
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, string(res.Status))
 	if res.Truncated {
@@ -160,13 +175,22 @@ func answeredData(res Result, _ dispatch.Outcome) json.RawMessage {
 	return append(b, '}')
 }
 
-// withTries adds a retried call's attempts to its call_answered data as
-// "attempt_times", first (the key sorts before "attempts"): each
-// attempt's finished_at, outcome and started_at. A call tried once has
-// none, so its line is as it always was.
-func withTries(data json.RawMessage, tries []dispatch.Try) json.RawMessage {
-	b := make([]byte, 0, len(data)+112*len(tries))
-	b = append(b, `{"attempt_times":[`...)
+// answerTimes are what a call_answered line says of its call's times
+// besides its result: a retried call's attempts (attempt_times: each
+// attempt's finished_at, outcome and started_at; a call tried once has
+// none, so its line is as it always was), and a keyed or capped call's
+// waits (admitted_at, ready_at, gated_at; the zero ones left out).
+type answerTimes struct {
+	tries                  []dispatch.Try
+	admitted, ready, gated time.Time
+}
+
+// noTimes is the answerTimes of a plain call, tried once.
+var noTimes answerTimes
+
+// appendTries writes a retried call's "attempt_times" member and a comma.
+func appendTries(b []byte, tries []dispatch.Try) []byte {
+	b = append(b, `"attempt_times":[`...)
 	for i, t := range tries {
 		if i > 0 {
 			b = append(b, ',')
@@ -179,8 +203,17 @@ func withTries(data json.RawMessage, tries []dispatch.Try) json.RawMessage {
 		b = t.StartedAt.UTC().AppendFormat(b, time.RFC3339Nano)
 		b = append(b, `"}`...)
 	}
-	b = append(b, "],"...)
-	return append(b, data[1:]...)
+	return append(b, "],"...)
+}
+
+// appendStamp writes `,"key":"time"`, nothing for a zero time.
+func appendStamp(b []byte, key string, t time.Time) []byte {
+	if t.IsZero() {
+		return b
+	}
+	b = append(append(append(b, `,"`...), key...), `":"`...)
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
 }
 
 // tryOutcome is how an attempt ended, as attempt_times says it: ok,

@@ -88,7 +88,7 @@ func TestLedgerDataAsMarshalled(t *testing.T) {
 			if res.Truncated {
 				want.Truncated, want.OriginalBytes, want.OriginalLines = true, &res.OriginalBytes, &res.OriginalLines
 			}
-			same("answered", answeredData(res, dispatch.Outcome{}), want)
+			same("answered", answeredData(res, nil), want)
 
 			// The same call retried: its tries come first.
 			at := time.Date(2026, 12, 2, 6, 0, i, i*1000, time.UTC)
@@ -110,7 +110,7 @@ func TestLedgerDataAsMarshalled(t *testing.T) {
 			for k, tr := range tries {
 				tried.AttemptTimes = append(tried.AttemptTimes, tryJSON{FinishedAt: tr.FinishedAt.UTC(), Outcome: outcomes[k], StartedAt: tr.StartedAt.UTC()})
 			}
-			same("answered after retries", withTries(answeredData(res, dispatch.Outcome{}), tries), tried)
+			same("answered after retries", answeredData(res, &answerTimes{tries: tries}), tried)
 		}
 
 		settled := settledLine(TurnKey{SessionID: "s", TurnID: "t"}, Status(s), time.Now())
@@ -141,13 +141,13 @@ func TestWithWaits(t *testing.T) {
 		{Attempts: 1, Status: CallOK, Truncated: true, OriginalBytes: 9, OriginalLines: 1, OutputID: "out_1", Repaired: 2},
 	} {
 		for _, times := range [][3]time.Time{{at, at, at}, {at, {}, {}}, {at, at, {}}} {
-			got := withWaits(answeredData(res, dispatch.Outcome{}), times[0], times[1], times[2])
+			got := answeredData(res, &answerTimes{admitted: times[0], ready: times[1], gated: times[2]})
 			var m map[string]any
 			if err := json.Unmarshal(got, &m); err != nil {
 				t.Fatalf("%s: %v", got, err)
 			}
 			want := map[string]any{}
-			_ = json.Unmarshal(answeredData(res, dispatch.Outcome{}), &want)
+			_ = json.Unmarshal(answeredData(res, nil), &want)
 			for i, k := range []string{"admitted_at", "ready_at", "gated_at"} {
 				if !times[i].IsZero() {
 					want[k] = times[i].Format(time.RFC3339Nano)

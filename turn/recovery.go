@@ -233,7 +233,7 @@ func (s *Service) failUnfinished(ctx context.Context, k TurnKey, code, msg strin
 			res.Effect = spec.Effect
 		}
 		c.Results = append(c.Results, res)
-		c.Lines = append(c.Lines, line(Line{CallID: call.ID, Kind: LineCallAnswered, Data: answeredData(res, dispatch.Outcome{})}))
+		c.Lines = append(c.Lines, line(Line{CallID: call.ID, Kind: LineCallAnswered, Data: answeredData(res, nil)}))
 	}
 	c.Lines = append(c.Lines, line(Line{Kind: LineTurnSettled, Data: mustJSON(map[string]any{
 		"status": StatusFailed, "error": CallError{Code: code, Message: msg},

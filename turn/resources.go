@@ -1,9 +1,7 @@
 package turn
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -186,69 +184,6 @@ func appendResources(b []byte, res []string) []byte {
 		b = appendJSONString(b, s)
 	}
 	return append(b, ']')
-}
-
-// withWaits adds a keyed or capped call's times to its call_answered
-// data: admitted_at (when dispatch took it up), ready_at (when every call
-// it conflicts with had answered) and gated_at (when it had its
-// max_concurrency places); the zero ones are left out. The timeline draws
-// the waits between them.
-func withWaits(data json.RawMessage, admitted, ready, gated time.Time) json.RawMessage {
-	for _, f := range []struct {
-		key string
-		at  time.Time
-	}{{"admitted_at", admitted}, {"ready_at", ready}, {"gated_at", gated}} {
-		if !f.at.IsZero() {
-			v := append(append([]byte{'"'}, f.at.UTC().AppendFormat(nil, time.RFC3339Nano)...), '"')
-			data = insertField(data, f.key, v)
-		}
-	}
-	return data
-}
-
-// insertField returns obj, a JSON object this package wrote with its keys
-// in order (and none escaped), with "key":value in its place among them.
-func insertField(obj []byte, key string, value []byte) []byte {
-	field := append(append(append([]byte{'"'}, key...), '"', ':'), value...)
-	out := make([]byte, 0, len(obj)+len(field)+1)
-	depth, inStr, esc := 0, false, false
-	for i := 0; i < len(obj); i++ {
-		c := obj[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			if depth == 1 && (obj[i-1] == '{' || obj[i-1] == ',') {
-				end := i + 1 + bytes.IndexByte(obj[i+1:], '"')
-				if string(obj[i+1:end]) > key {
-					out = append(append(append(out, obj[:i]...), field...), ',')
-					return append(out, obj[i:]...)
-				}
-			}
-			inStr = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				out = append(out, obj[:i]...)
-				if i > 1 {
-					out = append(out, ',')
-				}
-				return append(append(out, field...), obj[i:]...)
-			}
-		}
-	}
-	return obj
 }
 
 // readJournaled notes, for a resumed turn with calls that started, which

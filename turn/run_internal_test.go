@@ -35,7 +35,7 @@ func TestLineDataAsMaps(t *testing.T) {
 		if res.Error != nil {
 			want["error"] = res.Error
 		}
-		if got := string(answeredData(res, dispatch.Outcome{})); got != mapJSON(want) {
+		if got := string(answeredData(res, nil)); got != mapJSON(want) {
 			t.Errorf("answered data %s, want %s", got, mapJSON(want))
 		}
 	}
