@@ -35,10 +35,12 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 		// answered: it may have taken effect. Only a tool still registered as
 		// idempotent may run it again; anything else (the tool gone or
 		// changed) is answered "interrupted", never refused as if unrun.
+		// Its call_admitted line is in the ledger, or restored from its row:
+		// whether or not it runs again, it is not written twice.
+		r.restoreStartLines(i, call, rec)
+		st.admittedLine = true
 		spec, found := r.reg.Lookup(call.Name)
 		if !found || !spec.Idempotent || !r.session.Granted(call.Name) || spec.Validate(call.Arguments) != nil {
-			st.admittedLine = true
-			r.restoreStartLines(i, call, rec)
 			interrupted := Result{
 				Status: CallFailed,
 				Error: &CallError{Code: CodeInterrupted, Message: "the process running this call stopped during its attempt; " +

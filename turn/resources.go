@@ -219,7 +219,7 @@ func (r *run) readJournaled(ctx context.Context) error {
 
 // restoreStartLines gives a call that started without its lines reaching
 // the ledger (readJournaled) its call_admitted and attempt_started lines,
-// from its started result, ahead of the answer its resume gives it.
+// from its started result, ahead of whatever its resume does.
 func (r *run) restoreStartLines(i int, call dispatch.Call, rec Result) {
 	if r.journaled == nil || r.journaled[call.ID] {
 		return

@@ -376,71 +376,92 @@ func parked(t *testing.T, store turn.Store, session string) bool {
 func TestStartedWritesAreNotRunTwice(t *testing.T) {
 	t.Parallel()
 	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
-		j, m := newJournal(), &meet{groups: map[string]*group{}, size: map[string]int{"g": 2}}
-		unblock := make(chan struct{})
-		var runs sync.Map
-		specs := keyedTools(t, j, m, nil)
-		for _, s := range specs {
-			if s.Name == "edit" {
-				inner := s.Impl
-				s.Impl = dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
-					n, _ := runs.LoadOrStore(c.ID, new(atomic.Int64))
-					n.(*atomic.Int64).Add(1)
-					o := inner.Invoke(ctx, c, at)
-					if c.ID != "w3" {
-						select { // the process "dies" with w1 and w2 in flight
-						case <-unblock:
-						case <-ctx.Done():
-						}
-					}
-					return o
-				})
-			}
-		}
-		store := open(t)
-		reg := mustRegistry(t, specs...)
-		svcA := newService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "a", LeaseTTL: 10 * time.Second})
-		if _, err := svcA.Submit(context.Background(), "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{
-			keyedCall("w1", "edit", "a.txt", "g"), keyedCall("w2", "edit", "b.txt", "g"), keyedCall("w3", "edit", "a.txt", ""),
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		// Both writes journaled their attempts and met.
-		waitUntil(t, svcA, turn.TurnKey{SessionID: "s", TurnID: "t"}, func() bool {
-			return j.ran("w1") && j.ran("w2") && startedRows(t, store)
+		t.Run("not idempotent", func(t *testing.T) {
+			t.Parallel()
+			startedWritesResumed(t, open, false)
 		})
-		later := func() time.Time { return time.Now().Add(time.Hour) }
-		svcB := newService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "b", LeaseTTL: 10 * time.Second, Now: later})
-		if n, err := svcB.Recover(context.Background()); err != nil || n != 1 {
-			t.Fatalf("recovered %d, %v", n, err)
-		}
-		got, err := svcB.Await(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if statuses(got) != "w1=error(interrupted) w2=error(interrupted) w3=ok" {
-			t.Fatalf("after recovery: %s", statuses(got))
-		}
-		for id, want := range map[string]int64{"w1": 1, "w2": 1, "w3": 1} {
-			n, _ := runs.LoadOrStore(id, new(atomic.Int64))
-			if got := n.(*atomic.Int64).Load(); got != want {
-				t.Errorf("%s ran %d times, want %d", id, got, want)
-			}
-		}
-		want := "turn_received: call_admitted:w1 attempt_started:w1 turn_resumed: call_answered:w1 " +
-			"call_admitted:w2 attempt_started:w2 call_answered:w2 call_admitted:w3 attempt_started:w3 call_answered:w3 turn_settled:"
-		if got := ledgerKinds(t, store); got != want {
-			t.Fatalf("ledger\n got %s\nwant %s", got, want)
-		}
-		// A's tools return: nothing of A's stale wave reaches the ledger.
-		close(unblock)
-		if _, err := svcA.Await(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}); err != nil && !errors.Is(err, turn.ErrLeaseLost) {
-			t.Fatal(err)
-		}
-		if got := ledgerKinds(t, store); got != want {
-			t.Fatalf("ledger after A's wave ended\n got %s\nwant %s", got, want)
-		}
+		t.Run("idempotent", func(t *testing.T) {
+			t.Parallel()
+			startedWritesResumed(t, open, true)
+		})
 	})
+}
+
+// startedWritesResumed is TestStartedWritesAreNotRunTwice with an edit
+// tool that is idempotent or not: an idempotent one runs the two started
+// writes again (once each), after their first attempts' lines.
+func startedWritesResumed(t *testing.T, open func(testing.TB) turn.Store, idempotent bool) {
+	j, m := newJournal(), &meet{groups: map[string]*group{}, size: map[string]int{"g": 2}}
+	unblock := make(chan struct{})
+	var runs sync.Map
+	specs := keyedTools(t, j, m, nil)
+	for _, s := range specs {
+		if s.Name == "edit" {
+			s.Idempotent = idempotent
+			inner := s.Impl
+			s.Impl = dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+				n, _ := runs.LoadOrStore(c.ID, new(atomic.Int64))
+				first := n.(*atomic.Int64).Add(1) == 1
+				o := inner.Invoke(ctx, c, at)
+				if c.ID != "w3" && first {
+					select { // the process "dies" with w1 and w2 in flight
+					case <-unblock:
+					case <-ctx.Done():
+					}
+				}
+				return o
+			})
+		}
+	}
+	store := open(t)
+	reg := mustRegistry(t, specs...)
+	svcA := newService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "a", LeaseTTL: 10 * time.Second})
+	if _, err := svcA.Submit(context.Background(), "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{
+		keyedCall("w1", "edit", "a.txt", "g"), keyedCall("w2", "edit", "b.txt", "g"), keyedCall("w3", "edit", "a.txt", ""),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// Both writes journaled their attempts and met.
+	waitUntil(t, svcA, turn.TurnKey{SessionID: "s", TurnID: "t"}, func() bool {
+		return j.ran("w1") && j.ran("w2") && startedRows(t, store)
+	})
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	svcB := newService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "b", LeaseTTL: 10 * time.Second, Now: later})
+	if n, err := svcB.Recover(context.Background()); err != nil || n != 1 {
+		t.Fatalf("recovered %d, %v", n, err)
+	}
+	got, err := svcB.Await(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus, wantRuns := "w1=error(interrupted) w2=error(interrupted) w3=ok", int64(1)
+	want := "turn_received: call_admitted:w1 attempt_started:w1 turn_resumed: call_answered:w1 " +
+		"call_admitted:w2 attempt_started:w2 call_answered:w2 call_admitted:w3 attempt_started:w3 call_answered:w3 turn_settled:"
+	if idempotent {
+		wantStatus, wantRuns = "w1=ok w2=ok w3=ok", 2
+		want = "turn_received: call_admitted:w1 attempt_started:w1 turn_resumed: attempt_started:w1 call_answered:w1 " +
+			"call_admitted:w2 attempt_started:w2 attempt_started:w2 call_answered:w2 call_admitted:w3 attempt_started:w3 call_answered:w3 turn_settled:"
+	}
+	if statuses(got) != wantStatus {
+		t.Fatalf("after recovery: %s, want %s", statuses(got), wantStatus)
+	}
+	for id, want := range map[string]int64{"w1": wantRuns, "w2": wantRuns, "w3": 1} {
+		n, _ := runs.LoadOrStore(id, new(atomic.Int64))
+		if got := n.(*atomic.Int64).Load(); got != want {
+			t.Errorf("%s ran %d times, want %d", id, got, want)
+		}
+	}
+	if got := ledgerKinds(t, store); got != want {
+		t.Fatalf("ledger\n got %s\nwant %s", got, want)
+	}
+	// A's tools return: nothing of A's stale wave reaches the ledger.
+	close(unblock)
+	if _, err := svcA.Await(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}); err != nil && !errors.Is(err, turn.ErrLeaseLost) {
+		t.Fatal(err)
+	}
+	if got := ledgerKinds(t, store); got != want {
+		t.Fatalf("ledger after A's wave ended\n got %s\nwant %s", got, want)
+	}
 }
 
 // startedRows reports whether the turn's results hold two started writes.
