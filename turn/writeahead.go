@@ -62,14 +62,20 @@ func (r *run) await(ctx context.Context, b *aheadBatch, lead bool, prev *aheadBa
 	wctx := context.WithoutCancel(ctx)
 	b.err = r.svc.untilStored(r.logCtx, r.key, func() error { return r.commit(wctx, b.c) })
 	if b.err != nil {
-		// Nothing of it is journaled: what was accounted goes back to the
-		// buffer, ahead of what came since, for the next commit.
+		// Nothing of it is journaled: what was accounted goes ahead of
+		// what was taken since — into the batch filling now, whose leader
+		// waits for this one, or else back to the buffer.
 		var back Commit
 		for _, h := range b.held {
 			back = prependCommit(back, h)
 		}
 		r.mu.Lock()
-		r.pending = prependCommit(back, r.pending)
+		if next := r.filling; next != nil {
+			next.c = prependCommit(back, next.c)
+			next.held = append([]Commit{back}, next.held...)
+		} else {
+			r.pending = prependCommit(back, r.pending)
+		}
 		r.mu.Unlock()
 	}
 	close(b.done)
