@@ -13,7 +13,7 @@ import (
 // gatedCommits is a Store whose first Commit waits for release and then
 // fails; later commits are recorded, in the order they arrive.
 type gatedCommits struct {
-	Store // nil: only Commit is called
+	Store            // nil: only Commit is called
 	entered, release chan struct{}
 	mu               sync.Mutex
 	calls            int
