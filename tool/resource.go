@@ -236,6 +236,25 @@ func resolve(v any, toks []string, out []string) ([]string, error) {
 	return out, fmt.Errorf("is %s, want a string, number or boolean", jsonKind(v))
 }
 
+// Check is Validate and Resources from one decoding of args: the
+// resources a call with valid arguments touches (nil when s declares
+// none), or the error of either, matching ErrInvalidArguments.
+func (s *Spec) Check(args json.RawMessage) ([]string, error) {
+	if len(s.ResourceTemplates) == 0 {
+		return nil, s.Validate(args)
+	}
+	v, err := decodeArguments(args)
+	if err != nil {
+		return nil, err
+	}
+	if s.validate != nil {
+		if err := s.validate(v); err != nil {
+			return nil, err
+		}
+	}
+	return s.expand(v)
+}
+
 // Resources computes the resources a call of s with arguments args
 // touches: nil when s declares none. Arguments must already have passed
 // Validate; an error (a pointed field missing) matches ErrInvalidArguments
@@ -248,8 +267,14 @@ func (s *Spec) Resources(args json.RawMessage) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.expand(v)
+}
+
+// expand is the resources of the decoded arguments v.
+func (s *Spec) expand(v any) ([]string, error) {
 	out := make([]string, 0, len(s.ResourceTemplates))
 	for _, r := range s.ResourceTemplates {
+		var err error
 		if out, err = r.expand(out, v); err != nil {
 			return nil, &argumentsError{msg: err.Error()}
 		}

@@ -256,3 +256,33 @@ func parseMCPOnly(t *testing.T, cfg string) (*loader, error) {
 	l, _, err := parse("turnd.yaml", []byte(cfg), Options{Env: testEnv})
 	return l, err
 }
+
+// TestCheck: Check validates the arguments, then computes the resources,
+// from one decoding.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	r, _ := ParseResource("file:{/path}")
+	s := &Spec{Name: "edit", ResourceTemplates: []Resource{r}}
+	if err := s.CompileSchema(json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"n":{"type":"integer"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[string]string{
+		`{"path":"a"}`:         "file:a",
+		`{"path":"a","n":"x"}`: "error: at /n",
+		`{"n":1}`:              "error: argument /path is missing",
+		`[1]`:                  "error: arguments must be a JSON object",
+	} {
+		got, err := s.Check(json.RawMessage(args))
+		switch {
+		case strings.HasPrefix(want, "error: "):
+			if err == nil || !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), strings.TrimPrefix(want, "error: ")) {
+				t.Errorf("Check(%s) = %q, %v; want %s", args, got, err, want)
+			}
+		case err != nil || !slices.Equal(got, []string{want}):
+			t.Errorf("Check(%s) = %q, %v; want %s", args, got, err, want)
+		}
+	}
+	if got, err := (&Spec{}).Check(json.RawMessage(`{"a":1}`)); got != nil || err != nil {
+		t.Errorf("a spec without templates or schema: %q %v", got, err)
+	}
+}

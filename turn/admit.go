@@ -74,12 +74,13 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 	if !r.session.Granted(call.Name) {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("tool_not_granted", fmt.Sprintf("tool %q is not granted to this session", call.Name))}
 	}
-	if err := spec.Validate(call.Arguments); err != nil {
+	res, err := spec.Check(call.Arguments)
+	if err != nil {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
 	}
 	adm := dispatch.Admission{Verdict: dispatch.Run, Tool: spec.Impl, Effect: spec.Effect, Retry: spec.Retry}
-	if (spec.ResourceTemplates != nil || spec.Limit != nil || spec.SessionLimit != nil) && !r.admitResources(i, call, spec, &adm) {
-		return adm
+	if res != nil || spec.Limit != nil || spec.SessionLimit != nil {
+		r.admitResources(i, spec, res, &adm)
 	}
 	st.spec = spec
 	st.admitted = true

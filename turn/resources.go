@@ -19,20 +19,14 @@ import (
 // when no change is announced (a lost notification costs this much).
 const heldPoll = 2 * time.Second
 
-// admitResources computes call i's resources and gates for spec, or the
-// refusal of a call whose arguments lack a field its template needs.
-func (r *run) admitResources(i int, call dispatch.Call, spec *tool.Spec, adm *dispatch.Admission) bool {
-	res, err := spec.Resources(call.Arguments)
-	if err != nil {
-		*adm = dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
-		return false
-	}
+// admitResources gives call i's admission its resources res and the gates
+// of spec.
+func (r *run) admitResources(i int, spec *tool.Spec, res []string, adm *dispatch.Admission) {
 	st := &r.calls[i]
 	st.res = res
 	adm.Resources = res
 	adm.Gates = spec.Gates(r.session.ID)
 	st.timed = res != nil || adm.Gates != nil
-	return true
 }
 
 // replayHeld gives the replay of recorded pending call i the resources it

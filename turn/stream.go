@@ -142,10 +142,10 @@ func (st *Stream) Add(c Call) error {
 	if spec.Limit != nil || spec.SessionLimit != nil {
 		return nil // an early start would not wait for the tool's cap
 	}
-	if _, bad := unparsedArguments(c.Arguments); bad || spec.Validate(c.Arguments) != nil {
+	if _, bad := unparsedArguments(c.Arguments); bad {
 		return nil
 	}
-	if _, err := spec.Resources(c.Arguments); err != nil {
+	if _, err := spec.Check(c.Arguments); err != nil {
 		return nil // admission refuses it
 	}
 	st.start(i, c, spec)
