@@ -21,39 +21,43 @@ type located struct {
 // templates checks a resource: value — a template or a list of them — at
 // path under the entry; bad ones are recorded and left out.
 func (e entry) templates(raw any, path ...any) []located {
-	var srcs []any
 	switch v := raw.(type) {
 	case string:
-		srcs = []any{v}
+		if t, ok := e.template(v, path); ok {
+			return []located{t}
+		}
+		return nil
 	case []any:
 		if len(v) == 0 {
 			e.fail(e.at(path...), "resource: the list is empty (leave resource out for a tool that declares none)")
 			return nil
 		}
-		srcs = v
-	default:
-		e.fail(e.at(path...), "resource must be a template string or a list of them, e.g. \"file:{/path}\"")
-		return nil
+		var out []located
+		for j, s := range v {
+			p := append(slices.Clone(path), j)
+			str, ok := s.(string)
+			if !ok {
+				e.fail(e.at(p...), "resource[%d] must be a template string", j)
+				continue
+			}
+			if t, ok := e.template(str, p); ok {
+				out = append(out, t)
+			}
+		}
+		return out
 	}
-	var out []located
-	for j, s := range srcs {
-		p := append(slices.Clone(path), j)
-		if _, ok := raw.(string); ok {
-			p = path
-		}
-		str, ok := s.(string)
-		if !ok {
-			e.fail(e.at(p...), "resource[%d] must be a template string", j)
-			continue
-		}
-		r, err := ParseResource(str)
-		if err != nil {
-			e.fail(e.at(p...), "%v", err)
-			continue
-		}
-		out = append(out, located{r, e.at(p...)})
+	e.fail(e.at(path...), "resource must be a template string or a list of them, e.g. \"file:{/path}\"")
+	return nil
+}
+
+// template parses the template src found at path under the entry.
+func (e entry) template(src string, path []any) (located, bool) {
+	r, err := ParseResource(src)
+	if err != nil {
+		e.fail(e.at(path...), "%v", err)
+		return located{}, false
 	}
-	return out
+	return located{r, e.at(path...)}, true
 }
 
 // checkTemplates checks the templates against the tool's input schema
