@@ -165,7 +165,7 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		if err := s.resume(ctx, k); err != nil {
+		if err := s.resume(ctx, k, c.Resumes); err != nil {
 			s.log.Error("resuming turn failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 			continue
 		}
@@ -178,20 +178,20 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 // anything more (see failUnfinished).
 func (s *Service) exhaust(ctx context.Context, k TurnKey, resumes int) error {
 	msg := fmt.Sprintf("the turn was resumed %d times after its process stopped and could not finish; turnd gave up on it", resumes-1)
-	if err := s.failUnfinished(ctx, k, CodeRecoveryExhausted, msg); err != nil {
+	if err := s.failUnfinished(ctx, k, resumes, CodeRecoveryExhausted, msg); err != nil {
 		return err
 	}
 	s.log.Warn("turn failed: recovery exhausted", "session_id", k.SessionID, "turn_id", k.TurnID, "resumes", resumes-1)
 	return nil
 }
 
-// failUnfinished settles the running turn k, whose lease this process holds,
-// as failed: every call without a final result is answered with code and
+// failUnfinished settles the running turn k, whose lease this process holds
+// under epoch (see Commit.LeaseEpoch), as failed: every call without a final result is answered with code and
 // msg (a write whose attempt was journaled is told it may have taken
 // effect), and its turn_settled line carries the error. The commit holds
 // only what this function writes, so whatever made the turn's own commits
 // fail is not in it. A turn no longer running is left as it is.
-func (s *Service) failUnfinished(ctx context.Context, k TurnKey, code, msg string) error {
+func (s *Service) failUnfinished(ctx context.Context, k TurnKey, epoch int, code, msg string) error {
 	t, err := s.store.GetTurn(ctx, k)
 	if err != nil {
 		return fmt.Errorf("reading turn: %w", err)
@@ -213,7 +213,7 @@ func (s *Service) failUnfinished(ctx context.Context, k TurnKey, code, msg strin
 			started[res.Index] = res
 		}
 	}
-	c := Commit{Key: k, LeaseOwner: s.cfg.Owner, LeaseUntil: now.Add(s.cfg.LeaseTTL), Status: StatusFailed, SettledAt: now}
+	c := Commit{Key: k, LeaseOwner: s.cfg.Owner, LeaseUntil: now.Add(s.cfg.LeaseTTL), LeaseEpoch: epoch, Status: StatusFailed, SettledAt: now}
 	line := func(l Line) Line {
 		l.SessionID, l.TurnID, l.At = k.SessionID, k.TurnID, now
 		return l
@@ -250,7 +250,7 @@ func (s *Service) failUnfinished(ctx context.Context, k TurnKey, code, msg strin
 	return nil
 }
 
-func (s *Service) resume(ctx context.Context, k TurnKey) error {
+func (s *Service) resume(ctx context.Context, k TurnKey, epoch int) error {
 	t, err := s.store.GetTurn(ctx, k)
 	if err != nil {
 		return fmt.Errorf("reading turn: %w", err)
@@ -270,6 +270,7 @@ func (s *Service) resume(ctx context.Context, k TurnKey) error {
 	if err != nil {
 		return err
 	}
+	r.epoch = epoch
 	if err := r.readJournaled(ctx); err != nil {
 		return err
 	}

@@ -55,7 +55,11 @@ type run struct {
 	// The wave's state is stale from then on: none of its commits may
 	// apply, even should this process claim the lease back (see commit).
 	leaseLost atomic.Bool
-	done      chan struct{}
+	// epoch is the lease epoch the run holds the turn under (see
+	// Commit.LeaseEpoch): 0 for a received turn, the claim's Resumes for a
+	// resumed one. The store refuses a commit of a stale epoch.
+	epoch int
+	done  chan struct{}
 
 	final     Turn
 	settleErr error

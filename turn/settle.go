@@ -98,7 +98,7 @@ func (r *run) settleFailed(ctx context.Context, err error) {
 		// answered store_rejected (see failUnfinished).
 		s.log.ErrorContext(r.logCtx, "the store rejected the turn's outcomes; failing the turn", "session_id", r.key.SessionID, "turn_id", r.key.TurnID, "err", err)
 		msg := "the store could not hold this call's outcome, so it was not recorded; the call ran and its effect may have taken place"
-		if ferr := s.failUnfinished(ctx, r.key, CodeStoreRejected, msg); ferr == nil {
+		if ferr := s.failUnfinished(ctx, r.key, r.epoch, CodeStoreRejected, msg); ferr == nil {
 			if t, gerr := s.store.GetTurn(ctx, r.key); gerr == nil {
 				r.final = t
 				return
@@ -153,6 +153,7 @@ func (r *run) commit(ctx context.Context, c Commit) error {
 	c.Key = r.key
 	c.LeaseOwner = r.svc.cfg.Owner
 	c.LeaseUntil = r.svc.now().Add(r.svc.cfg.LeaseTTL)
+	c.LeaseEpoch = r.epoch
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return r.svc.store.Commit(ctx, c)

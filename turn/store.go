@@ -50,6 +50,11 @@ type Commit struct {
 	// to LeaseUntil.
 	LeaseOwner string
 	LeaseUntil time.Time
+	// LeaseEpoch is the turn's resumes count when LeaseOwner took the
+	// lease: 0 for a turn it received, Claim.Resumes for one it claimed.
+	// A commit whose epoch is not the turn's current resumes (the owner
+	// lost the lease and claimed it back since) fails with ErrLeaseLost.
+	LeaseEpoch int
 	// Lines are appended in order; the store assigns consecutive seqs.
 	Lines []Line
 	// Results are upserted by (session, turn, Index). A result is always

@@ -21,6 +21,8 @@ func oidOf(v any) (uint32, error) {
 		return pgtype.TextOID, nil
 	case bool:
 		return pgtype.BoolOID, nil
+	case int32:
+		return pgtype.Int4OID, nil
 	case int64:
 		return pgtype.Int8OID, nil
 	case []byte:

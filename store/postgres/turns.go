@@ -85,7 +85,7 @@ const (
         lease_until = CASE WHEN @release::boolean THEN NULL ELSE COALESCE(@until::timestamptz, lease_until) END,
         status      = CASE WHEN @status::text = '' THEN status ELSE @status::text END,
         settled_at  = CASE WHEN @status::text = '' THEN settled_at ELSE @settled::timestamptz END
-    WHERE session_id = @session AND id = @turn AND lease_owner = @owner
+    WHERE session_id = @session AND id = @turn AND lease_owner = @owner AND resumes = @epoch
     RETURNING 1
 )`
 
@@ -148,6 +148,7 @@ type commitParams struct {
 	status  string             // "" keeps the current status
 	settled pgtype.Timestamptz
 	owner   string
+	epoch   int32
 	writes  writes
 	parks   parkCols
 	webhook *webhookParams // nil: none
@@ -182,7 +183,7 @@ func (c *parkCols) appendArgs(a []any) []any {
 // set encodes c.
 func (p *commitParams) set(c turn.Commit) error {
 	*p = commitParams{
-		key: c.Key, owner: c.LeaseOwner, status: string(c.Status),
+		key: c.Key, owner: c.LeaseOwner, epoch: int32(c.LeaseEpoch), status: string(c.Status),
 		release: c.Status != "" && sqlstore.ReleasesLease(c.Status),
 		until:   nullTime(c.LeaseUntil),
 		settled: nullTime(c.SettledAt),
@@ -220,7 +221,7 @@ func (p *commitParams) variant() int {
 
 // args returns p in the order of commitSQL[p.variant()]'s parameters.
 func (p *commitParams) args() []any {
-	a := append(writeKeyArgs(p.key, 64), p.release, p.until, p.status, p.settled, p.owner)
+	a := append(writeKeyArgs(p.key, 64), p.release, p.until, p.status, p.settled, p.owner, p.epoch)
 	a = p.writes.appendArgs(a)
 	if len(p.parks.key) > 0 {
 		a = p.parks.appendArgs(a)

@@ -103,7 +103,7 @@ const (
     lease_until = CASE WHEN ?4 THEN NULL ELSE COALESCE(?5, lease_until) END,
     status      = CASE WHEN ?6 = '' THEN status ELSE ?6 END,
     settled_at  = CASE WHEN ?6 = '' THEN settled_at ELSE ?7 END
-WHERE session_id = ?1 AND id = ?2 AND lease_owner = ?3`
+WHERE session_id = ?1 AND id = ?2 AND lease_owner = ?3 AND resumes = ?8`
 
 	sqlAllocSeqs = `UPDATE sessions SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq`
 
@@ -166,7 +166,7 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 
 	lost := false
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlLease, c.Key.SessionID, c.Key.TurnID, c.LeaseOwner, release, until, string(c.Status), settled)
+		res, err := tx.ExecContext(ctx, sqlLease, c.Key.SessionID, c.Key.TurnID, c.LeaseOwner, release, until, string(c.Status), settled, c.LeaseEpoch)
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,9 @@
 //   - Answered orders a call id's candidates by finish time;
 //   - a commit to a turn that does not exist fails with turn.ErrLeaseLost;
 //   - a commit with a zero LeaseUntil keeps the lease's current expiry;
+//   - a commit whose LeaseEpoch is not the turn's claim count (its owner
+//     lost the lease and claimed it back since) fails with
+//     turn.ErrLeaseLost and writes nothing;
 //   - empty session and turn ids of lines and outputs are filled in from
 //     the turn they are written under;
 //   - Ledger and TurnLedger always return a non-nil slice, with at least

@@ -69,7 +69,9 @@ func testClaimTurns(t *testing.T, s turn.Store) {
 
 	// The claimer holds the lease now; the dead owner has lost it.
 	isErr(t, "Commit by the dead owner", s.Commit(ctx(t), commit("s1", "expired1", "dead")), turn.ErrLeaseLost)
-	must(t, "Commit by the claimer", s.Commit(ctx(t), commit("s1", "expired1", "new")))
+	byClaimer := commit("s1", "expired1", "new")
+	byClaimer.LeaseEpoch = 1 // the claim's Resumes
+	must(t, "Commit by the claimer", s.Commit(ctx(t), byClaimer))
 	lost, err := s.RenewLeases(ctx(t), "new", until, []turn.TurnKey{expired1, expired2})
 	must(t, "RenewLeases", err)
 	if len(lost) != 0 {
@@ -109,7 +111,9 @@ func testClaimTurnsConcurrent(t *testing.T, s turn.Store) {
 	}
 	// Each turn's lease is its claimer's.
 	for k, owners := range claims {
-		if err := s.Commit(ctx(t), commit(k.SessionID, k.TurnID, owners[0])); err != nil {
+		c := commit(k.SessionID, k.TurnID, owners[0])
+		c.LeaseEpoch = 1
+		if err := s.Commit(ctx(t), c); err != nil {
 			t.Errorf("Commit %v by its claimer %s: %v", k, owners[0], err)
 		}
 	}
@@ -193,5 +197,69 @@ func testClaimTurnsBackOff(t *testing.T, s turn.Store) {
 		lease, prev = at.Add(time.Minute), "claimer"
 	}
 	// A commit by the claimer keeps the count: it counts claims, not failures.
-	must(t, "Commit", s.Commit(ctx(t), commit("s1", "t1", "claimer")))
+	c := commit("s1", "t1", "claimer")
+	c.LeaseEpoch = turn.FreeResumes + 9
+	must(t, "Commit", s.Commit(ctx(t), c))
+	must(t, "Commit again", s.Commit(ctx(t), c))
+}
+
+// A commit carries the lease epoch its owner holds the turn under, and one
+// of an older epoch is refused even when its owner holds the lease again:
+// owner a stalls, b claims the turn, b's lease expires, a claims it back;
+// a's stale wave (epoch 0) then commits nothing, a's new one (epoch 2) does.
+func testCommitLeaseEpoch(t *testing.T, s turn.Store) {
+	k := receiveLeased(t, s, "s1", "t1", "a", base.Add(time.Minute))
+	at := func(d time.Duration) time.Time { return base.Add(d * time.Minute) }
+	epochCommit := func(owner string, epoch int, status turn.Status) turn.Commit {
+		c := commit(k.SessionID, k.TurnID, owner)
+		c.LeaseUntil, c.LeaseEpoch = time.Time{}, epoch
+		c.Lines = []turn.Line{line(k.TurnID, "", turn.LineCallAdmitted, fmt.Sprintf(`{"by":%q,"epoch":%d}`, owner, epoch))}
+		if status != "" {
+			c.Status, c.SettledAt = status, at(10)
+		}
+		return c
+	}
+	must(t, "Commit by a at epoch 0", s.Commit(ctx(t), epochCommit("a", 0, "")))
+
+	claim := func(owner string, now time.Time) turn.Claim {
+		t.Helper()
+		got, err := s.ClaimTurns(ctx(t), owner, now, now.Add(time.Minute), 0, 10)
+		must(t, "ClaimTurns by "+owner, err)
+		if len(got) != 1 || got[0].TurnKey != k {
+			t.Fatalf("ClaimTurns by %s = %v, want %v", owner, got, k)
+		}
+		return got[0]
+	}
+	b := claim("b", at(2))
+	same(t, "b's claim", b, turn.Claim{TurnKey: k, Resumes: 1, PrevOwner: "a"})
+	isErr(t, "Commit by a at epoch 0 under b's lease", s.Commit(ctx(t), epochCommit("a", 0, turn.StatusCompleted)), turn.ErrLeaseLost)
+	a := claim("a", at(4))
+	same(t, "a's claim back", a, turn.Claim{TurnKey: k, Resumes: 2, PrevOwner: "b"})
+
+	// a holds the lease again, but its old wave's epoch is stale.
+	isErr(t, "Commit by a at the stale epoch 0", s.Commit(ctx(t), epochCommit("a", 0, turn.StatusCompleted)), turn.ErrLeaseLost)
+	isErr(t, "Commit by b at its epoch 1", s.Commit(ctx(t), epochCommit("b", 1, turn.StatusCompleted)), turn.ErrLeaseLost)
+	isErr(t, "Commit by a at a future epoch 3", s.Commit(ctx(t), epochCommit("a", 3, "")), turn.ErrLeaseLost)
+	// The refused commits wrote nothing: the turn is still running under
+	// a's lease, which a's new wave renews and commits under.
+	lost, err := s.RenewLeases(ctx(t), "a", at(6), []turn.TurnKey{k})
+	must(t, "RenewLeases by a", err)
+	if len(lost) != 0 {
+		t.Fatalf("a lost %v", lost)
+	}
+	must(t, "Commit by a at epoch 2", s.Commit(ctx(t), epochCommit("a", 2, "")))
+	must(t, "settling Commit by a at epoch 2", s.Commit(ctx(t), epochCommit("a", 2, turn.StatusCompleted)))
+
+	var got []string
+	for _, l := range readLedger(t, s, k.SessionID, 100) {
+		if l.Kind == turn.LineCallAdmitted {
+			got = append(got, string(l.Data))
+		}
+	}
+	same(t, "committed lines", got, []string{`{"by":"a","epoch":0}`, `{"by":"a","epoch":2}`, `{"by":"a","epoch":2}`})
+	tr, err := s.GetTurn(ctx(t), k)
+	must(t, "GetTurn", err)
+	if tr.Status != turn.StatusCompleted {
+		t.Errorf("status %s, want completed", tr.Status)
+	}
 }

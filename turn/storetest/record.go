@@ -122,6 +122,7 @@ func testRecordTurn(t *testing.T, s turn.Store) {
 
 	// Lines after it continue the sequence.
 	c := commit("s1", "t0", "owner-b")
+	c.LeaseEpoch = 1 // owner-b's claim
 	c.Lines = []turn.Line{line("t0", "", turn.LineTurnSettled, "")}
 	must(t, "Commit t0", s.Commit(ctx(t), c))
 	checkSeqs(t, readLedger(t, s, "s1", 100))

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"ClaimTurns", testClaimTurns},
 		{"ClaimTurnsConcurrent", testClaimTurnsConcurrent},
 		{"ClaimTurnsBackOff", testClaimTurnsBackOff},
+		{"CommitLeaseEpoch", testCommitLeaseEpoch},
 		{"RenewLeases", testRenewLeases},
 		{"CancelRequests", testCancelRequests},
 		{"CancelRequestsConcurrent", testCancelRequestsConcurrent},

@@ -544,7 +544,7 @@ SELECT b.ord, EXISTS (SELECT FROM ins i WHERE i.ord = b.ord), b.session_found,
 FROM batch b;
 
 -- commit 0: no optional part
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -552,14 +552,14 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 1: lines
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -567,24 +567,24 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 2: results
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -592,7 +592,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -601,10 +601,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -620,11 +620,11 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 3: lines, results
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -632,15 +632,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -649,10 +649,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -668,8 +668,9 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 4: outputs
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 o_id
--- $9 o_turn_id $10 o_call $11 o_type $12 o_data $13 o_created $14 o_expires
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 o_id $10 o_turn_id $11 o_call $12 o_type $13 o_data $14 o_created
+-- $15 o_expires
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -677,22 +678,22 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[],
-        $13::timestamptz[], $14::timestamptz[])
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::bytea[],
+        $14::timestamptz[], $15::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 5: lines, outputs
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 o_id $11 o_turn_id $12 o_call $13 o_type $14 o_data
--- $15 o_created $16 o_expires
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 o_id $12 o_turn_id $13 o_call $14 o_type $15 o_data
+-- $16 o_created $17 o_expires
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -700,32 +701,33 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[],
-        $15::timestamptz[], $16::timestamptz[])
+    FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::bytea[],
+        $16::timestamptz[], $17::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 6: results, outputs
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 o_id
--- $25 o_turn_id $26 o_call $27 o_type $28 o_data $29 o_created $30 o_expires
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 o_id $26 o_turn_id $27 o_call $28 o_type $29 o_data $30 o_created
+-- $31 o_expires
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -733,7 +735,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -742,10 +744,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -760,20 +762,20 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[],
-        $29::timestamptz[], $30::timestamptz[])
+    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[], $29::bytea[],
+        $30::timestamptz[], $31::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 7: lines, results, outputs
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 o_id $27 o_turn_id $28 o_call $29 o_type $30 o_data
--- $31 o_created $32 o_expires
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 o_id $28 o_turn_id $29 o_call $30 o_type $31 o_data
+-- $32 o_created $33 o_expires
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -781,15 +783,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -798,10 +800,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -816,17 +818,17 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::bytea[],
-        $31::timestamptz[], $32::timestamptz[])
+    FROM unnest($27::text[], $28::text[], $29::text[], $30::text[], $31::bytea[],
+        $32::timestamptz[], $33::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 8: parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 p_key
--- $9 p_deadline $10 p_hb_timeout $11 p_hb_deadline $12 p_on_timeout
--- $13 p_on_cancel $14 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 p_key $10 p_deadline $11 p_hb_timeout $12 p_hb_deadline $13 p_on_timeout
+-- $14 p_on_cancel $15 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -834,7 +836,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), parks AS (
     UPDATE completions c SET
@@ -845,8 +847,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($8::bytea[], $9::timestamptz[], $10::bigint[],
-        $11::timestamptz[], $12::text[], $13::text[], $14::text[])
+    FROM unnest($9::bytea[], $10::timestamptz[], $11::bigint[],
+        $12::timestamptz[], $13::text[], $14::text[], $15::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -854,9 +856,9 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 9: lines, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 p_key $11 p_deadline $12 p_hb_timeout $13 p_hb_deadline
--- $14 p_on_timeout $15 p_on_cancel $16 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 p_key $12 p_deadline $13 p_hb_timeout $14 p_hb_deadline
+-- $15 p_on_timeout $16 p_on_cancel $17 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -864,15 +866,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), parks AS (
     UPDATE completions c SET
@@ -883,8 +885,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($10::bytea[], $11::timestamptz[], $12::bigint[],
-        $13::timestamptz[], $14::text[], $15::text[], $16::text[])
+    FROM unnest($11::bytea[], $12::timestamptz[], $13::bigint[],
+        $14::timestamptz[], $15::text[], $16::text[], $17::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -892,12 +894,12 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 10: results, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 p_key
--- $25 p_deadline $26 p_hb_timeout $27 p_hb_deadline $28 p_on_timeout
--- $29 p_on_cancel $30 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 p_key $26 p_deadline $27 p_hb_timeout $28 p_hb_deadline $29 p_on_timeout
+-- $30 p_on_cancel $31 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -905,7 +907,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -914,10 +916,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -938,8 +940,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($24::bytea[], $25::timestamptz[], $26::bigint[],
-        $27::timestamptz[], $28::text[], $29::text[], $30::text[])
+    FROM unnest($25::bytea[], $26::timestamptz[], $27::bigint[],
+        $28::timestamptz[], $29::text[], $30::text[], $31::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -947,12 +949,12 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 11: lines, results, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 p_key $27 p_deadline $28 p_hb_timeout $29 p_hb_deadline
--- $30 p_on_timeout $31 p_on_cancel $32 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 p_key $28 p_deadline $29 p_hb_timeout $30 p_hb_deadline
+-- $31 p_on_timeout $32 p_on_cancel $33 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -960,15 +962,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -977,10 +979,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1001,8 +1003,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($26::bytea[], $27::timestamptz[], $28::bigint[],
-        $29::timestamptz[], $30::text[], $31::text[], $32::text[])
+    FROM unnest($27::bytea[], $28::timestamptz[], $29::bigint[],
+        $30::timestamptz[], $31::text[], $32::text[], $33::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -1010,10 +1012,10 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 12: outputs, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 o_id
--- $9 o_turn_id $10 o_call $11 o_type $12 o_data $13 o_created $14 o_expires
--- $15 p_key $16 p_deadline $17 p_hb_timeout $18 p_hb_deadline $19 p_on_timeout
--- $20 p_on_cancel $21 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 o_id $10 o_turn_id $11 o_call $12 o_type $13 o_data $14 o_created
+-- $15 o_expires $16 p_key $17 p_deadline $18 p_hb_timeout $19 p_hb_deadline
+-- $20 p_on_timeout $21 p_on_cancel $22 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1021,13 +1023,13 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[],
-        $13::timestamptz[], $14::timestamptz[])
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::bytea[],
+        $14::timestamptz[], $15::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1039,8 +1041,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($15::bytea[], $16::timestamptz[], $17::bigint[],
-        $18::timestamptz[], $19::text[], $20::text[], $21::text[])
+    FROM unnest($16::bytea[], $17::timestamptz[], $18::bigint[],
+        $19::timestamptz[], $20::text[], $21::text[], $22::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -1048,10 +1050,10 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 13: lines, outputs, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 o_id $11 o_turn_id $12 o_call $13 o_type $14 o_data
--- $15 o_created $16 o_expires $17 p_key $18 p_deadline $19 p_hb_timeout
--- $20 p_hb_deadline $21 p_on_timeout $22 p_on_cancel $23 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 o_id $12 o_turn_id $13 o_call $14 o_type $15 o_data
+-- $16 o_created $17 o_expires $18 p_key $19 p_deadline $20 p_hb_timeout
+-- $21 p_hb_deadline $22 p_on_timeout $23 p_on_cancel $24 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1059,21 +1061,21 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[],
-        $15::timestamptz[], $16::timestamptz[])
+    FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::bytea[],
+        $16::timestamptz[], $17::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1085,8 +1087,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($17::bytea[], $18::timestamptz[], $19::bigint[],
-        $20::timestamptz[], $21::text[], $22::text[], $23::text[])
+    FROM unnest($18::bytea[], $19::timestamptz[], $20::bigint[],
+        $21::timestamptz[], $22::text[], $23::text[], $24::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -1094,13 +1096,13 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 14: results, outputs, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 o_id
--- $25 o_turn_id $26 o_call $27 o_type $28 o_data $29 o_created $30 o_expires
--- $31 p_key $32 p_deadline $33 p_hb_timeout $34 p_hb_deadline $35 p_on_timeout
--- $36 p_on_cancel $37 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 o_id $26 o_turn_id $27 o_call $28 o_type $29 o_data $30 o_created
+-- $31 o_expires $32 p_key $33 p_deadline $34 p_hb_timeout $35 p_hb_deadline
+-- $36 p_on_timeout $37 p_on_cancel $38 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1108,7 +1110,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1117,10 +1119,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1135,8 +1137,8 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[],
-        $29::timestamptz[], $30::timestamptz[])
+    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[], $29::bytea[],
+        $30::timestamptz[], $31::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1148,8 +1150,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($31::bytea[], $32::timestamptz[], $33::bigint[],
-        $34::timestamptz[], $35::text[], $36::text[], $37::text[])
+    FROM unnest($32::bytea[], $33::timestamptz[], $34::bigint[],
+        $35::timestamptz[], $36::text[], $37::text[], $38::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -1157,13 +1159,13 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 15: lines, results, outputs, parks
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 o_id $27 o_turn_id $28 o_call $29 o_type $30 o_data
--- $31 o_created $32 o_expires $33 p_key $34 p_deadline $35 p_hb_timeout
--- $36 p_hb_deadline $37 p_on_timeout $38 p_on_cancel $39 p_cancel_url
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 o_id $28 o_turn_id $29 o_call $30 o_type $31 o_data
+-- $32 o_created $33 o_expires $34 p_key $35 p_deadline $36 p_hb_timeout
+-- $37 p_hb_deadline $38 p_on_timeout $39 p_on_cancel $40 p_cancel_url
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1171,15 +1173,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1188,10 +1190,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1206,8 +1208,8 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::bytea[],
-        $31::timestamptz[], $32::timestamptz[])
+    FROM unnest($27::text[], $28::text[], $29::text[], $30::text[], $31::bytea[],
+        $32::timestamptz[], $33::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1219,8 +1221,8 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($33::bytea[], $34::timestamptz[], $35::bigint[],
-        $36::timestamptz[], $37::text[], $38::text[], $39::text[])
+    FROM unnest($34::bytea[], $35::timestamptz[], $36::bigint[],
+        $37::timestamptz[], $38::text[], $39::text[], $40::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
@@ -1228,8 +1230,8 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 16: webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 w_id
--- $9 w_url $10 w_event $11 w_body $12 w_next $13 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 w_id $10 w_url $11 w_event $12 w_body $13 w_next $14 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1237,18 +1239,19 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $8, $1, $2, $9, $10, $11::json, $12, $13
+    SELECT $9, $1, $2, $10, $11, $12::json, $13, $14
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 17: lines, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 w_id $11 w_url $12 w_event $13 w_body $14 w_next $15 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 w_id $12 w_url $13 w_event $14 w_body $15 w_next
+-- $16 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1256,29 +1259,29 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $10, $1, $2, $11, $12, $13::json, $14, $15
+    SELECT $11, $1, $2, $12, $13, $14::json, $15, $16
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 18: results, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 w_id $25 w_url
--- $26 w_event $27 w_body $28 w_next $29 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 w_id $26 w_url $27 w_event $28 w_body $29 w_next $30 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1286,7 +1289,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1295,10 +1298,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1312,18 +1315,18 @@ WITH gate AS (
         replayed_from = excluded.replayed_from
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $24, $1, $2, $25, $26, $27::json, $28, $29
+    SELECT $25, $1, $2, $26, $27, $28::json, $29, $30
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 19: lines, results, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 w_id $27 w_url $28 w_event $29 w_body $30 w_next
--- $31 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 w_id $28 w_url $29 w_event $30 w_body $31 w_next
+-- $32 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1331,15 +1334,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1348,10 +1351,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1365,15 +1368,16 @@ WITH gate AS (
         replayed_from = excluded.replayed_from
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $26, $1, $2, $27, $28, $29::json, $30, $31
+    SELECT $27, $1, $2, $28, $29, $30::json, $31, $32
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 20: outputs, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 o_id
--- $9 o_turn_id $10 o_call $11 o_type $12 o_data $13 o_created $14 o_expires
--- $15 w_id $16 w_url $17 w_event $18 w_body $19 w_next $20 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 o_id $10 o_turn_id $11 o_call $12 o_type $13 o_data $14 o_created
+-- $15 o_expires $16 w_id $17 w_url $18 w_event $19 w_body $20 w_next
+-- $21 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1381,27 +1385,27 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[],
-        $13::timestamptz[], $14::timestamptz[])
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::bytea[],
+        $14::timestamptz[], $15::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $15, $1, $2, $16, $17, $18::json, $19, $20
+    SELECT $16, $1, $2, $17, $18, $19::json, $20, $21
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 21: lines, outputs, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 o_id $11 o_turn_id $12 o_call $13 o_type $14 o_data
--- $15 o_created $16 o_expires $17 w_id $18 w_url $19 w_event $20 w_body
--- $21 w_next $22 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 o_id $12 o_turn_id $13 o_call $14 o_type $15 o_data
+-- $16 o_created $17 o_expires $18 w_id $19 w_url $20 w_event $21 w_body
+-- $22 w_next $23 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1409,37 +1413,38 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[],
-        $15::timestamptz[], $16::timestamptz[])
+    FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::bytea[],
+        $16::timestamptz[], $17::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $17, $1, $2, $18, $19, $20::json, $21, $22
+    SELECT $18, $1, $2, $19, $20, $21::json, $22, $23
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 22: results, outputs, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 o_id
--- $25 o_turn_id $26 o_call $27 o_type $28 o_data $29 o_created $30 o_expires
--- $31 w_id $32 w_url $33 w_event $34 w_body $35 w_next $36 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 o_id $26 o_turn_id $27 o_call $28 o_type $29 o_data $30 o_created
+-- $31 o_expires $32 w_id $33 w_url $34 w_event $35 w_body $36 w_next
+-- $37 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1447,7 +1452,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1456,10 +1461,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1474,25 +1479,25 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[],
-        $29::timestamptz[], $30::timestamptz[])
+    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[], $29::bytea[],
+        $30::timestamptz[], $31::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $31, $1, $2, $32, $33, $34::json, $35, $36
+    SELECT $32, $1, $2, $33, $34, $35::json, $36, $37
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 23: lines, results, outputs, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 o_id $27 o_turn_id $28 o_call $29 o_type $30 o_data
--- $31 o_created $32 o_expires $33 w_id $34 w_url $35 w_event $36 w_body
--- $37 w_next $38 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 o_id $28 o_turn_id $29 o_call $30 o_type $31 o_data
+-- $32 o_created $33 o_expires $34 w_id $35 w_url $36 w_event $37 w_body
+-- $38 w_next $39 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1500,15 +1505,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1517,10 +1522,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1535,22 +1540,22 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::bytea[],
-        $31::timestamptz[], $32::timestamptz[])
+    FROM unnest($27::text[], $28::text[], $29::text[], $30::text[], $31::bytea[],
+        $32::timestamptz[], $33::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $33, $1, $2, $34, $35, $36::json, $37, $38
+    SELECT $34, $1, $2, $35, $36, $37::json, $38, $39
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 24: parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 p_key
--- $9 p_deadline $10 p_hb_timeout $11 p_hb_deadline $12 p_on_timeout
--- $13 p_on_cancel $14 p_cancel_url $15 w_id $16 w_url $17 w_event $18 w_body
--- $19 w_next $20 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 p_key $10 p_deadline $11 p_hb_timeout $12 p_hb_deadline $13 p_on_timeout
+-- $14 p_on_cancel $15 p_cancel_url $16 w_id $17 w_url $18 w_event $19 w_body
+-- $20 w_next $21 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1558,7 +1563,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), parks AS (
     UPDATE completions c SET
@@ -1569,23 +1574,23 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($8::bytea[], $9::timestamptz[], $10::bigint[],
-        $11::timestamptz[], $12::text[], $13::text[], $14::text[])
+    FROM unnest($9::bytea[], $10::timestamptz[], $11::bigint[],
+        $12::timestamptz[], $13::text[], $14::text[], $15::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $15, $1, $2, $16, $17, $18::json, $19, $20
+    SELECT $16, $1, $2, $17, $18, $19::json, $20, $21
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 25: lines, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 p_key $11 p_deadline $12 p_hb_timeout $13 p_hb_deadline
--- $14 p_on_timeout $15 p_on_cancel $16 p_cancel_url $17 w_id $18 w_url
--- $19 w_event $20 w_body $21 w_next $22 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 p_key $12 p_deadline $13 p_hb_timeout $14 p_hb_deadline
+-- $15 p_on_timeout $16 p_on_cancel $17 p_cancel_url $18 w_id $19 w_url
+-- $20 w_event $21 w_body $22 w_next $23 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1593,15 +1598,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), parks AS (
     UPDATE completions c SET
@@ -1612,26 +1617,26 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($10::bytea[], $11::timestamptz[], $12::bigint[],
-        $13::timestamptz[], $14::text[], $15::text[], $16::text[])
+    FROM unnest($11::bytea[], $12::timestamptz[], $13::bigint[],
+        $14::timestamptz[], $15::text[], $16::text[], $17::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $17, $1, $2, $18, $19, $20::json, $21, $22
+    SELECT $18, $1, $2, $19, $20, $21::json, $22, $23
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 26: results, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 p_key
--- $25 p_deadline $26 p_hb_timeout $27 p_hb_deadline $28 p_on_timeout
--- $29 p_on_cancel $30 p_cancel_url $31 w_id $32 w_url $33 w_event $34 w_body
--- $35 w_next $36 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 p_key $26 p_deadline $27 p_hb_timeout $28 p_hb_deadline $29 p_on_timeout
+-- $30 p_on_cancel $31 p_cancel_url $32 w_id $33 w_url $34 w_event $35 w_body
+-- $36 w_next $37 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1639,7 +1644,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1648,10 +1653,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1672,26 +1677,26 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($24::bytea[], $25::timestamptz[], $26::bigint[],
-        $27::timestamptz[], $28::text[], $29::text[], $30::text[])
+    FROM unnest($25::bytea[], $26::timestamptz[], $27::bigint[],
+        $28::timestamptz[], $29::text[], $30::text[], $31::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $31, $1, $2, $32, $33, $34::json, $35, $36
+    SELECT $32, $1, $2, $33, $34, $35::json, $36, $37
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 27: lines, results, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 p_key $27 p_deadline $28 p_hb_timeout $29 p_hb_deadline
--- $30 p_on_timeout $31 p_on_cancel $32 p_cancel_url $33 w_id $34 w_url
--- $35 w_event $36 w_body $37 w_next $38 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 p_key $28 p_deadline $29 p_hb_timeout $30 p_hb_deadline
+-- $31 p_on_timeout $32 p_on_cancel $33 p_cancel_url $34 w_id $35 w_url
+-- $36 w_event $37 w_body $38 w_next $39 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1699,15 +1704,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1716,10 +1721,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1740,24 +1745,24 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($26::bytea[], $27::timestamptz[], $28::bigint[],
-        $29::timestamptz[], $30::text[], $31::text[], $32::text[])
+    FROM unnest($27::bytea[], $28::timestamptz[], $29::bigint[],
+        $30::timestamptz[], $31::text[], $32::text[], $33::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $33, $1, $2, $34, $35, $36::json, $37, $38
+    SELECT $34, $1, $2, $35, $36, $37::json, $38, $39
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 28: outputs, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 o_id
--- $9 o_turn_id $10 o_call $11 o_type $12 o_data $13 o_created $14 o_expires
--- $15 p_key $16 p_deadline $17 p_hb_timeout $18 p_hb_deadline $19 p_on_timeout
--- $20 p_on_cancel $21 p_cancel_url $22 w_id $23 w_url $24 w_event $25 w_body
--- $26 w_next $27 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 o_id $10 o_turn_id $11 o_call $12 o_type $13 o_data $14 o_created
+-- $15 o_expires $16 p_key $17 p_deadline $18 p_hb_timeout $19 p_hb_deadline
+-- $20 p_on_timeout $21 p_on_cancel $22 p_cancel_url $23 w_id $24 w_url
+-- $25 w_event $26 w_body $27 w_next $28 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1765,13 +1770,13 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[],
-        $13::timestamptz[], $14::timestamptz[])
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::bytea[],
+        $14::timestamptz[], $15::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1783,24 +1788,24 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($15::bytea[], $16::timestamptz[], $17::bigint[],
-        $18::timestamptz[], $19::text[], $20::text[], $21::text[])
+    FROM unnest($16::bytea[], $17::timestamptz[], $18::bigint[],
+        $19::timestamptz[], $20::text[], $21::text[], $22::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $22, $1, $2, $23, $24, $25::json, $26, $27
+    SELECT $23, $1, $2, $24, $25, $26::json, $27, $28
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 29: lines, outputs, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 o_id $11 o_turn_id $12 o_call $13 o_type $14 o_data
--- $15 o_created $16 o_expires $17 p_key $18 p_deadline $19 p_hb_timeout
--- $20 p_hb_deadline $21 p_on_timeout $22 p_on_cancel $23 p_cancel_url $24 w_id
--- $25 w_url $26 w_event $27 w_body $28 w_next $29 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 o_id $12 o_turn_id $13 o_call $14 o_type $15 o_data
+-- $16 o_created $17 o_expires $18 p_key $19 p_deadline $20 p_hb_timeout
+-- $21 p_hb_deadline $22 p_on_timeout $23 p_on_cancel $24 p_cancel_url $25 w_id
+-- $26 w_url $27 w_event $28 w_body $29 w_next $30 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1808,21 +1813,21 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[],
-        $15::timestamptz[], $16::timestamptz[])
+    FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::bytea[],
+        $16::timestamptz[], $17::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1834,27 +1839,27 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($17::bytea[], $18::timestamptz[], $19::bigint[],
-        $20::timestamptz[], $21::text[], $22::text[], $23::text[])
+    FROM unnest($18::bytea[], $19::timestamptz[], $20::bigint[],
+        $21::timestamptz[], $22::text[], $23::text[], $24::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $24, $1, $2, $25, $26, $27::json, $28, $29
+    SELECT $25, $1, $2, $26, $27, $28::json, $29, $30
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 30: results, outputs, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 r_idx
--- $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output $14 r_err_code
--- $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines $19 r_output_id
--- $20 r_attempts $21 r_started $22 r_finished $23 r_replayed $24 o_id
--- $25 o_turn_id $26 o_call $27 o_type $28 o_data $29 o_created $30 o_expires
--- $31 p_key $32 p_deadline $33 p_hb_timeout $34 p_hb_deadline $35 p_on_timeout
--- $36 p_on_cancel $37 p_cancel_url $38 w_id $39 w_url $40 w_event $41 w_body
--- $42 w_next $43 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 r_idx $10 r_call $11 r_name $12 r_effect $13 r_status $14 r_output
+-- $15 r_err_code $16 r_err_msg $17 r_truncated $18 r_bytes $19 r_lines
+-- $20 r_output_id $21 r_attempts $22 r_started $23 r_finished $24 r_replayed
+-- $25 o_id $26 o_turn_id $27 o_call $28 o_type $29 o_data $30 o_created
+-- $31 o_expires $32 p_key $33 p_deadline $34 p_hb_timeout $35 p_hb_deadline
+-- $36 p_on_timeout $37 p_on_cancel $38 p_cancel_url $39 w_id $40 w_url
+-- $41 w_event $42 w_body $43 w_next $44 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1862,7 +1867,7 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1871,10 +1876,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($9::integer[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::text[], $15::text[], $16::text[], $17::boolean[],
+        $18::bigint[], $19::bigint[], $20::text[], $21::integer[],
+        $22::timestamptz[], $23::timestamptz[], $24::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1889,8 +1894,8 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[],
-        $29::timestamptz[], $30::timestamptz[])
+    FROM unnest($25::text[], $26::text[], $27::text[], $28::text[], $29::bytea[],
+        $30::timestamptz[], $31::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1902,27 +1907,27 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($31::bytea[], $32::timestamptz[], $33::bigint[],
-        $34::timestamptz[], $35::text[], $36::text[], $37::text[])
+    FROM unnest($32::bytea[], $33::timestamptz[], $34::bigint[],
+        $35::timestamptz[], $36::text[], $37::text[], $38::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $38, $1, $2, $39, $40, $41::json, $42, $43
+    SELECT $39, $1, $2, $40, $41, $42::json, $43, $44
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
 -- commit 31: lines, results, outputs, parks, webhook
--- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 o_id $27 o_turn_id $28 o_call $29 o_type $30 o_data
--- $31 o_created $32 o_expires $33 p_key $34 p_deadline $35 p_hb_timeout
--- $36 p_hb_deadline $37 p_on_timeout $38 p_on_cancel $39 p_cancel_url $40 w_id
--- $41 w_url $42 w_event $43 w_body $44 w_next $45 w_created
+-- $1 session $2 turn $3 release $4 until $5 status $6 settled $7 owner $8 epoch
+-- $9 n $10 l_lines $11 r_idx $12 r_call $13 r_name $14 r_effect $15 r_status
+-- $16 r_output $17 r_err_code $18 r_err_msg $19 r_truncated $20 r_bytes
+-- $21 r_lines $22 r_output_id $23 r_attempts $24 r_started $25 r_finished
+-- $26 r_replayed $27 o_id $28 o_turn_id $29 o_call $30 o_type $31 o_data
+-- $32 o_created $33 o_expires $34 p_key $35 p_deadline $36 p_hb_timeout
+-- $37 p_hb_deadline $38 p_on_timeout $39 p_on_cancel $40 p_cancel_url $41 w_id
+-- $42 w_url $43 w_event $44 w_body $45 w_next $46 w_created
 -- routed: session $1
 WITH gate AS (
     UPDATE turns SET
@@ -1930,15 +1935,15 @@ WITH gate AS (
         lease_until = CASE WHEN $3::boolean THEN NULL ELSE COALESCE($4::timestamptz, lease_until) END,
         status      = CASE WHEN $5::text = '' THEN status ELSE $5::text END,
         settled_at  = CASE WHEN $5::text = '' THEN settled_at ELSE $6::timestamptz END
-    WHERE session_id = $1 AND id = $2 AND lease_owner = $7
+    WHERE session_id = $1 AND id = $2 AND lease_owner = $7 AND resumes = $8
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
+    UPDATE sessions SET last_seq = last_seq + $9::bigint
     WHERE id = $1 AND EXISTS (SELECT FROM gate)
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $9::bigint + 1, $10::json
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -1947,10 +1952,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($11::integer[], $12::text[], $13::text[], $14::text[], $15::text[],
+        $16::text[], $17::text[], $18::text[], $19::boolean[],
+        $20::bigint[], $21::bigint[], $22::text[], $23::integer[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -1965,8 +1970,8 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::bytea[],
-        $31::timestamptz[], $32::timestamptz[])
+    FROM unnest($27::text[], $28::text[], $29::text[], $30::text[], $31::bytea[],
+        $32::timestamptz[], $33::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
@@ -1978,14 +1983,14 @@ WITH gate AS (
         on_timeout         = p.on_timeout,
         on_cancel          = p.on_cancel,
         cancel_url         = p.cancel_url
-    FROM unnest($33::bytea[], $34::timestamptz[], $35::bigint[],
-        $36::timestamptz[], $37::text[], $38::text[], $39::text[])
+    FROM unnest($34::bytea[], $35::timestamptz[], $36::bigint[],
+        $37::timestamptz[], $38::text[], $39::text[], $40::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
         AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $40, $1, $2, $41, $42, $43::json, $44, $45
+    SELECT $41, $1, $2, $42, $43, $44::json, $45, $46
     WHERE EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
