@@ -235,28 +235,6 @@ func (d *dispatcher) settleBlocked(pick func(k int) bool, o Outcome) {
 	}
 }
 
-// sweep marks the start of a sweep (taint, interrupt), in which settling
-// calls must not queue blocked ones behind the sweep's back; the function
-// it returns ends the sweep and rechecks what is still blocked.
-func (d *dispatcher) sweep() func() {
-	d.sweeping = true
-	return func() {
-		d.sweeping = false
-		if d.locks != nil {
-			d.recheck()
-		}
-	}
-}
-
-// settleQueued settles call k, queued and never started, with o, and frees
-// its place among the resources.
-func (d *dispatcher) settleQueued(k int, o Outcome) {
-	d.settle(&d.slots[k], Run, true, o)
-	if d.locks != nil {
-		d.release(k)
-	}
-}
-
 // holds reports whether a parked call still holds resources.
 func (d *dispatcher) holds() bool {
 	return d.locks != nil && d.locks.holding > 0
