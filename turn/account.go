@@ -113,6 +113,11 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.hold(i)
 		return r.commitPark(r.ctx, i)
 	}
+	if res.Status == CallPending && st.approval != "" && i < len(r.calls)-1 {
+		// Later calls may run long: the approval is listed, and can be
+		// decided, now rather than when the wave ends.
+		return r.commitPark(r.ctx, i)
+	}
 	return nil
 }
 

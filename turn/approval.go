@@ -176,7 +176,7 @@ func (d Decision) stored() (json.RawMessage, [32]byte) {
 		st.Arguments = mustJSON(args) // canonical: sorted keys, no spaces
 	}
 	h := sha256.Sum256(mustJSON(st))
-	st.By = d.By
+	st.By, st.Arguments = d.By, d.Arguments // the tool gets the arguments as the approver wrote them
 	return mustJSON(st), h
 }
 
@@ -327,10 +327,7 @@ func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload
 			return &DecisionError{"invalid_arguments", err.Error()}
 		}
 	}
-	st, ok := s.completions.(ApprovalStore)
-	if !ok {
-		return ErrCompletionsDisabled
-	}
+	st := s.store
 	now := s.now()
 	line := decidedLine(c, d, original, Line{SessionID: k.SessionID, TurnID: k.TurnID, At: now})
 	got, err := st.Approve(ctx, Approve{Key: k, KeyHash: c.KeyHash, Decision: payload, DecisionHash: hash,
@@ -357,11 +354,7 @@ func (s *Service) runApproved(k TurnKey, epoch int) {
 // continueApproved claims turn k, whose wave just ended waiting, when a
 // decision approved one of its calls while the wave ran, and runs it.
 func (s *Service) continueApproved(ctx context.Context, k TurnKey) {
-	st, ok := s.completions.(ApprovalStore)
-	if !ok {
-		return
-	}
-	epoch, claimed, err := st.ClaimApproved(ctx, k, s.cfg.Owner, s.now().Add(s.cfg.LeaseTTL))
+	epoch, claimed, err := s.store.ClaimApproved(ctx, k, s.cfg.Owner, s.now().Add(s.cfg.LeaseTTL))
 	if err != nil {
 		s.log.Error("claiming a turn with approved calls failed; recovery runs them", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 		return
@@ -625,11 +618,7 @@ func (s *Service) ListApprovals(ctx context.Context, after Cursor, limit int) ([
 	if _, _, _, ok := SplitParkedID(after.ID); !after.IsZero() && !ok {
 		return nil, invalid("after", "is not a cursor of the approvals listing")
 	}
-	st, ok := s.completions.(ApprovalStore)
-	if !ok {
-		return []Approval{}, nil
-	}
-	rows, err := st.ListApprovals(ctx, after, limit)
+	rows, err := s.store.ListApprovals(ctx, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing approvals: %w", err)
 	}

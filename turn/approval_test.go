@@ -168,7 +168,7 @@ func TestApprovalDecisions(t *testing.T) {
 				t.Fatalf("decide: %+v %v", res, err)
 			}
 			waitSettled(t, svc, "s", "t")
-			if got := g.ran(); len(got) != 1 || got[0] != `{"path": "/tmp/b"}` {
+			if got := g.ran(); len(got) != 1 || strings.ReplaceAll(got[0], " ", "") != `{"path":"/tmp/b"}` {
 				t.Fatalf("rm ran %v, want once with the edited arguments", got)
 			}
 			ledger := ledgerText(t, store, "s")
@@ -256,6 +256,12 @@ func TestApprovalDecisions(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+			released := false
+			defer func() {
+				if !released {
+					close(g.hold)
+				}
+			}()
 			var err error
 			for range 500 {
 				if _, err = svc.Decide(context.Background(), k, "c", turn.Decision{Decision: turn.DecisionApprove}); err == nil {
@@ -267,6 +273,7 @@ func TestApprovalDecisions(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(g.hold)
+			released = true
 			tr := waitSettled(t, svc, "s", "t")
 			if r := resultOf(t, tr, "c"); r.Status != turn.CallOK || len(g.ran()) != 1 {
 				t.Fatalf("c %s, rm ran %v", r.Status, g.ran())
