@@ -54,8 +54,15 @@ func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
+		var syntax *json.SyntaxError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.Is(err, io.EOF):
 			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
+		case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error())
+		case errors.As(err, &typeErr):
+			return errHTTP(http.StatusBadRequest, "invalid_request", "the decision's "+typeErr.Field+" has the wrong type")
 		}
 		return errHTTP(http.StatusBadRequest, "invalid_request", "the decision is not valid: "+err.Error())
 	}

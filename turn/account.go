@@ -85,7 +85,7 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 			pk, data := r.svc.park(a.Outcome, r.svc.now())
 			if st.approval != "" {
 				data["reason"], data["rule"] = ReasonApproval, st.approval
-				r.requestedLocked(i, a.Call, pk, st.approval)
+				r.requestedLocked(i, a.Call, pk, a.Outcome.Pending.Key, st.approval)
 			}
 			r.pending.Parks = append(r.pending.Parks, pk)
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallPending, Data: mustJSON(data)})

@@ -551,6 +551,10 @@ type approvalRequest struct {
 	Tool      string    `json:"tool"`
 	Deadline  time.Time `json:"deadline"`
 	Rule      string    `json:"rule"`
+	// CompleteURL is where an approver holding no API token posts the
+	// decision: it carries the call's completion key, a credential, sent
+	// only to the session's own signed callback.
+	CompleteURL string `json:"complete_url"`
 }
 
 // EventApprovalRequested is the webhook event of calls parked for
@@ -560,7 +564,7 @@ const EventApprovalRequested = "approval.requested"
 // requestedLocked notes call i, parked for approval on pk, for the
 // approval.requested webhook of the commit that stores the park (r.mu
 // held).
-func (r *run) requestedLocked(i int, call dispatch.Call, pk Park, why string) {
+func (r *run) requestedLocked(i int, call dispatch.Call, pk Park, key, why string) {
 	r.approvalParked = true
 	if r.session.CallbackURL == "" {
 		return
@@ -568,7 +572,8 @@ func (r *run) requestedLocked(i int, call dispatch.Call, pk Park, why string) {
 	if r.requested == nil {
 		r.requested = make(map[[32]byte]approvalRequest)
 	}
-	r.requested[pk.KeyHash] = approvalRequest{CallID: call.ID, CallIndex: i, Tool: call.Name, Deadline: pk.Deadline, Rule: why}
+	r.requested[pk.KeyHash] = approvalRequest{CallID: call.ID, CallIndex: i, Tool: call.Name, Deadline: pk.Deadline, Rule: why,
+		CompleteURL: r.svc.cfg.CompleteURL(key)}
 }
 
 // approvalWebhook is the approval.requested webhook of the approvals among
