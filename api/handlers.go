@@ -20,7 +20,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	spec := turn.SessionSpec{Tools: req.Tools, CallbackURL: req.CallbackURL, Metadata: req.Metadata}
+	spec := turn.SessionSpec{Tools: req.Tools, CallbackURL: req.CallbackURL, Metadata: req.Metadata, Approval: req.Approval}
 	if req.ID != nil {
 		if *req.ID == "" {
 			s.writeError(w, r, &turn.InvalidError{Field: "id", Reason: "must not be empty"})

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turnd/turnd/budget"
+	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -25,6 +26,7 @@ type sessionRequest struct {
 	Budget      *budgetWire     `json:"budget"`
 	CallbackURL string          `json:"callback_url"`
 	Metadata    json.RawMessage `json:"metadata"`
+	Approval    json.RawMessage `json:"approval"`
 }
 
 type budgetWire struct {
@@ -44,6 +46,8 @@ type sessionWire struct {
 	CallbackURL *string         `json:"callback_url"`
 	Metadata    json.RawMessage `json:"metadata"`
 	CreatedAt   time.Time       `json:"created_at"`
+	// Approval is the session's own approval policy, absent for none.
+	Approval *tool.Approval `json:"approval,omitempty"`
 }
 
 type budgetOut struct {
@@ -69,6 +73,7 @@ func toSessionWire(s turn.Session) sessionWire {
 		},
 		Metadata:  s.Metadata,
 		CreatedAt: s.CreatedAt.UTC(),
+		Approval:  s.Approval,
 	}
 	out.CallbackURL = strPtr(s.CallbackURL)
 	out.Metadata = rawOr(out.Metadata, "null")

@@ -434,3 +434,17 @@ func (l *loader) defaultApproval(raw any) *Approval {
 	}
 	return &a
 }
+
+// MarshalJSON writes the policy as ParseApproval reads it.
+func (a Approval) MarshalJSON() ([]byte, error) {
+	switch {
+	case a.Always:
+		return []byte(`"always"`), nil
+	case a.IsZero():
+		return []byte(`"never"`), nil
+	}
+	return json.Marshal(struct {
+		Tools []string       `json:"tools,omitempty"`
+		When  []ApprovalRule `json:"when,omitempty"`
+	}{a.Tools, a.When})
+}

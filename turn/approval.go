@@ -661,3 +661,21 @@ func (s *Service) ListApprovals(ctx context.Context, after Cursor, limit int) ([
 	}
 	return out, nil
 }
+
+// sessionApproval reads a session's approval policy: nil for none (or
+// "never"); a tool it names must be registered.
+func sessionApproval(reg *tool.Registry, raw json.RawMessage) (*tool.Approval, error) {
+	a, err := tool.ParseApproval(raw)
+	if err != nil {
+		return nil, invalid("approval", "%v", err)
+	}
+	if a.IsZero() {
+		return nil, nil
+	}
+	for i, name := range a.Tools {
+		if _, ok := reg.Lookup(name); !ok {
+			return nil, invalid(fmt.Sprintf("approval.tools[%d]", i), "unknown tool %q", name)
+		}
+	}
+	return &a, nil
+}

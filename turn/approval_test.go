@@ -331,3 +331,101 @@ func TestApprovalDecisions(t *testing.T) {
 		})
 	})
 }
+
+// TestApprovalWebhookAndKey: a session with a callback URL is told of a
+// call that waits for approval (approval.requested, signed), with the
+// URL an approver holding no API token decides at; a decision posted to
+// that key runs the call, and a result posted there is refused.
+func TestApprovalWebhookAndKey(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	g := &gatedTools{}
+	f := newFixture(t, g.specs(t, completion.Options{})...)
+	h := newHooked(t, f, newSigner(t), nil)
+	h.createSession(t, "s", rc.srv.URL+"/hooks")
+	got := parkForApproval(t, h.svc, g, "s", "t")
+	_ = got
+	r := rc.next(t)
+	if err := h.signer.Verify(r.header, r.body, time.Now(), 0); err != nil {
+		t.Errorf("signature: %v", err)
+	}
+	var p struct {
+		Type string `json:"type"`
+		Data struct {
+			SessionID string `json:"session_id"`
+			TurnID    string `json:"turn_id"`
+			Approvals []struct {
+				CallID      string `json:"call_id"`
+				Tool        string `json:"tool"`
+				Rule        string `json:"rule"`
+				CompleteURL string `json:"complete_url"`
+			} `json:"approvals"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != turn.EventApprovalRequested || p.Data.SessionID != "s" || len(p.Data.Approvals) != 1 ||
+		p.Data.Approvals[0].CallID != "c" || p.Data.Approvals[0].Rule != "always" || !strings.HasPrefix(p.Data.Approvals[0].CompleteURL, "/v1/complete/ck_") {
+		t.Fatalf("webhook %s", r.body)
+	}
+	key := strings.TrimPrefix(p.Data.Approvals[0].CompleteURL, "/v1/complete/")
+	if _, err := h.svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`"done"`)}); decisionCode(err) != turn.CodeAwaitingApproval {
+		t.Fatalf("a result posted to an approval key: %v, want awaiting_approval", err)
+	}
+	if _, err := h.svc.DecideByKey(context.Background(), key, turn.Decision{Decision: turn.DecisionApprove, By: "slack:ana"}); err != nil {
+		t.Fatal(err)
+	}
+	tr := waitSettled(t, h.svc, "s", "t")
+	if r := resultOf(t, tr, "c"); r.Status != turn.CallOK || len(g.ran()) != 1 {
+		t.Fatalf("c %s, rm ran %v", r.Status, g.ran())
+	}
+	if _, err := h.svc.DecideByKey(context.Background(), key, turn.Decision{Decision: turn.DecisionReject}); decisionCode(err) != turn.CodeAlreadyDecided {
+		t.Fatalf("a second decision on the key: %v", err)
+	}
+}
+
+func TestSessionApprovalTightens(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		g, store := &gatedTools{}, open(t)
+		reg := mustRegistry(t, g.specs(t, completion.Options{})...)
+		a := approvalService(t, store, "a", reg)
+		for _, bad := range []string{`"sometimes"`, `{"tools":["nope"]}`, `{"when":[{"pointer":"/q"}]}`, `{"tools":"ls"}`, `7`} {
+			_, err := a.CreateSession(context.Background(), turn.SessionSpec{ID: "bad", Approval: json.RawMessage(bad)})
+			var inv *turn.InvalidError
+			if !errors.As(err, &inv) || !strings.HasPrefix(inv.Field, "approval") {
+				t.Errorf("approval %s: %v, want an invalid approval", bad, err)
+			}
+		}
+		if _, err := a.CreateSession(context.Background(), turn.SessionSpec{ID: "s", Approval: json.RawMessage(`{"tools":["ls"],"when":[{"pointer":"/path","matches":"^/etc/"}]}`)}); err != nil {
+			t.Fatal(err)
+		}
+		// Another process reads the policy from the store.
+		b := approvalService(t, store, "b", reg)
+		got := submitAwait(t, b, "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{
+			{ID: "l", Name: "ls", Arguments: json.RawMessage(`{}`)},
+			{ID: "w", Name: "slow", Arguments: json.RawMessage(`{"path":"/etc/passwd"}`)},
+			{ID: "x", Name: "slow", Arguments: json.RawMessage(`{"path":"/tmp/x"}`)},
+		}})
+		if s := statuses(got); s != "l=pending w=pending x=ok" {
+			t.Fatalf("with the session's policy: %s", s)
+		}
+		list, err := b.ListApprovals(context.Background(), turn.Cursor{}, 10)
+		if err != nil || len(list) != 2 {
+			t.Fatalf("approvals %+v %v", list, err)
+		}
+		rules := map[string]string{}
+		for _, ap := range list {
+			rules[ap.CallID] = ap.Rule
+		}
+		if rules["l"] != "tool ls" || rules["w"] != "/path matches ^/etc/" {
+			t.Fatalf("rules %v", rules)
+		}
+		// A session without a policy of its own asks for none of these.
+		got = submitAwait(t, b, "plain", turn.TurnRequest{ID: "t", Calls: []turn.Call{{ID: "l", Name: "ls", Arguments: json.RawMessage(`{}`)}}})
+		if s := statuses(got); s != "l=ok" {
+			t.Fatalf("without a policy: %s", s)
+		}
+	})
+}

@@ -99,6 +99,10 @@ type SessionSpec struct {
 	Budget      *budget.Config // nil: the service default
 	CallbackURL string
 	Metadata    json.RawMessage
+	// Approval is the session's own approval policy ("always", or
+	// {"tools": [...], "when": [rules]}; see tool.ParseApproval), which
+	// adds to the tools' own: it can ask for more approvals, never fewer.
+	Approval json.RawMessage
 }
 
 // CreateSession creates a session explicitly.
@@ -140,6 +144,10 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 			return Session{}, err
 		}
 	}
+	approval, err := sessionApproval(reg, spec.Approval)
+	if err != nil {
+		return Session{}, err
+	}
 	sess := Session{
 		ID:          spec.ID,
 		Tools:       spec.Tools,
@@ -147,6 +155,7 @@ func (s *Service) CreateSession(ctx context.Context, spec SessionSpec) (Session,
 		CallbackURL: spec.CallbackURL,
 		Metadata:    spec.Metadata,
 		CreatedAt:   s.now(),
+		Approval:    approval,
 	}
 	if err := s.store.CreateSession(ctx, sess); err != nil {
 		return Session{}, fmt.Errorf("creating session: %w", err)

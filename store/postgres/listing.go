@@ -18,7 +18,7 @@ import (
 // sessions costs n of each, whatever the number of sessions.
 const (
 	// ListSessionsSQL is exported for the plan tests.
-	ListSessionsSQL = `SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+	ListSessionsSQL = `SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
     (SELECT count(*) FROM completions c WHERE c.session_id = s.id AND c.status = 'pending'),
     (SELECT (b.lines->-1->>'a')::bigint FROM ledger_batches b WHERE b.session_id = s.id ORDER BY b.last_seq DESC LIMIT 1)

@@ -22,7 +22,7 @@ import (
 // each carrying the session's columns and whether the turn id is taken; one
 // row with NULL answer columns when none is answered; no row when the
 // session does not exist.
-const sqlLookupTurns = `SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+const sqlLookupTurns = `SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     EXISTS (SELECT FROM turns t WHERE t.session_id = q.session_id AND t.id = q.turn_id),
     a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
     a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at

@@ -45,7 +45,7 @@ const (
 SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM found), EXISTS (SELECT FROM taken), EXISTS (SELECT FROM answered)`
 
 	// sqlLookupTurn is sqlLookupTurns for one turn, its session $1.
-	sqlLookupTurn = `SELECT 1::bigint, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+	sqlLookupTurn = `SELECT 1::bigint, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     EXISTS (SELECT FROM turns t WHERE t.session_id = $1 AND t.id = $2),
     a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
     a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at

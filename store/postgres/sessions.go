@@ -13,11 +13,11 @@ import (
 const (
 	// ON CONFLICT DO NOTHING reports a taken id as "no row inserted" rather
 	// than as an error that would need parsing.
-	sqlCreateSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+	sqlCreateSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at, approval)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (id) DO NOTHING`
 
-	sqlGetSession = `SELECT tools, budget, callback_url, metadata, created_at
+	sqlGetSession = `SELECT tools, budget, callback_url, metadata, created_at, approval
 FROM sessions WHERE id = $1`
 )
 
@@ -27,7 +27,7 @@ func (s *Store) CreateSession(ctx context.Context, sess turn.Session) error {
 	if err != nil {
 		return fmt.Errorf("creating session %s: %w", sess.ID, err)
 	}
-	tag, err := s.pool.Exec(ctx, sqlCreateSession, sessionColumnArgs(sess, c)...)
+	tag, err := s.pool.Exec(ctx, sqlCreateSession, append(sessionColumnArgs(sess, c), c.Approval)...)
 	if err != nil {
 		return wrap("creating session "+sess.ID, err)
 	}

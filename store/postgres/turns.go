@@ -29,13 +29,13 @@ const sqlReceiveTurn = `WITH t AS (
     SELECT $1, $12::json, $13::json, $14::text, $15::json, $16::timestamptz, 1
     WHERE EXISTS (SELECT FROM t)
     ON CONFLICT (id) DO UPDATE SET last_seq = sessions.last_seq + 1
-    RETURNING tools, budget, callback_url, metadata, created_at, last_seq
+    RETURNING tools, budget, callback_url, metadata, created_at, approval, last_seq
 ), l AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
     SELECT $1, $2, s.last_seq, s.last_seq, $17::json
     FROM s
 )
-SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s`
+SELECT tools, budget, callback_url, metadata, created_at, approval, last_seq FROM s`
 
 // ReceiveTurn records r in one statement; see turn.Store. On
 // turn.ErrTurnExists the recorded turn is read afterwards (the rare path),

@@ -14,7 +14,7 @@ import (
 // session's counts and last activity are probes of the turns' primary key,
 // completions_turn and the ledger's primary key.
 const (
-	sqlListSessions = `SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+	sqlListSessions = `SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
     (SELECT count(*) FROM completions c WHERE c.session_id = s.id AND c.status = 'pending'),
     (SELECT json_extract(b.lines, '$[#-1].a') FROM ledger_batches b WHERE b.session_id = s.id ORDER BY b.last_seq DESC LIMIT 1)

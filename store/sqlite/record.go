@@ -11,7 +11,7 @@ import (
 	"github.com/turnd/turnd/turn"
 )
 
-const sqlLookupSession = `SELECT tools, budget, callback_url, metadata, created_at,
+const sqlLookupSession = `SELECT tools, budget, callback_url, metadata, created_at, approval,
     EXISTS (SELECT 1 FROM turns WHERE session_id = ?1 AND id = ?2)
 FROM sessions WHERE id = ?1`
 

@@ -10,11 +10,11 @@ import (
 
 const (
 	// ON CONFLICT DO NOTHING reports a taken id as "no row inserted".
-	sqlCreateSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at)
-VALUES (?, ?, ?, ?, ?, ?)
+	sqlCreateSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at, approval)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`
 
-	sqlGetSession = `SELECT tools, budget, callback_url, metadata, created_at
+	sqlGetSession = `SELECT tools, budget, callback_url, metadata, created_at, approval
 FROM sessions WHERE id = ?`
 )
 
@@ -24,7 +24,7 @@ func (s *Store) CreateSession(ctx context.Context, sess turn.Session) error {
 	if err != nil {
 		return fmt.Errorf("creating session %s: %w", sess.ID, err)
 	}
-	res, err := s.write.ExecContext(ctx, sqlCreateSession, sessionColumnArgs(sess, c)...)
+	res, err := s.write.ExecContext(ctx, sqlCreateSession, append(sessionColumnArgs(sess, c), nullText(c.Approval))...)
 	if err != nil {
 		return wrap("creating session "+sess.ID, err)
 	}

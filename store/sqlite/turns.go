@@ -19,7 +19,7 @@ const (
 	sqlUpsertSession = `INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at, last_seq)
 VALUES (?, ?, ?, ?, ?, ?, 1)
 ON CONFLICT (id) DO UPDATE SET last_seq = last_seq + 1
-RETURNING tools, budget, callback_url, metadata, created_at, last_seq`
+RETURNING tools, budget, callback_url, metadata, created_at, approval, last_seq`
 
 	sqlInsertTurn = `INSERT INTO turns (session_id, id, status, mode, failure_policy, calls, hash, created_at, settled_at, lease_owner, lease_until)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

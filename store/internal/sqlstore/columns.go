@@ -1,16 +1,21 @@
 package sqlstore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/turnd/turnd/tool"
 	"github.com/turnd/turnd/turn"
 )
 
 // SessionCols are a session's encoded JSON columns.
 type SessionCols struct {
 	Tools, Budget, Metadata []byte
+	// Approval is the session's approval policy (nil for none), written
+	// only when the session is created explicitly.
+	Approval []byte
 }
 
 // SessionColumns encodes sess's tools, budget and metadata columns (Tools,
@@ -28,14 +33,20 @@ func SessionColumns(sess turn.Session) (SessionCols, error) {
 	if err != nil {
 		return SessionCols{}, err
 	}
-	return SessionCols{Tools: tools, Budget: budget, Metadata: meta}, nil
+	var approval []byte
+	if sess.Approval != nil {
+		if approval, err = json.Marshal(sess.Approval); err != nil {
+			return SessionCols{}, fmt.Errorf("approval: %w", err)
+		}
+	}
+	return SessionCols{Tools: tools, Budget: budget, Metadata: meta, Approval: approval}, nil
 }
 
 // SessionRow is a session's row as read, but for its creation time, which
 // each store scans as its own type: the columns tools, budget, metadata
 // (SessionColumns' encodings) and callback_url.
 type SessionRow struct {
-	Tools, Budget, Metadata []byte
+	Tools, Budget, Metadata, Approval []byte
 	CallbackURL             string
 }
 
@@ -43,7 +54,7 @@ type SessionRow struct {
 // callback_url, metadata and created_at: r's fields and the store's
 // destination of created_at.
 func (r *SessionRow) Dest(created any) []any {
-	return []any{&r.Tools, &r.Budget, &r.CallbackURL, &r.Metadata, created}
+	return []any{&r.Tools, &r.Budget, &r.CallbackURL, &r.Metadata, created, &r.Approval}
 }
 
 // Session decodes r as the session id, created at createdAt.
@@ -56,14 +67,22 @@ func (r *SessionRow) Session(id string, createdAt time.Time) (turn.Session, erro
 	if err != nil {
 		return turn.Session{}, err
 	}
-	return turn.Session{
+	sess := turn.Session{
 		ID:          id,
 		Tools:       tools,
 		Budget:      budget,
 		CallbackURL: r.CallbackURL,
 		Metadata:    r.Metadata,
 		CreatedAt:   createdAt,
-	}, nil
+	}
+	if len(r.Approval) > 0 {
+		a, err := tool.ParseApproval(r.Approval)
+		if err != nil {
+			return turn.Session{}, fmt.Errorf("session approval: %w", err)
+		}
+		sess.Approval = &a
+	}
+	return sess, nil
 }
 
 // ReceiveCols are the encoded parts of a turn.Receive.
