@@ -94,6 +94,9 @@ var singles = []single{
 	{"sqlInsertSetting", sqlInsertSetting, 0, "writes settings, a reference table, once per database (the completion secret)", true},
 	{"ListSessionsSQL", ListSessionsSQL, 0, whyListing, false},
 	{"ListParkedSQL", ListParkedSQL, 0, whyListing, false},
+	{"ListApprovalsSQL", ListApprovalsSQL, 0, whyListing, false},
+	{"sqlLockApproval", sqlLockApproval, 1, "", false},
+	{"sqlClaimApproved", sqlClaimApproved, 1, "", false},
 	{"sqlClaimTurns", sqlClaimTurns, 0, whyRecovery + "; plain PostgreSQL only: sharded, sqlClaimCandidates then sqlClaimTurn", false},
 	{"sqlDueCompletions", sqlDueCompletions, 0, whyDue, false},
 	{"sqlClaimWebhooks", sqlClaimWebhooks, 0, whyOutbox + "; plain PostgreSQL only: sharded, sqlWebhookCandidates then sqlClaimWebhook", false},
@@ -120,6 +123,7 @@ var familyRoute = map[string]single{
 	"late":    {route: 1},
 	// Options.Sharded's RecordTurn, one turn of one session.
 	"record one": {route: 1},
+	"approve":    {route: 1},
 }
 
 // routeComment is the line of statements.sql that states a statement's

@@ -71,6 +71,7 @@ var families = []family{
 	{"settle", settleSQL, []string{"lines", "webhook"}},
 	{"late", recordLateSQL, []string{"outputs"}},
 	{"record one", recordOneSQL, []string{"outputs", "webhook"}},
+	{"approve", approveSQL, []string{"lines"}},
 }
 
 // statementCase is one variant of a family with the arguments its
@@ -180,6 +181,15 @@ func statementCases() ([]statementCase, error) {
 			return nil, err
 		}
 		add("record one", recordOneSQL, variant, p.variant(), p.args())
+	}
+	for variant := range approveSQL {
+		p := approveParams{a: turn.Approve{Key: k, Decision: []byte(`{"decision":"approved"}`), Owner: "o", LeaseUntil: time.Now()}}
+		if variant&partLines != 0 {
+			if err := p.lines.set(k, []turn.Line{{Kind: turn.LineCallDecided, Data: []byte(`{}`)}}); err != nil {
+				return nil, err
+			}
+		}
+		add("approve", approveSQL, variant, p.variant(), p.args())
 	}
 	for variant := range recordSQL {
 		r := storetest.WholeTurn("s", "t", 2)

@@ -48,8 +48,8 @@ func TestCompletionRow(t *testing.T) {
 			t.Errorf("a corrupt hash decoded: %+v", bad)
 		}
 	}
-	if got := len(r.Dest(nil, nil, nil, nil)); got != 17 {
-		t.Errorf("Dest has %d destinations, want one per column (17)", got)
+	if got := len(r.Dest(nil, nil, nil, nil)); got != 18 {
+		t.Errorf("Dest has %d destinations, want one per column (18)", got)
 	}
 }
 

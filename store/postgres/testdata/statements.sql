@@ -840,7 +840,8 @@ WITH gate AS (
     RETURNING 1
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -851,7 +852,7 @@ WITH gate AS (
         $12::timestamptz[], $13::text[], $14::text[], $15::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -878,7 +879,8 @@ WITH gate AS (
     FROM seq
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -889,7 +891,7 @@ WITH gate AS (
         $14::timestamptz[], $15::text[], $16::text[], $17::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -933,7 +935,8 @@ WITH gate AS (
         replayed_from = excluded.replayed_from
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -944,7 +947,7 @@ WITH gate AS (
         $28::timestamptz[], $29::text[], $30::text[], $31::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -996,7 +999,8 @@ WITH gate AS (
         replayed_from = excluded.replayed_from
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1007,7 +1011,7 @@ WITH gate AS (
         $30::timestamptz[], $31::text[], $32::text[], $33::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -1034,7 +1038,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1045,7 +1050,7 @@ WITH gate AS (
         $19::timestamptz[], $20::text[], $21::text[], $22::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -1080,7 +1085,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1091,7 +1097,7 @@ WITH gate AS (
         $21::timestamptz[], $22::text[], $23::text[], $24::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -1143,7 +1149,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1154,7 +1161,7 @@ WITH gate AS (
         $35::timestamptz[], $36::text[], $37::text[], $38::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -1214,7 +1221,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1225,7 +1233,7 @@ WITH gate AS (
         $37::timestamptz[], $38::text[], $39::text[], $40::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )
 SELECT EXISTS (SELECT FROM gate);
 
@@ -1567,7 +1575,8 @@ WITH gate AS (
     RETURNING 1
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1578,7 +1587,7 @@ WITH gate AS (
         $12::timestamptz[], $13::text[], $14::text[], $15::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $16, $1, $2, $17, $18, $19::json, $20, $21
@@ -1610,7 +1619,8 @@ WITH gate AS (
     FROM seq
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1621,7 +1631,7 @@ WITH gate AS (
         $14::timestamptz[], $15::text[], $16::text[], $17::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $18, $1, $2, $19, $20, $21::json, $22, $23
@@ -1670,7 +1680,8 @@ WITH gate AS (
         replayed_from = excluded.replayed_from
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1681,7 +1692,7 @@ WITH gate AS (
         $28::timestamptz[], $29::text[], $30::text[], $31::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $32, $1, $2, $33, $34, $35::json, $36, $37
@@ -1738,7 +1749,8 @@ WITH gate AS (
         replayed_from = excluded.replayed_from
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1749,7 +1761,7 @@ WITH gate AS (
         $30::timestamptz[], $31::text[], $32::text[], $33::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $34, $1, $2, $35, $36, $37::json, $38, $39
@@ -1781,7 +1793,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1792,7 +1805,7 @@ WITH gate AS (
         $19::timestamptz[], $20::text[], $21::text[], $22::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $23, $1, $2, $24, $25, $26::json, $27, $28
@@ -1832,7 +1845,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1843,7 +1857,7 @@ WITH gate AS (
         $21::timestamptz[], $22::text[], $23::text[], $24::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $25, $1, $2, $26, $27, $28::json, $29, $30
@@ -1900,7 +1914,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1911,7 +1926,7 @@ WITH gate AS (
         $35::timestamptz[], $36::text[], $37::text[], $38::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $39, $1, $2, $40, $41, $42::json, $43, $44
@@ -1976,7 +1991,8 @@ WITH gate AS (
     WHERE EXISTS (SELECT FROM gate)
 ), parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -1987,7 +2003,7 @@ WITH gate AS (
         $37::timestamptz[], $38::text[], $39::text[], $40::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = $1 AND c.turn_id = $2
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT $41, $1, $2, $42, $43, $44::json, $45, $46
@@ -2283,7 +2299,7 @@ WITH gate AS (
     UPDATE turns SET status = $3, settled_at = $4
     WHERE session_id = $1 AND id = $2 AND status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early'))
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
     RETURNING 1
 )
 SELECT EXISTS (SELECT FROM gate);
@@ -2295,7 +2311,7 @@ WITH gate AS (
     UPDATE turns SET status = $3, settled_at = $4
     WHERE session_id = $1 AND id = $2 AND status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early'))
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + $5::bigint
@@ -2316,7 +2332,7 @@ WITH gate AS (
     UPDATE turns SET status = $3, settled_at = $4
     WHERE session_id = $1 AND id = $2 AND status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early'))
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
     RETURNING 1
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
@@ -2333,7 +2349,7 @@ WITH gate AS (
     UPDATE turns SET status = $3, settled_at = $4
     WHERE session_id = $1 AND id = $2 AND status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early'))
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + $5::bigint
@@ -2644,15 +2660,52 @@ WITH found AS (
 )
 SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM found), EXISTS (SELECT FROM taken), EXISTS (SELECT FROM answered);
 
+-- approve 0: no optional part
+-- $1 session $2 turn $3 payload $4 hash $5 key $6 owner $7 until
+-- routed: session $1
+WITH gate AS (
+    UPDATE completions SET status = 'approved', payload = $3::json, payload_hash = $4
+    WHERE session_id = $1 AND key_hash = $5 AND turn_id = $2 AND status = 'pending' AND reason = 'approval'
+    RETURNING 1
+), claim AS (
+    UPDATE turns SET status = 'running', lease_owner = $6, lease_until = $7
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+    RETURNING resumes
+)
+SELECT EXISTS (SELECT FROM gate), (SELECT resumes FROM claim);
+
+-- approve 1: lines
+-- $1 session $2 turn $3 payload $4 hash $5 key $6 n $7 l_lines $8 owner
+-- $9 until
+-- routed: session $1
+WITH gate AS (
+    UPDATE completions SET status = 'approved', payload = $3::json, payload_hash = $4
+    WHERE session_id = $1 AND key_hash = $5 AND turn_id = $2 AND status = 'pending' AND reason = 'approval'
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + $6::bigint
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq, seq.last_seq - $6::bigint + 1, $7::json
+    FROM seq
+), claim AS (
+    UPDATE turns SET status = 'running', lease_owner = $8, lease_until = $9
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+    RETURNING resumes
+)
+SELECT EXISTS (SELECT FROM gate), (SELECT resumes FROM claim);
+
 -- sqlCreateSession
 -- routed: session $1
-INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO sessions (id, tools, budget, callback_url, metadata, created_at, approval)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (id) DO NOTHING;
 
 -- sqlGetSession
 -- routed: session $1
-SELECT tools, budget, callback_url, metadata, created_at
+SELECT tools, budget, callback_url, metadata, created_at, approval
 FROM sessions WHERE id = $1;
 
 -- sqlReceiveTurn
@@ -2667,13 +2720,13 @@ WITH t AS (
     SELECT $1, $12::json, $13::json, $14::text, $15::json, $16::timestamptz, 1
     WHERE EXISTS (SELECT FROM t)
     ON CONFLICT (id) DO UPDATE SET last_seq = sessions.last_seq + 1
-    RETURNING tools, budget, callback_url, metadata, created_at, last_seq
+    RETURNING tools, budget, callback_url, metadata, created_at, approval, last_seq
 ), l AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
     SELECT $1, $2, s.last_seq, s.last_seq, $17::json
     FROM s
 )
-SELECT tools, budget, callback_url, metadata, created_at, last_seq FROM s;
+SELECT tools, budget, callback_url, metadata, created_at, approval, last_seq FROM s;
 
 -- sqlGetTurn
 -- routed: session $1
@@ -2746,15 +2799,15 @@ SELECT EXISTS (SELECT FROM t);
 
 -- sqlIssueCompletion
 -- routed: session $2
-INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7)
+INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at, reason)
+VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7, $8)
 ON CONFLICT (session_id, key_hash) DO NOTHING;
 
 -- sqlGetCompletion
 -- routed: session $1
 SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at FROM completions WHERE session_id = $1 AND key_hash = $2;
+    created_at, resolved_at, reason FROM completions WHERE session_id = $1 AND key_hash = $2;
 
 -- sqlDeliverEarly
 -- routed: session $1
@@ -2762,7 +2815,7 @@ UPDATE completions SET status = 'early', payload = $3::json, payload_hash = $4, 
 WHERE session_id = $1 AND key_hash = $2 AND status = 'issued'
 RETURNING key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at;
+    created_at, resolved_at, reason;
 
 -- sqlHeartbeat
 -- routed: session $1
@@ -2772,13 +2825,13 @@ UPDATE completions SET heartbeat_deadline = CASE WHEN heartbeat_timeout > 0
 WHERE session_id = $1 AND key_hash = $2 AND status = 'pending'
 RETURNING key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at;
+    created_at, resolved_at, reason;
 
 -- sqlTurnCompletions
 -- routed: session $1
 SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at FROM completions
+    created_at, resolved_at, reason FROM completions
 WHERE session_id = $1 AND turn_id = $2
 ORDER BY call_idx, created_at, key_hash;
 
@@ -2902,7 +2955,7 @@ INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING
 
 -- ListSessionsSQL
 -- fans out: listing across sessions (GET /v1/sessions, GET /v1/pending): one query per shard, merged by the coordinator
-SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+SELECT s.id, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
     (SELECT count(*) FROM completions c WHERE c.session_id = s.id AND c.status = 'pending'),
     (SELECT (b.lines->-1->>'a')::bigint FROM ledger_batches b WHERE b.session_id = s.id ORDER BY b.last_seq DESC LIMIT 1)
@@ -2914,11 +2967,35 @@ LIMIT $3;
 -- ListParkedSQL
 -- fans out: listing across sessions (GET /v1/sessions, GET /v1/pending): one query per shard, merged by the coordinator
 SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
-    heartbeat_deadline, on_timeout, on_cancel, created_at
+    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
 FROM completions
 WHERE status = 'pending' AND (created_at, session_id, turn_id, call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
 ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
 LIMIT $5;
+
+-- ListApprovalsSQL
+-- fans out: listing across sessions (GET /v1/sessions, GET /v1/pending): one query per shard, merged by the coordinator
+SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
+    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
+FROM completions
+WHERE status = 'pending' AND reason = 'approval'
+    AND (created_at, session_id, turn_id, call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
+ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
+LIMIT $5;
+
+-- sqlLockApproval
+-- routed: session $1
+SELECT c.status, c.reason FROM turns t
+JOIN completions c ON c.session_id = t.session_id AND c.turn_id = t.id
+WHERE t.session_id = $1 AND t.id = $2 AND c.key_hash = $3
+FOR NO KEY UPDATE OF t FOR UPDATE OF c;
+
+-- sqlClaimApproved
+-- routed: session $1
+UPDATE turns SET status = 'running', lease_owner = $3, lease_until = $4
+WHERE session_id = $1 AND id = $2 AND status = 'waiting'
+    AND EXISTS (SELECT FROM completions WHERE session_id = $1 AND turn_id = $2 AND status = 'approved')
+RETURNING resumes;
 
 -- sqlClaimTurns
 -- fans out: recovery claim across sessions: finds expired leases wherever they are; plain PostgreSQL only: sharded, sqlClaimCandidates then sqlClaimTurn
@@ -2939,7 +3016,7 @@ RETURNING t.session_id, t.id, t.resumes, coalesce(c.lease_owner, '');
 -- fans out: sweeper: finds due completions across sessions
 SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at FROM completions
+    created_at, resolved_at, reason FROM completions
 WHERE status = 'pending' AND LEAST(deadline, heartbeat_deadline) <= $1
 ORDER BY LEAST(deadline, heartbeat_deadline), key_hash
 LIMIT $2;
@@ -2981,7 +3058,7 @@ WHERE t.status = 'running' AND t.cancel_requested_at IS NOT NULL;
 
 -- sqlLookupTurn
 -- routed: session $1
-SELECT 1::bigint, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+SELECT 1::bigint, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     EXISTS (SELECT FROM turns t WHERE t.session_id = $1 AND t.id = $2),
     a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
     a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at
@@ -2999,7 +3076,7 @@ WHERE s.id = $1;
 
 -- sqlLookupTurns
 -- fans out: group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)
-SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
+SELECT q.ord, s.tools, s.budget, s.callback_url, s.metadata, s.created_at, s.approval,
     EXISTS (SELECT FROM turns t WHERE t.session_id = q.session_id AND t.id = q.turn_id),
     a.turn_id, a.idx, a.call_id, a.name, a.effect, a.status, a.output, a.error_code, a.error_message,
     a.truncated, a.original_bytes, a.original_lines, a.output_id, a.attempts, a.started_at, a.finished_at
