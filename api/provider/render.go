@@ -71,6 +71,10 @@ func resultText(r turn.Result) (text string, isError bool) {
 		return out, false
 	case turn.CallPending:
 		return "The result of this call is not available yet.", true
+	case turn.CallRejected:
+		// A person declined to run the call: its output says so and why,
+		// and is what the model reads (not a tool error).
+		return out, false
 	case turn.CallRefused:
 		what = "Refused"
 	case turn.CallCancelled:

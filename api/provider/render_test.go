@@ -145,3 +145,16 @@ func TestTools(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectedAnswer: the model reads a rejected call's output as its
+// result, not as a tool error.
+func TestRejectedAnswer(t *testing.T) {
+	t.Parallel()
+	tn := turn.Turn{Calls: []turn.Call{{ID: "rm", Name: "rm"}}, Results: []turn.Result{
+		{Index: 0, CallID: "rm", Status: turn.CallRejected, Output: json.RawMessage(`{"message":"not /etc","rejected":true}`)},
+	}}
+	got := answers(tn, nil)
+	if len(got) != 1 || got[0].text != `{"message":"not /etc","rejected":true}` || got[0].isError {
+		t.Fatalf("rejected answer %+v", got)
+	}
+}
