@@ -240,8 +240,8 @@ func TestApprovalDecisions(t *testing.T) {
 				t.Fatalf("late decision: %v, want approval_expired", err)
 			}
 			tr := waitSettled(t, svc, "s", "t")
-			if r := resultOf(t, tr, "c"); r.Status == turn.CallOK || len(g.ran()) != 0 {
-				t.Fatalf("c %s, rm ran %v", r.Status, g.ran())
+			if r := resultOf(t, tr, "c"); r.Status != turn.CallTimedOut || r.Error == nil || r.Error.Code != "approval_timeout" || len(g.ran()) != 0 {
+				t.Fatalf("c %s %+v, rm ran %v", r.Status, r.Error, g.ran())
 			}
 			if ledger := ledgerText(t, store, "s"); !strings.Contains(ledger, "decision_late c") {
 				t.Fatalf("no decision_late line:\n%s", ledger)

@@ -426,6 +426,9 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 	res.Output = nil
 	res.FinishedAt = now
 	res.Error = &CallError{Code: "completion_timeout", Message: reason}
+	if c.Reason == ReasonApproval {
+		res.Error = &CallError{Code: "approval_timeout", Message: "no decision arrived before the approval deadline; the call did not run"}
+	}
 	b := ResolveBatch{
 		Key:          k,
 		Items:        []Resolution{{KeyHash: c.KeyHash, Expect: CompletionPending, Status: CompletionTimedOut, Result: res}},
