@@ -302,6 +302,9 @@ func (s *server) getTools(w http.ResponseWriter, r *http.Request) {
 		if t.SessionLimit != nil {
 			tw.MaxConcurrencyPerSession = t.SessionLimit.Cap()
 		}
+		if t.Approval != nil && !t.Approval.IsZero() {
+			tw.Approval = t.Approval
+		}
 		out.Tools = append(out.Tools, tw)
 	}
 	writeJSON(w, http.StatusOK, out)

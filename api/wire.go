@@ -206,6 +206,8 @@ type toolWire struct {
 	Resources                []string `json:"resources,omitempty"`
 	MaxConcurrency           int      `json:"max_concurrency,omitempty"`
 	MaxConcurrencyPerSession int      `json:"max_concurrency_per_session,omitempty"`
+	// Approval is the tool's approval policy (absent: never).
+	Approval *tool.Approval `json:"approval,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
