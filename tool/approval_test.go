@@ -3,8 +3,11 @@ package tool
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestApprovalConfig(t *testing.T) {
@@ -115,5 +118,40 @@ func TestParseSessionApproval(t *testing.T) {
 		if _, err := ParseApproval(json.RawMessage(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+}
+
+// TestMCPApprovalByAnnotations: an mcp entry's rules over annotations use
+// the server's hints when they are trusted, and the MCP defaults
+// (destructive, open world) when they are not or are missing.
+func TestMCPApprovalByAnnotations(t *testing.T) {
+	t.Parallel()
+	rig := newMCPRig(t, "")
+	no := false
+	rig.addTool(&mcp.Tool{Name: "look", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, OpenWorldHint: &no}}, textResult("seen"))
+	rig.addTool(&mcp.Tool{Name: "fetch", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no}}, textResult("fetched"))
+	rig.addTool(&mcp.Tool{Name: "append", Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, textResult("appended"))
+	rig.addTool(&mcp.Tool{Name: "wipe"}, textResult("wiped"))
+	for _, trust := range []bool{true, false} {
+		t.Run(fmt.Sprintf("trust_annotations=%v", trust), func(t *testing.T) {
+			t.Parallel()
+			extra := fmt.Sprintf("      trust_annotations: %v\n    approval:\n      when:\n        - annotation: destructiveHint\n        - annotation: openWorldHint\n", trust)
+			l, _ := openLive(t, mcpConfig(rig.url(), extra), nil)
+			r := l.Registry()
+			want := map[string]string{"look": "", "fetch": "openWorldHint", "append": "", "wipe": "destructiveHint"}
+			if !trust {
+				want = map[string]string{"look": "destructiveHint", "fetch": "destructiveHint", "append": "destructiveHint", "wipe": "destructiveHint"}
+			}
+			for name, why := range want {
+				spec, ok := r.Lookup(name)
+				if !ok {
+					t.Fatalf("no tool %s", name)
+				}
+				got, needs := spec.NeedsApproval(json.RawMessage(`{}`))
+				if got != why || needs != (why != "") {
+					t.Errorf("%s: needs %v (%q), want %q", name, needs, got, why)
+				}
+			}
+		})
 	}
 }
