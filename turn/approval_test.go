@@ -429,3 +429,43 @@ func TestSessionApprovalTightens(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovalWhileAnotherApprovedCallRuns: a second call approved while
+// the run of the first approved one is under way runs too.
+func TestApprovalWhileAnotherApprovedCallRuns(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		g, store := &gatedTools{}, open(t)
+		hold := make(chan struct{})
+		var entered sync.Once
+		inRun := make(chan struct{})
+		slowRm := &tool.Spec{Name: "slowrm", Effect: dispatch.EffectWrite, Approval: &tool.Approval{Always: true},
+			Impl: dispatch.ToolFunc(func(_ context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+				entered.Do(func() { close(inRun) })
+				<-hold
+				return dispatch.OK([]byte(`"slow removed"`), true)
+			})}
+		svc := approvalService(t, store, "a", mustRegistry(t, append(g.specs(t, completion.Options{}), slowRm)...))
+		got := submitAwait(t, svc, "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{
+			{ID: "a", Name: "slowrm", Arguments: json.RawMessage(`{}`)},
+			{ID: "c", Name: "rm", Arguments: json.RawMessage(`{"path":"/x"}`)},
+		}})
+		if s := statuses(got); s != "a=pending c=pending" {
+			t.Fatalf("parked: %s", s)
+		}
+		k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+		if _, err := svc.Decide(context.Background(), k, "a", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+		<-inRun // a's run is under way
+		if _, err := svc.Decide(context.Background(), k, "c", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+			close(hold)
+			t.Fatal(err)
+		}
+		close(hold)
+		tr := waitSettled(t, svc, "s", "t")
+		if s := statuses(tr); s != "a=ok c=ok" || len(g.ran()) != 1 {
+			t.Fatalf("after both approvals: %s, rm ran %v", s, g.ran())
+		}
+	})
+}

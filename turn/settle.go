@@ -125,8 +125,9 @@ func (r *run) settled(ctx context.Context, status Status, settledAt time.Time, w
 	}
 	r.closeApproved(ctx)
 	if status == StatusWaiting {
-		if r.approvalParked {
-			// A decision may have approved a call while the wave ran.
+		if r.approvalParked || r.resumed {
+			// A decision may have approved a call while the wave ran (one
+			// it parked, or, in a resumed turn, one it replayed parked).
 			s.continueApproved(ctx, r.key)
 		}
 		// A delivery may have raced the pending answer (kept as early), or
