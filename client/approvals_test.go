@@ -166,8 +166,8 @@ func TestApprovals(t *testing.T) {
 				t.Errorf("the rejected call's result: %s %s", r.Status, r.Output)
 			}
 			select {
-			case c := <-ran:
-				t.Errorf("the tool ran %v, a rejected call", c)
+			case x := <-ran:
+				t.Errorf("the tool ran %v, a rejected call", x)
 			default:
 			}
 
