@@ -1109,7 +1109,7 @@ export interface components {
              *     `unsupported_media_type`, `range_not_satisfiable`,
              *     `headers_too_large`, `not_awaiting_approval`,
              *     `already_decided`, `approval_expired`, `invalid_arguments`,
-             *     `internal`. More may be added.
+             *     `awaiting_approval`, `internal`. More may be added.
              */
             code: string;
         } & {
@@ -2542,7 +2542,9 @@ export interface components {
          *     `completed`, or `early` when the first payload arrived before the
          *     call was parked. For a Decision: the key's call is not parked for
          *     approval (`not_awaiting_approval`), or a different decision was
-         *     taken first (`already_decided`).
+         *     taken first (`already_decided`). A result (output or error) for a
+         *     call that waits for approval is refused with `awaiting_approval`:
+         *     decide it instead.
          */
         CompletionConflict: {
             headers: {
@@ -2570,7 +2572,7 @@ export interface components {
                     /** @constant */
                     status?: 409;
                     /** @enum {unknown} */
-                    code?: "not_awaiting_approval" | "already_decided";
+                    code?: "not_awaiting_approval" | "already_decided" | "awaiting_approval";
                 });
             };
         };
