@@ -91,9 +91,12 @@ export function buildModel(turn, calls, lines, now) {
           arguments: d.arguments, original: d.original_arguments,
         };
         break;
-      case 'decision_late':
-        r.late.push({ at: ms(l.at), decision: String(d.decision), by: d.by == null ? '' : String(d.by) });
+      case 'decision_late': {
+        // data.decision is the Decision as posted ({decision, by, ...}).
+        const p = d.decision && typeof d.decision === 'object' ? d.decision : {};
+        r.late.push({ at: ms(l.at), decision: String(p.decision ?? '?'), by: p.by == null ? '' : String(p.by) });
         break;
+      }
     }
   }
 

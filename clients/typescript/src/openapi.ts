@@ -1515,9 +1515,10 @@ export interface components {
          *     arguments and original_arguments: the posted ones}: a person's
          *     decision on a call parked for approval; for an approval the
          *     call's attempt_started and call_answered lines follow),
-         *     `decision_late` ({decision, by, message}: a decision that arrived
-         *     after the call's approval deadline passed or its turn was
-         *     cancelled; nothing ran),
+         *     `decision_late` ({status: the call's key's status, key: its
+         *     fingerprint, decision: the Decision as posted}: a decision that
+         *     arrived after the call's approval deadline passed or its turn was
+         *     cancelled; nothing ran; one line per distinct decision),
          *     `turn_settled` ({status}, and {error: {code, message}} when turnd
          *     itself failed the turn: `recovery_exhausted`, `store_rejected`).
          *     More kinds may be added: clients must skip kinds they do not know.
