@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,44 +41,59 @@ rule. Decide one with turnd approve or turnd reject.`
 
 // runApprove is `turnd approve`.
 func runApprove(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) (string, bool)) error {
-	var (
-		f             cliFlags
-		arguments, by string
-	)
-	fs := newCLIFlagSet("approve", approveUsage, stderr, env, &f)
-	fs.StringVar(&arguments, "arguments", "", "run the tool with these arguments: a JSON object, or @FILE (@- for standard input)")
-	fs.StringVar(&by, "by", "", "who decides, for the ledger")
-	pos, err := parseCLI(fs, args, 3, 3)
+	var arguments string
+	dc, err := parseDecisionCLI("approve", approveUsage, args, stderr, env, func(fs *flag.FlagSet) {
+		fs.StringVar(&arguments, "arguments", "", "run the tool with these arguments: a JSON object, or @FILE (@- for standard input)")
+	})
 	if err != nil {
 		return err
 	}
-	d := client.Decision{Decision: client.Approve, By: by}
+	d := client.Decision{Decision: client.Approve, By: dc.by}
 	if arguments != "" {
 		if d.Arguments, err = editedArguments(arguments, stdin); err != nil {
 			return err
 		}
 	}
-	return decide(ctx, &f, pos, d, stdout)
+	return dc.decide(ctx, d, stdout)
 }
 
 // runReject is `turnd reject`.
 func runReject(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
-	var (
-		f           cliFlags
-		message, by string
-	)
-	fs := newCLIFlagSet("reject", rejectUsage, stderr, env, &f)
-	fs.StringVar(&message, "message", "", "why, for the model to read (required; at most 4096 bytes)")
-	fs.StringVar(&by, "by", "", "who decides, for the ledger")
-	pos, err := parseCLI(fs, args, 3, 3)
+	var message string
+	dc, err := parseDecisionCLI("reject", rejectUsage, args, stderr, env, func(fs *flag.FlagSet) {
+		fs.StringVar(&message, "message", "", "why, for the model to read (required; at most 4096 bytes)")
+	})
 	if err != nil {
 		return err
 	}
 	if strings.TrimSpace(message) == "" {
-		fs.Usage()
+		dc.fs.Usage()
 		return usageError{"turnd reject: --message is required: it is what the model reads instead of the tool's output"}
 	}
-	return decide(ctx, &f, pos, client.Decision{Decision: client.Reject, Message: message, By: by}, stdout)
+	return dc.decide(ctx, client.Decision{Decision: client.Reject, Message: message, By: dc.by}, stdout)
+}
+
+// decisionCLI is a decision subcommand as parsed: the common flags, --by
+// and SESSION TURN CALL.
+type decisionCLI struct {
+	cliFlags
+	by  string
+	pos []string
+	fs  *flag.FlagSet
+}
+
+// parseDecisionCLI parses the args of decision subcommand name; extra
+// registers its own flags.
+func parseDecisionCLI(name, usage string, args []string, stderr io.Writer, env func(string) (string, bool), extra func(*flag.FlagSet)) (*decisionCLI, error) {
+	dc := &decisionCLI{}
+	dc.fs = newCLIFlagSet(name, usage, stderr, env, &dc.cliFlags)
+	dc.fs.StringVar(&dc.by, "by", "", "who decides, for the ledger")
+	extra(dc.fs)
+	var err error
+	if dc.pos, err = parseCLI(dc.fs, args, 3, 3); err != nil {
+		return nil, err
+	}
+	return dc, nil
 }
 
 // editedArguments reads --arguments: a JSON object, given inline or as
@@ -107,18 +123,18 @@ func editedArguments(arg string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(data), nil
 }
 
-// decide posts d for the call at pos (session, turn, call) and prints the
-// answer.
-func decide(ctx context.Context, f *cliFlags, pos []string, d client.Decision, stdout io.Writer) error {
-	c, err := f.client()
+// decide posts d for the call (SESSION TURN CALL) and prints the answer.
+func (dc *decisionCLI) decide(ctx context.Context, d client.Decision, stdout io.Writer) error {
+	c, err := dc.client()
 	if err != nil {
 		return err
 	}
+	pos := dc.pos
 	res, err := c.Decide(ctx, pos[0], pos[1], pos[2], d)
 	if err != nil {
 		return decisionError(err, d, pos)
 	}
-	if f.json {
+	if dc.json {
 		return printJSON(stdout, res)
 	}
 	line := res.Decision + " " + res.Status
@@ -157,21 +173,12 @@ func decisionError(err error, d client.Decision, pos []string) error {
 
 // runApprovals is `turnd approvals`.
 func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
-	var (
-		f     cliFlags
-		limit int
-	)
-	fs := newCLIFlagSet("approvals", approvalsUsage, stderr, env, &f)
-	fs.IntVar(&limit, "limit", 0, "list at most this many (0: all)")
-	if _, err := parseCLI(fs, args, 0, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
+	l, err := parseListingCLI("approvals", approvalsUsage, args, 0, stderr, env, nil)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	return printListing(stdout, c.Approvals(ctx, client.ListOptions{Limit: pageLimit(limit)}), limit, f.json, "GET /v1/approvals",
+	return printListing(stdout, l.c.Approvals(ctx, client.ListOptions{Limit: pageLimit(l.limit)}), l.limit, l.json, "GET /v1/approvals",
 		func(a client.Approval) string {
 			deadline := "no deadline"
 			if a.Deadline != nil {
