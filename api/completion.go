@@ -58,9 +58,22 @@ func (s *server) readSignedJSON(r *http.Request, v any) error {
 }
 
 func (s *server) complete(w http.ResponseWriter, r *http.Request) {
-	var d deliveryWire
-	if err := s.readSignedJSON(r, &d); err != nil {
+	body, err := s.readSigned(r)
+	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if isDecision(body) {
+		s.completeDecision(w, r, body)
+		return
+	}
+	var d deliveryWire
+	if err := checkUTF8(body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		s.writeError(w, r, errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error()))
 		return
 	}
 	res, err := s.svc.Complete(r.Context(), chi.URLParam(r, "key"), turn.Delivery{Output: d.Output, Error: d.Error})

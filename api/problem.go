@@ -26,6 +26,7 @@ type Problem struct {
 func problemFor(err error) (status int, code, detail string) {
 	var inv *turn.InvalidError
 	var he *httpError
+	var decision *turn.DecisionError
 	var badBody *provider.BodyError
 	var badFormat *provider.UnknownFormatError
 	var unsupported *provider.UnsupportedCallError
@@ -33,6 +34,8 @@ func problemFor(err error) (status int, code, detail string) {
 	switch {
 	case errors.As(err, &he):
 		return he.status, he.code, he.detail
+	case errors.As(err, &decision):
+		return decisionStatus(decision.Code), decision.Code, decision.Message
 	case errors.As(err, &incomplete):
 		return http.StatusUnprocessableEntity, "stream_incomplete", incomplete.Error() + "; nothing of the turn was recorded: post it again, whole or streamed"
 	case errors.As(err, &badBody):

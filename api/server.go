@@ -192,6 +192,8 @@ func (s *server) routes() http.Handler {
 			r.Get("/sessions", s.listSessions)
 			r.Get("/sessions/{session_id}/turns", s.listTurns)
 			r.Get("/pending", s.listPending)
+			r.Get("/approvals", s.listApprovals)
+			r.Post("/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision", s.decide)
 			r.Get("/sessions/{session_id}", s.getSession)
 			r.With(varyPrefer).Post("/sessions/{session_id}/turns", s.postTurn)
 			r.With(varyPrefer).Get("/sessions/{session_id}/turns/{turn_id}", s.getTurn)

@@ -179,6 +179,9 @@ type (
 	rawFile struct {
 		Tools   []rawTool `yaml:"tools"`
 		Builtin []string  `yaml:"builtin"`
+		// Approval is the default approval policy of every tool without
+		// its own (approval.go).
+		Approval any `yaml:"approval"`
 	}
 	rawTool struct {
 		Name        string    `yaml:"name"`
@@ -201,6 +204,7 @@ type (
 		Resource                 any  `yaml:"resource"`
 		MaxConcurrency           *int `yaml:"max_concurrency"`
 		MaxConcurrencyPerSession *int `yaml:"max_concurrency_per_session"`
+		Approval                 any  `yaml:"approval"`
 	}
 	rawProjection struct {
 		Window   string   `yaml:"window"`

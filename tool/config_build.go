@@ -80,6 +80,20 @@ func (l *loader) build(raw rawFile) []*Spec {
 			specs = append(specs, mk(l.opts))
 		}
 	}
+	if raw.Approval != nil {
+		if def := l.defaultApproval(raw.Approval); def != nil {
+			for _, s := range specs {
+				if s.Approval == nil {
+					s.Approval = def
+				}
+			}
+			for _, src := range l.mcp {
+				if src.approval == nil {
+					src.approval = def
+				}
+			}
+		}
+	}
 	return specs
 }
 
@@ -113,6 +127,7 @@ func (l *loader) buildTool(i int, rt rawTool) *Spec {
 		s.ResourceTemplates = e.checkTemplates(e.templates(rt.Resource, "resource"), s.InputSchema)
 	}
 	e.caps(rt).apply(s)
+	s.Approval = e.approval(rt.Approval, "approval")
 	if rt.HTTP != nil && rt.Builtin == nil {
 		t := e.httpTool(*rt.HTTP, s)
 		s.Impl = t

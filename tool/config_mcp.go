@@ -62,6 +62,7 @@ func (l *loader) buildMCP(i int, rt rawTool) {
 	}
 	src.resources = e.mcpTemplates(rt.Resource)
 	src.caps = e.caps(rt)
+	src.approval = e.approval(rt.Approval, "approval")
 	if len(l.errs) == nerrs {
 		l.mcp = append(l.mcp, src)
 	}

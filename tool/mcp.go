@@ -71,6 +71,9 @@ type mcpSource struct {
 	caps      caps
 	// projection is the entry's projection: block, for every tool.
 	projection budget.Projection
+	// approval is the entry's approval policy (or the config's default),
+	// for every tool of the server; nil asks for none.
+	approval *Approval
 }
 
 // key identifies the connection the entry needs: a reload keeps the

@@ -101,11 +101,17 @@ func (s *mcpServer) buildSpecs() []*Spec {
 		if sp.Description == "" {
 			sp.Description = t.Title
 		}
+		sp.Approval, sp.Hints = src.approval, &Hints{}
 		if a := t.Annotations; src.trust && a != nil {
 			if a.ReadOnlyHint {
 				sp.Effect = dispatch.EffectRead
 			}
 			sp.Idempotent = a.ReadOnlyHint || a.IdempotentHint
+			// Untrusted or missing annotations keep the MCP defaults
+			// (destructive, open world): a rule over them asks for more
+			// approvals, never fewer.
+			ro, idem := a.ReadOnlyHint, a.IdempotentHint
+			sp.Hints = &Hints{ReadOnly: &ro, Destructive: a.DestructiveHint, Idempotent: &idem, OpenWorld: a.OpenWorldHint}
 		}
 		if t.InputSchema != nil {
 			js, err := json.Marshal(t.InputSchema)

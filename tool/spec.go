@@ -48,6 +48,13 @@ type Spec struct {
 	// Projection refines the session's budget for this tool's outputs
 	// (config projection:); zero leaves it as it is.
 	Projection budget.Projection
+	// Approval says which calls of the tool wait for a person's decision
+	// before it runs (config approval:, or the config's default); nil
+	// never asks. Hints are the tool's MCP annotations (nil for a tool
+	// of the config's own, whose hints follow from effect and idempotent;
+	// see Spec.NeedsApproval).
+	Approval *Approval
+	Hints    *Hints
 	// CancelURL is where Registry.CancelExternal POSTs to cancel a parked
 	// call's external work ("" when the tool has none). ${VAR} is already
 	// expanded, so it may hold a secret: never log it.

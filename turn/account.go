@@ -50,6 +50,11 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.spendRecorded(res)
 	}
 	r.mu.Lock()
+	if ap := r.approved[i]; ap != nil && res.Status != CallPending {
+		// Its key is closed once its answer is stored (settled).
+		r.closeAfter = append(r.closeAfter, ap)
+		delete(r.keyed, i)
+	}
 	if h, keyed := r.keyed[i]; keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
 		// Closing the key reads and writes the store: not under mu.
 		r.mu.Unlock()
@@ -78,6 +83,10 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		if res.Status == CallPending {
 			r.parked = true
 			pk, data := r.svc.park(a.Outcome, r.svc.now())
+			if st.approval != "" {
+				data["reason"], data["rule"] = ReasonApproval, st.approval
+				r.requestedLocked(i, a.Call, pk, a.Outcome.Pending.Key, st.approval)
+			}
 			r.pending.Parks = append(r.pending.Parks, pk)
 			r.bufferLocked(Line{CallID: res.CallID, Kind: LineCallPending, Data: mustJSON(data)})
 		} else {
@@ -102,6 +111,11 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 	if res.Status == CallPending && a.Resources != nil && r.released != nil {
 		// Calls after it may wait for its resources: record the park now.
 		r.hold(i)
+		return r.commitPark(r.ctx, i)
+	}
+	if res.Status == CallPending && st.approval != "" && i < len(r.calls)-1 {
+		// Later calls may run long: the approval is listed, and can be
+		// decided, now rather than when the wave ends.
 		return r.commitPark(r.ctx, i)
 	}
 	return nil

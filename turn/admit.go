@@ -78,6 +78,14 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 	if err != nil {
 		return dispatch.Admission{Verdict: dispatch.Refuse, Outcome: dispatch.Refused("invalid_arguments", err.Error())}
 	}
+	if why, ok := r.approvalNeeded(i, spec, call.Arguments); ok {
+		// It parks before its tool runs. As a write it ends the leading
+		// reads, so nothing after it runs at once with it (a read that
+		// needs approval included); it holds no resources while it waits.
+		st.spec, st.admitted, st.approval = spec, true, why
+		return dispatch.Admission{Verdict: dispatch.Run, Tool: approvalGate{svc: r.svc, pending: spec.Pending},
+			Effect: dispatch.EffectWrite, Retry: dispatch.RetryPolicy{MaxAttempts: 1}}
+	}
 	adm := dispatch.Admission{Verdict: dispatch.Run, Tool: spec.Impl, Effect: spec.Effect, Retry: spec.Retry}
 	if res != nil || spec.Limit != nil || spec.SessionLimit != nil {
 		r.admitResources(i, spec, res, &adm)
@@ -93,6 +101,9 @@ func (r *run) admit(call dispatch.Call) dispatch.Admission {
 func (r *run) BeforeAttempt(ctx context.Context, call dispatch.Call, effect dispatch.Effect, attempt int) error {
 	if effect == dispatch.EffectRead {
 		return nil
+	}
+	if i, ok := r.index[call.ID]; ok && r.calls[i].approval != "" {
+		return nil // the approval gate: nothing of the tool runs
 	}
 	// Write-ahead needs the turn in the store first (a no-op once it is).
 	if err := r.ensureRecorded(context.WithoutCancel(ctx)); err != nil {

@@ -143,7 +143,12 @@ func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res 
 		case CompletionTimedOut, CompletionCancelled:
 			s.recordLate(ctx, c, d, hash)
 			return DeliveryResult{Recorded: c.Status}, ErrCompletionGone
+		case CompletionApproved:
+			return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAlreadyDecided, "the call was approved and its tool is running: it delivers its result itself"}
 		case CompletionPending:
+			if c.Reason == ReasonApproval {
+				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, `the call waits for approval: post a decision ({"decision": "approve"} or {"decision": "reject", "message": ...}), not a result`}
+			}
 			err = s.resolveDelivered(ctx, c, deliveryPayload(d), hash, CompletionPending)
 			if errors.Is(err, ErrCompletionState) {
 				if c, err = s.completions.GetCompletion(ctx, c.SessionID, c.KeyHash); err != nil {

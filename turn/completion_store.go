@@ -44,6 +44,9 @@ type Completion struct {
 	CallID    string
 	CallName  string
 	Status    CompletionStatus
+	// Reason is why the call parks: "" for its tool's external work,
+	// ReasonApproval for a person's decision before its tool runs.
+	Reason string
 	// Deadline, HeartbeatTimeout and HeartbeatDeadline are set when the call
 	// parks; HeartbeatDeadline is zero without a heartbeat clock.
 	Deadline          time.Time

@@ -49,6 +49,7 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 		CallID:    call.ID,
 		CallName:  call.Name,
 		Status:    CompletionIssued,
+		Reason:    r.keyReason(call.ID),
 		CreatedAt: s.now(),
 	})
 	if err != nil {

@@ -92,6 +92,9 @@ type ParkedCall struct {
 	OnTimeout         string
 	OnCancel          string
 	CreatedAt         time.Time
+	// Reason is the completion's (ReasonApproval for a call waiting for a
+	// decision).
+	Reason string
 }
 
 // Cursor is the call's position in the pending listing.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/tool"
 )
 
 // Session holds a conversation's ledger, its tool grants, its budget and an
@@ -18,6 +19,9 @@ type Session struct {
 	CallbackURL string
 	Metadata    json.RawMessage
 	CreatedAt   time.Time
+	// Approval is the session's own approval policy, which adds to the
+	// tools' (it can only ask for more approvals); nil for none.
+	Approval *tool.Approval
 }
 
 // Granted reports whether the session may call the named tool.

@@ -386,3 +386,19 @@ func (o observed) RequestCancel(ctx context.Context, k TurnKey, at time.Time) er
 	}
 	return err
 }
+
+func (o observed) Approve(ctx context.Context, a Approve) (Approved, error) {
+	got, err := o.Store.Approve(ctx, a)
+	if err == nil {
+		o.svc.changed(a.Key)
+	}
+	return got, err
+}
+
+func (o observed) ClaimApproved(ctx context.Context, k TurnKey, owner string, until time.Time) (int, bool, error) {
+	epoch, ok, err := o.Store.ClaimApproved(ctx, k, owner, until)
+	if err == nil && ok {
+		o.svc.changed(k)
+	}
+	return epoch, ok, err
+}

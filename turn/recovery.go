@@ -271,6 +271,9 @@ func (s *Service) resume(ctx context.Context, k TurnKey, epoch int) error {
 		return err
 	}
 	r.epoch = epoch
+	if err := s.takeApproved(ctx, r); err != nil {
+		return err
+	}
 	if err := r.readJournaled(ctx); err != nil {
 		return err
 	}

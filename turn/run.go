@@ -113,6 +113,16 @@ type run struct {
 	budget *turnBudget
 	// span is the turn's span while its wave runs (nil: tracing off).
 	span trace.Span
+	// approved holds the calls a person approved that this run executes,
+	// by index (approval.go); approvalParked: a call of this wave parked
+	// for approval (driving goroutine only).
+	approved       map[int]*approvedCall
+	approvalParked bool
+	// closeAfter are the approved calls answered by this wave, whose keys
+	// are closed once the answers are stored; requested the approvals
+	// parked by it, by key hash, for their webhook (both under mu).
+	closeAfter []*approvedCall
+	requested  map[[32]byte]approvalRequest
 }
 
 type callState struct {
@@ -134,6 +144,9 @@ type callState struct {
 	stash []Line
 	// holds: replayed after a resume as parked, it holds its resources.
 	holds bool
+	// approval says why the call waits for approval ("" when it runs):
+	// its tool is the approval gate.
+	approval string
 }
 
 // prepare builds a run for t. recorded carries the results of a resumed
@@ -263,6 +276,9 @@ func (r *run) execute() {
 	calls := make([]dispatch.Call, len(r.turn.Calls))
 	for i, c := range r.turn.Calls {
 		calls[i] = dispatch.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+		if ap := r.approved[i]; ap != nil && ap.args != nil {
+			calls[i].Arguments = ap.args // edited by the approver
+		}
 	}
 	wave := dispatch.Wave{
 		Calls:          calls,

@@ -120,10 +120,15 @@ func (r *run) settled(ctx context.Context, status Status, settledAt time.Time, w
 	r.turn.SettledAt = settledAt
 	r.final = r.turn
 	s.observeSettled(status, r.turn.CreatedAt)
-	if webhook {
+	if webhook || r.requested != nil {
 		s.wakeWebhooks()
 	}
+	r.closeApproved(ctx)
 	if status == StatusWaiting {
+		if r.approvalParked {
+			// A decision may have approved a call while the wave ran.
+			s.continueApproved(ctx, r.key)
+		}
 		// A delivery may have raced the pending answer (kept as early), or
 		// resolved a parked call while later calls of the wave still ran.
 		if !s.applyEarly(ctx, r.key) {
@@ -149,6 +154,9 @@ func (r *run) commit(ctx context.Context, c Commit) error {
 	}
 	if err := CheckResultCalls(r.turn.Calls, c.Results); err != nil {
 		return fmt.Errorf("committing turn %s/%s: %w", r.key.SessionID, r.key.TurnID, err)
+	}
+	if c.Webhook == nil && len(c.Parks) > 0 {
+		c.Webhook = r.approvalWebhook(c.Parks)
 	}
 	c.Key = r.key
 	c.LeaseOwner = r.svc.cfg.Owner

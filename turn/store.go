@@ -173,6 +173,8 @@ type Store interface {
 	CompletionStore
 	// WebhookStore keeps the webhook outbox.
 	WebhookStore
+	// ApprovalStore keeps the decisions on calls waiting for approval.
+	ApprovalStore
 	// Lister lists sessions, turns and parked calls, newest first.
 	Lister
 }

@@ -21,8 +21,8 @@ const completionColumns = sqlstore.CompletionColumns
 const (
 	// A key already recorded is left as it is: issuing is idempotent. The
 	// turn's foreign key makes a key of an unknown turn turn.ErrNotFound.
-	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7)
+	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at, reason)
+VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7, $8)
 ON CONFLICT (session_id, key_hash) DO NOTHING`
 
 	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE session_id = $1 AND key_hash = $2`
@@ -73,7 +73,7 @@ ORDER BY call_idx, created_at, key_hash`
 func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 	op := fmt.Sprintf("issuing completion %s of turn %s/%s", sqlstore.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
 	_, err := s.pool.Exec(ctx, sqlIssueCompletion,
-		c.KeyHash[:], c.SessionID, c.TurnID, int32(c.CallIndex), c.CallID, c.CallName, c.CreatedAt)
+		c.KeyHash[:], c.SessionID, c.TurnID, int32(c.CallIndex), c.CallID, c.CallName, c.CreatedAt, c.Reason)
 	return wrap(op, err)
 }
 
@@ -282,7 +282,7 @@ SELECT count(*) FROM done`
     UPDATE turns SET status = @status, settled_at = @settled
     WHERE session_id = @session AND id = @turn AND status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = @session AND turn_id = @turn AND status IN ('pending', 'early'))
+            WHERE session_id = @session AND turn_id = @turn AND status IN ('pending', 'early', 'approved'))
     RETURNING 1
 )`
 )

@@ -37,7 +37,7 @@ LIMIT $5`
 
 	// ListParkedSQL is exported for the plan tests.
 	ListParkedSQL = `SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
-    heartbeat_deadline, on_timeout, on_cancel, created_at
+    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
 FROM completions
 WHERE status = 'pending' AND (created_at, session_id, turn_id, call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
 ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
@@ -99,7 +99,7 @@ func collectParked(rows pgx.Rows) ([]turn.ParkedCall, error) {
 		hbTimeout                     int64
 	)
 	return forEach(rows, []any{&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created}, func() (turn.ParkedCall, error) {
+		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created, &p.Reason}, func() (turn.ParkedCall, error) {
 		x := p
 		x.Deadline, x.HeartbeatDeadline, x.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
 		x.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)

@@ -93,9 +93,12 @@ const (
 	// one stays early (its payload waits to be applied) but takes the
 	// deadline and options too. Pending and resolved completions are left
 	// as they are: a park never resets a running clock nor reopens a key.
+	// An approved call whose tool parks it takes a new park, for its
+	// tool's work: pending, with no reason.
 	commitParks = `, parks AS (
     UPDATE completions c SET
-        status             = CASE WHEN c.status = 'issued' THEN 'pending' ELSE c.status END,
+        status             = CASE WHEN c.status IN ('issued', 'approved') THEN 'pending' ELSE c.status END,
+        reason             = CASE WHEN c.status = 'approved' THEN '' ELSE c.reason END,
         deadline           = p.deadline,
         heartbeat_timeout  = p.heartbeat_timeout,
         heartbeat_deadline = p.heartbeat_deadline,
@@ -106,7 +109,7 @@ const (
         @p_hb_deadline::timestamptz[], @p_on_timeout::text[], @p_on_cancel::text[], @p_cancel_url::text[])
         AS p (key_hash, deadline, heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url)
     WHERE c.key_hash = p.key_hash AND c.session_id = @session AND c.turn_id = @turn
-        AND c.status IN ('issued', 'early') AND EXISTS (SELECT FROM gate)
+        AND c.status IN ('issued', 'early', 'approved') AND EXISTS (SELECT FROM gate)
 )`
 
 	commitEnd = `

@@ -24,8 +24,8 @@ const dueAt = `min(coalesce(deadline, heartbeat_deadline), coalesce(heartbeat_de
 const (
 	// A key already recorded is left as it is: issuing is idempotent. The
 	// turn's foreign key makes a key of an unknown turn turn.ErrNotFound.
-	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at)
-VALUES (?, ?, ?, ?, ?, ?, 'issued', ?)
+	sqlIssueCompletion = `INSERT INTO completions (key_hash, session_id, turn_id, call_idx, call_id, call_name, status, created_at, reason)
+VALUES (?, ?, ?, ?, ?, ?, 'issued', ?, ?)
 ON CONFLICT (session_id, key_hash) DO NOTHING`
 
 	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE session_id = ? AND key_hash = ?`
@@ -76,7 +76,7 @@ WHERE session_id = ?1 AND key_hash = ?2`
 	sqlSettle = `UPDATE turns SET status = ?3, settled_at = ?4
 WHERE session_id = ?1 AND id = ?2 AND status = 'waiting'
     AND NOT EXISTS (SELECT 1 FROM completions
-        WHERE session_id = ?1 AND turn_id = ?2 AND status IN ('pending', 'early'))`
+        WHERE session_id = ?1 AND turn_id = ?2 AND status IN ('pending', 'early', 'approved'))`
 )
 
 // IssueCompletion records c's key as issued; see turn.CompletionStore. Only
@@ -86,7 +86,7 @@ WHERE session_id = ?1 AND id = ?2 AND status = 'waiting'
 func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 	op := fmt.Sprintf("issuing completion %s of turn %s/%s", sqlstore.Fingerprint(c.KeyHash), c.SessionID, c.TurnID)
 	_, err := s.write.ExecContext(ctx, sqlIssueCompletion,
-		c.KeyHash[:], c.SessionID, c.TurnID, c.CallIndex, c.CallID, c.CallName, micros(c.CreatedAt))
+		c.KeyHash[:], c.SessionID, c.TurnID, c.CallIndex, c.CallID, c.CallName, micros(c.CreatedAt), c.Reason)
 	return wrap(op, err)
 }
 

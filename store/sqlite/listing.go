@@ -31,7 +31,7 @@ ORDER BY t.created_at DESC, t.id DESC
 LIMIT ?5`
 
 	sqlListParked = `SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
-    heartbeat_deadline, on_timeout, on_cancel, created_at
+    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
 FROM completions
 WHERE status = 'pending' AND (created_at, session_id, turn_id, call_idx) < (?, ?, ?, ?)
 ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
@@ -88,7 +88,7 @@ func scanParked(rows scanner) (turn.ParkedCall, error) {
 	var deadline, hbDeadline sql.NullInt64
 	var created, hbTimeout int64
 	err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created)
+		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created, &p.Reason)
 	p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
 	p.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
 	return p, err

@@ -127,16 +127,19 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 // sqlPark: an issued completion of this turn becomes pending; an early one
 // stays early (its payload waits to be applied) but takes the deadline and
 // options too. Pending and resolved completions are left as they are: a
-// park never resets a running clock nor reopens a key.
+// park never resets a running clock nor reopens a key. An approved call
+// whose tool parks it takes a new park, for its tool's work: pending, with
+// no reason.
 const sqlPark = `UPDATE completions SET
-    status             = CASE WHEN status = 'issued' THEN 'pending' ELSE status END,
+    status             = CASE WHEN status IN ('issued', 'approved') THEN 'pending' ELSE status END,
+    reason             = CASE WHEN status = 'approved' THEN '' ELSE reason END,
     deadline           = ?4,
     heartbeat_timeout  = ?5,
     heartbeat_deadline = ?6,
     on_timeout         = ?7,
     on_cancel          = ?8,
     cancel_url         = ?9
-WHERE key_hash = ?1 AND session_id = ?2 AND turn_id = ?3 AND status IN ('issued', 'early')`
+WHERE key_hash = ?1 AND session_id = ?2 AND turn_id = ?3 AND status IN ('issued', 'early', 'approved')`
 
 // Commit applies c in one transaction; see turn.Commit. The lease check
 // comes first: when it fails, the transaction is rolled back before anything

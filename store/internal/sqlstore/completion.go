@@ -15,7 +15,7 @@ import (
 // of CompletionRow.Dest.
 const CompletionColumns = `key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
-    created_at, resolved_at`
+    created_at, resolved_at, reason`
 
 // CompletionRow is a completion's row as read, but for its four times,
 // which each store scans as its own type.
@@ -24,6 +24,7 @@ type CompletionRow struct {
 	SessionID, TurnID, CallID, CallName string
 	Status                              string
 	OnTimeout, OnCancel, CancelURL      string
+	Reason                              string
 	CallIndex                           int
 	HeartbeatTimeout                    int64 // microseconds (Micros)
 }
@@ -34,7 +35,7 @@ type CompletionRow struct {
 func (r *CompletionRow) Dest(deadline, heartbeatDeadline, created, resolved any) []any {
 	return []any{&r.Key, &r.SessionID, &r.TurnID, &r.CallIndex, &r.CallID, &r.CallName, &r.Status, deadline,
 		&r.HeartbeatTimeout, heartbeatDeadline, &r.OnTimeout, &r.OnCancel, &r.CancelURL, &r.Payload, &r.PayloadHash,
-		created, resolved}
+		created, resolved, &r.Reason}
 }
 
 // Completion decodes r; the store sets the times. The payload is copied
@@ -60,6 +61,7 @@ func (r *CompletionRow) Completion() (turn.Completion, error) {
 		OnTimeout:        r.OnTimeout,
 		OnCancel:         r.OnCancel,
 		CancelURL:        r.CancelURL,
+		Reason:           r.Reason,
 		Payload:          json.RawMessage(bytes.Clone(r.Payload)),
 		PayloadHash:      ph,
 	}, nil
@@ -238,4 +240,28 @@ func LateDecision(hashes []byte, l turn.Late) turn.LateOutcome {
 		return turn.LateDropped
 	}
 	return turn.LateRecorded
+}
+
+// CheckApprove checks an approve decision before anything is written: a
+// turn key, a decision, an owner and a lease, and lines of the turn's
+// session.
+func CheckApprove(a turn.Approve) error {
+	switch {
+	case a.Key.SessionID == "" || a.Key.TurnID == "":
+		return errors.New("session id and turn id are required")
+	case len(a.Decision) == 0 || !json.Valid(a.Decision):
+		return errors.New("the decision must be JSON")
+	case a.Owner == "" || a.LeaseUntil.IsZero():
+		return errors.New("an owner and a lease are required")
+	}
+	return checkLines(a.Key, a.Lines)
+}
+
+// CheckApprovable reports, as a state error naming the key, a completion
+// (status, reason) that is not pending for approval.
+func CheckApprovable(key [32]byte, status, reason string) error {
+	if status != string(turn.CompletionPending) || reason != turn.ReasonApproval {
+		return StateError(key, turn.CompletionStatus(status), turn.CompletionPending)
+	}
+	return nil
 }

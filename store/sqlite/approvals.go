@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnd/turnd/store/internal/sqlstore"
+	"github.com/turnd/turnd/turn"
+)
+
+// Approvals; see turn.ApprovalStore and the PostgreSQL store's statements.
+const (
+	sqlApprovalState = `SELECT c.status, c.reason, t.status, t.resumes FROM turns t
+JOIN completions c ON c.session_id = t.session_id AND c.turn_id = t.id
+WHERE t.session_id = ? AND t.id = ? AND c.key_hash = ?`
+
+	sqlApprove = `UPDATE completions SET status = 'approved', payload = ?3, payload_hash = ?4
+WHERE session_id = ?1 AND key_hash = ?2 AND status = 'pending' AND reason = 'approval'`
+
+	sqlClaimApproved = `UPDATE turns SET status = 'running', lease_owner = ?3, lease_until = ?4
+WHERE session_id = ?1 AND id = ?2 AND status = 'waiting'
+    AND EXISTS (SELECT 1 FROM completions WHERE session_id = ?1 AND turn_id = ?2 AND status = 'approved')
+RETURNING resumes`
+
+	sqlListApprovals = `SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
+    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
+FROM completions
+WHERE status = 'pending' AND reason = 'approval' AND (created_at, session_id, turn_id, call_idx) < (?, ?, ?, ?)
+ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
+LIMIT ?`
+)
+
+// Approve applies an approve decision in one transaction; see
+// turn.ApprovalStore.
+func (s *Store) Approve(ctx context.Context, a turn.Approve) (turn.Approved, error) {
+	op := fmt.Sprintf("approving call of turn %s/%s (completion %s)", a.Key.SessionID, a.Key.TurnID, sqlstore.Fingerprint(a.KeyHash))
+	if err := sqlstore.CheckApprove(a); err != nil {
+		return turn.Approved{}, fmt.Errorf("%s: %w", op, err)
+	}
+	ls, err := encodeLines(a.Key, a.Lines)
+	if err != nil {
+		return turn.Approved{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var out turn.Approved
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var status, reason, turnStatus string
+		var resumes int
+		if err := tx.QueryRowContext(ctx, sqlApprovalState, a.Key.SessionID, a.Key.TurnID, a.KeyHash[:]).
+			Scan(&status, &reason, &turnStatus, &resumes); err != nil {
+			return err // sql.ErrNoRows: no such turn or key
+		}
+		if err := sqlstore.CheckApprovable(a.KeyHash, status, reason); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlApprove, a.Key.SessionID, a.KeyHash[:], string(a.Decision), a.DecisionHash[:]); err != nil {
+			return err
+		}
+		if err := ls.append(ctx, tx); err != nil {
+			return err
+		}
+		if turnStatus != string(turn.StatusWaiting) {
+			return nil
+		}
+		var epoch int
+		if err := tx.QueryRowContext(ctx, sqlClaimApproved, a.Key.SessionID, a.Key.TurnID, a.Owner, micros(a.LeaseUntil)).Scan(&epoch); err != nil {
+			return err
+		}
+		out = turn.Approved{Claimed: true, Epoch: epoch}
+		return nil
+	})
+	if err != nil {
+		return turn.Approved{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// ClaimApproved claims a waiting turn with an approved key; see
+// turn.ApprovalStore.
+func (s *Store) ClaimApproved(ctx context.Context, k turn.TurnKey, owner string, until time.Time) (int, bool, error) {
+	var epoch int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, sqlClaimApproved, k.SessionID, k.TurnID, owner, micros(until)).Scan(&epoch)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, wrap(fmt.Sprintf("claiming turn %s/%s to run its approved calls", k.SessionID, k.TurnID), err)
+	}
+	return epoch, true, nil
+}
+
+// ListApprovals returns a page of the calls pending for approval; see
+// turn.ApprovalStore.
+func (s *Store) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+	const op = "listing approvals"
+	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return queryAll(ctx, s.read, op, collectRows(scanParked), sqlListApprovals, micros(at), sid, tid, idx, limit)
+}

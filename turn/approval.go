@@ -1,0 +1,663 @@
+package turn
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/tool"
+)
+
+// Human approval: a call whose tool's policy (or its session's) asks for
+// approval is admitted and then parks before its tool runs, on a key
+// whose reason is ReasonApproval (the approval gate below). A decision
+// resolves it: a rejection answers the call {"rejected": true, "message":
+// …}; an approval moves the key to approved and runs the call, with the
+// edited arguments if any, in a run of the turn that the deciding process
+// claims (or the turn's running wave, once it ends, claims; or recovery,
+// after a crash: see resume). See ARCHITECTURE.md, "Approvals".
+
+// Ledger lines of decisions.
+const (
+	// LineCallDecided records a decision: approved or rejected, by whom,
+	// the message, and for edited arguments both the original and the
+	// edited ones.
+	LineCallDecided LineKind = "call_decided"
+	// LineDecisionLate records a decision that arrived after its call's
+	// deadline passed or its turn was cancelled.
+	LineDecisionLate LineKind = "decision_late"
+)
+
+// CallRejected is the status of a call a person rejected: its output is
+// {"rejected": true, "message": …}, which the model reads.
+const CallRejected CallStatus = "rejected"
+
+// Decisions.
+const (
+	DecisionApprove = "approve"
+	DecisionReject  = "reject"
+)
+
+// Bounds of a decision's texts.
+const (
+	MaxDecisionMessage = 4096
+	MaxDecisionBy      = 200
+)
+
+// Decision is a person's answer to a call waiting for approval.
+type Decision struct {
+	// Decision is DecisionApprove or DecisionReject.
+	Decision string
+	// Arguments, for an approval, replace the call's arguments (they are
+	// validated against the tool's schema again); nil runs the call as
+	// the model wrote it.
+	Arguments json.RawMessage
+	// Message is what the model reads of a rejection.
+	Message string
+	// By names who decided (free text, for the ledger).
+	By string
+}
+
+// DecisionResult tells the decider what happened.
+type DecisionResult struct {
+	// Decision is "approved" or "rejected".
+	Decision string
+	// Status is "accepted", or "already_decided" for a repeat of the
+	// decision that won.
+	Status string
+	Edited bool
+	Key    TurnKey
+	CallID string
+}
+
+// DecisionError is a decision that cannot be taken; Code is stable:
+// not_awaiting_approval, already_decided, approval_expired,
+// invalid_arguments.
+type DecisionError struct {
+	Code, Message string
+}
+
+func (e *DecisionError) Error() string { return e.Code + ": " + e.Message }
+
+// Decision error codes.
+const (
+	CodeNotAwaitingApproval = "not_awaiting_approval"
+	CodeAlreadyDecided      = "already_decided"
+	CodeApprovalExpired     = "approval_expired"
+	CodeAwaitingApproval    = "awaiting_approval"
+)
+
+// DecideByKey takes a decision delivered to the call's completion key
+// (POST /v1/complete/{key} with a decision body), for approvers that hold
+// the key rather than the API token.
+func (s *Service) DecideByKey(ctx context.Context, rawKey string, d Decision) (DecisionResult, error) {
+	if err := checkDecision(d); err != nil {
+		return DecisionResult{}, err
+	}
+	if s.completions == nil {
+		return DecisionResult{}, ErrNotFound
+	}
+	c, err := s.lookupKey(ctx, rawKey)
+	if err != nil {
+		return DecisionResult{}, err
+	}
+	return s.decide(ctx, c, d)
+}
+
+// decided is a decision as stored: the key's payload.
+type decided struct {
+	Decision  string          `json:"decision"` // approved or rejected
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	By        string          `json:"by,omitempty"`
+}
+
+// checkDecision checks a decision's shape (not yet its arguments against
+// the tool).
+func checkDecision(d Decision) error {
+	switch d.Decision {
+	case DecisionApprove:
+	case DecisionReject:
+		if d.Arguments != nil {
+			return invalid("arguments", "go with approve only: a rejected call does not run")
+		}
+	case "":
+		return invalid("decision", "required: approve or reject")
+	default:
+		return invalid("decision", "%q is not approve or reject", d.Decision)
+	}
+	if d.Arguments != nil {
+		if !json.Valid(d.Arguments) || !isJSONObject(d.Arguments) {
+			return invalid("arguments", "must be a JSON object")
+		}
+		if err := checkJSONText("arguments", d.Arguments); err != nil {
+			return err
+		}
+	}
+	if len(d.Message) > MaxDecisionMessage {
+		return invalid("message", "%d bytes, more than %d", len(d.Message), MaxDecisionMessage)
+	}
+	if len(d.By) > MaxDecisionBy {
+		return invalid("by", "%d bytes, more than %d", len(d.By), MaxDecisionBy)
+	}
+	if !utf8.ValidString(d.Message) || !utf8.ValidString(d.By) {
+		return invalid("message", "must be valid UTF-8")
+	}
+	if err := checkText("message", d.Message); err != nil {
+		return err
+	}
+	return checkText("by", d.By)
+}
+
+func isJSONObject(b json.RawMessage) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+// stored is the decision as the key keeps it, and its hash: the hash
+// leaves out who decided, so that two people taking the same decision are
+// one decision.
+func (d Decision) stored() (json.RawMessage, [32]byte) {
+	st := decided{Decision: d.past(), Arguments: d.Arguments, Message: d.Message}
+	var args any
+	if d.Arguments != nil && json.Unmarshal(d.Arguments, &args) == nil {
+		st.Arguments = mustJSON(args) // canonical: sorted keys, no spaces
+	}
+	h := sha256.Sum256(mustJSON(st))
+	st.By, st.Arguments = d.By, d.Arguments // the tool gets the arguments as the approver wrote them
+	return mustJSON(st), h
+}
+
+func (d Decision) past() string {
+	if d.Decision == DecisionApprove {
+		return "approved"
+	}
+	return "rejected"
+}
+
+// Decide takes a decision on call callID of turn k, which must be waiting
+// for approval.
+func (s *Service) Decide(ctx context.Context, k TurnKey, callID string, d Decision) (DecisionResult, error) {
+	if err := checkDecision(d); err != nil {
+		return DecisionResult{}, err
+	}
+	if !validPathID(k.SessionID) || !validPathID(k.TurnID) || s.completions == nil {
+		return DecisionResult{}, ErrNotFound
+	}
+	cs, err := s.completions.TurnCompletions(ctx, k)
+	if err != nil {
+		return DecisionResult{}, fmt.Errorf("reading the turn's completions: %w", err)
+	}
+	var found *Completion
+	for i := range cs {
+		if cs[i].CallID == callID && cs[i].Reason == ReasonApproval {
+			found = &cs[i]
+		}
+	}
+	if found == nil {
+		t, err := s.store.GetTurn(ctx, k)
+		if err != nil {
+			return DecisionResult{}, err
+		}
+		for _, c := range t.Calls {
+			if c.ID == callID {
+				return DecisionResult{}, &DecisionError{CodeNotAwaitingApproval, fmt.Sprintf("call %q is not waiting for approval", callID)}
+			}
+		}
+		return DecisionResult{}, fmt.Errorf("call %q: %w", callID, ErrNotFound)
+	}
+	return s.decide(ctx, *found, d)
+}
+
+// decide takes decision d on completion c.
+func (s *Service) decide(ctx context.Context, c Completion, d Decision) (DecisionResult, error) {
+	if err := checkDecision(d); err != nil {
+		return DecisionResult{}, err
+	}
+	k := TurnKey{c.SessionID, c.TurnID}
+	payload, hash := d.stored()
+	res := DecisionResult{Decision: d.past(), Status: "accepted", Edited: d.Arguments != nil, Key: k, CallID: c.CallID}
+	for range 3 {
+		switch {
+		case c.Reason != ReasonApproval && c.Status != CompletionApproved:
+			return DecisionResult{}, &DecisionError{CodeNotAwaitingApproval, fmt.Sprintf("call %q is waiting for its tool's result, not for approval", c.CallID)}
+		case c.Status == CompletionIssued || c.Status == CompletionEarly:
+			return DecisionResult{}, &DecisionError{CodeNotAwaitingApproval, fmt.Sprintf("call %q is being parked for approval; decide again in a moment", c.CallID)}
+		case c.Status == CompletionTimedOut || c.Status == CompletionCancelled:
+			s.recordLateDecision(ctx, c, payload, hash)
+			return DecisionResult{}, &DecisionError{CodeApprovalExpired, fmt.Sprintf("call %q no longer waits for a decision: it %s; the decision is recorded in the ledger as decision_late", c.CallID, expiredWhy(c.Status))}
+		case c.Status == CompletionApproved || c.Status == CompletionCompleted || (c.Status == CompletionPending && c.Reason != ReasonApproval):
+			var won decided
+			_ = json.Unmarshal(c.Payload, &won)
+			if c.PayloadHash == hash {
+				res.Status = "already_decided"
+				return res, nil
+			}
+			what := won.Decision
+			if what == "" {
+				what = "decided"
+			}
+			return DecisionResult{}, &DecisionError{CodeAlreadyDecided, fmt.Sprintf("call %q was already %s by another decision", c.CallID, what)}
+		}
+		// Pending for approval.
+		if now := s.now(); !c.Deadline.IsZero() && !now.Before(c.Deadline) {
+			s.expireDue(ctx) // the deadline passed: apply its policy now
+			s.recordLateDecision(ctx, c, payload, hash)
+			return DecisionResult{}, &DecisionError{CodeApprovalExpired, fmt.Sprintf("call %q no longer waits for a decision: its deadline passed; the decision is recorded in the ledger as decision_late", c.CallID)}
+		}
+		var err error
+		if d.Decision == DecisionApprove {
+			err = s.approve(ctx, c, d, payload, hash)
+		} else {
+			err = s.reject(ctx, c, d, payload, hash)
+		}
+		if !errors.Is(err, ErrCompletionState) {
+			if err != nil {
+				return DecisionResult{}, err
+			}
+			return res, nil
+		}
+		// Decided, expired or cancelled meanwhile: look again.
+		if c, err = s.completions.GetCompletion(ctx, c.SessionID, c.KeyHash); err != nil {
+			return DecisionResult{}, fmt.Errorf("reading completion: %w", err)
+		}
+	}
+	return DecisionResult{}, fmt.Errorf("the approval kept changing state: %w", ErrUnavailable)
+}
+
+func expiredWhy(st CompletionStatus) string {
+	if st == CompletionTimedOut {
+		return "timed out"
+	}
+	return "was cancelled"
+}
+
+// decidedLine is the call_decided line of d on c's call, whose arguments
+// as posted are original.
+func decidedLine(c Completion, d Decision, original json.RawMessage, now Line) Line {
+	data := map[string]any{"decision": d.past(), "edited": d.Arguments != nil}
+	if d.By != "" {
+		data["by"] = d.By
+	}
+	if d.Message != "" {
+		data["message"] = d.Message
+	}
+	if d.Arguments != nil {
+		data["arguments"] = d.Arguments
+		if len(original) == 0 {
+			original = json.RawMessage(`{}`)
+		}
+		data["original_arguments"] = original
+	}
+	now.CallID, now.Kind, now.Data = c.CallID, LineCallDecided, mustJSON(data)
+	return now
+}
+
+// approve validates d's edited arguments against the tool, stores the
+// approval and runs the call (see Approve): at once when the turn was
+// waiting, else once its wave ends.
+func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload json.RawMessage, hash [32]byte) error {
+	k := TurnKey{c.SessionID, c.TurnID}
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		return fmt.Errorf("reading turn: %w", err)
+	}
+	if c.CallIndex < 0 || c.CallIndex >= len(t.Calls) {
+		return fmt.Errorf("completion of call %d of a turn of %d calls: %w", c.CallIndex, len(t.Calls), ErrNotFound)
+	}
+	original := t.Calls[c.CallIndex].Arguments
+	if d.Arguments != nil {
+		spec, ok := s.cfg.Tools().Lookup(c.CallName)
+		if !ok {
+			return &DecisionError{"invalid_arguments", fmt.Sprintf("tool %q is no longer registered: its arguments cannot be checked", c.CallName)}
+		}
+		if _, err := spec.Check(d.Arguments); err != nil {
+			return &DecisionError{"invalid_arguments", err.Error()}
+		}
+	}
+	st := s.store
+	now := s.now()
+	line := decidedLine(c, d, original, Line{SessionID: k.SessionID, TurnID: k.TurnID, At: now})
+	got, err := st.Approve(ctx, Approve{Key: k, KeyHash: c.KeyHash, Decision: payload, DecisionHash: hash,
+		Lines: []Line{line}, Owner: s.cfg.Owner, LeaseUntil: now.Add(s.cfg.LeaseTTL)})
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "call approved", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "edited", d.Arguments != nil, "by", d.By)
+	if got.Claimed {
+		s.runApproved(k, got.Epoch)
+	}
+	return nil
+}
+
+// runApproved resumes turn k, claimed at epoch, to run its approved calls;
+// a failure leaves it to recovery once its lease expires.
+func (s *Service) runApproved(k TurnKey, epoch int) {
+	ctx := context.WithoutCancel(s.base)
+	if err := s.resume(ctx, k, epoch); err != nil {
+		s.log.Error("running an approved call failed; recovery runs it once the turn's lease expires", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+	}
+}
+
+// continueApproved claims turn k, whose wave just ended waiting, when a
+// decision approved one of its calls while the wave ran, and runs it.
+func (s *Service) continueApproved(ctx context.Context, k TurnKey) {
+	epoch, claimed, err := s.store.ClaimApproved(ctx, k, s.cfg.Owner, s.now().Add(s.cfg.LeaseTTL))
+	if err != nil {
+		s.log.Error("claiming a turn with approved calls failed; recovery runs them", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+		return
+	}
+	if claimed {
+		s.runApproved(k, epoch)
+	}
+}
+
+// reject answers the call {"rejected": true, "message": …} and settles the
+// turn when nothing else of it is pending.
+func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload json.RawMessage, hash [32]byte) error {
+	k := TurnKey{c.SessionID, c.TurnID}
+	t, err := s.store.GetTurn(ctx, k)
+	if err != nil {
+		return fmt.Errorf("reading turn: %w", err)
+	}
+	sess, err := s.storedSession(ctx, k.SessionID)
+	if err != nil {
+		return fmt.Errorf("reading session: %w", err)
+	}
+	now := s.now()
+	res := resultAt(t, c)
+	res.Status, res.Error, res.FinishedAt = CallRejected, nil, now
+	res.Output = mustJSON(map[string]any{"rejected": true, "message": d.Message})
+	res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID = false, 0, 0, ""
+	var original json.RawMessage
+	if c.CallIndex >= 0 && c.CallIndex < len(t.Calls) {
+		original = t.Calls[c.CallIndex].Arguments
+	}
+	lines := []Line{
+		decidedLine(c, d, original, Line{SessionID: k.SessionID, TurnID: k.TurnID, At: now}),
+		{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
+			Data: mustJSON(map[string]any{"status": CallRejected, "completed_by": "decision", "key": completion.Hash(c.KeyHash).Fingerprint()})},
+	}
+	settled, err := s.completions.Resolve(ctx, ResolveBatch{
+		Key:           k,
+		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: CompletionPending, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res}},
+		Lines:         lines,
+		SettleStatus:  StatusCompleted,
+		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
+		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
+		Now:           now,
+	})
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "call rejected", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "by", d.By)
+	if settled {
+		s.observeSettled(StatusCompleted, t.CreatedAt)
+		s.wakeWebhooks()
+	}
+	return nil
+}
+
+// recordLateDecision records a decision that came too late as a
+// decision_late line, once per distinct decision.
+func (s *Service) recordLateDecision(ctx context.Context, c Completion, payload json.RawMessage, hash [32]byte) {
+	ctx = context.WithoutCancel(ctx)
+	k := TurnKey{c.SessionID, c.TurnID}
+	fp := completion.Hash(c.KeyHash).Fingerprint()
+	l := Late{KeyHash: c.KeyHash, PayloadHash: hash, Max: MaxLateLines,
+		Line: Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineDecisionLate, At: s.now(),
+			Data: mustJSON(map[string]any{"status": c.Status, "key": fp, "decision": payload})}}
+	if _, err := s.completions.RecordLate(ctx, k, l); err != nil {
+		s.log.ErrorContext(ctx, "recording a late decision failed", "key", fp, "err", err)
+	}
+}
+
+// closeApproved resolves the keys of the approved calls the wave answered
+// (they did not park again), now that their answers are stored: each key
+// keeps its decision as its payload. A crash before this leaves the key
+// approved, and the turn's next resume closes it (takeApproved).
+func (r *run) closeApproved(ctx context.Context) {
+	r.mu.Lock()
+	aps := r.closeAfter
+	r.closeAfter = nil
+	r.mu.Unlock()
+	for _, ap := range aps {
+		r.svc.closeApprovedKey(ctx, r.key, ap)
+	}
+}
+
+func (s *Service) closeApprovedKey(ctx context.Context, k TurnKey, ap *approvedCall) {
+	b := ResolveBatch{Key: k, SettleStatus: StatusCompleted, Now: s.now(), Items: []Resolution{
+		{KeyHash: ap.key, Expect: CompletionApproved, Status: CompletionCompleted, Payload: ap.payload, PayloadHash: ap.hash, KeepResult: true},
+	}}
+	settled, err := s.completions.Resolve(ctx, b)
+	if err != nil && !errors.Is(err, ErrCompletionState) {
+		s.log.ErrorContext(ctx, "closing the key of an approved call failed; the turn's next resume closes it", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+	}
+	if settled {
+		s.wakeWebhooks()
+	}
+}
+
+// approvedCall is a call of a resumed turn that a person approved: its
+// key, and the decision (whose edited arguments the call runs with).
+type approvedCall struct {
+	key     [32]byte
+	payload json.RawMessage
+	hash    [32]byte
+	args    json.RawMessage // nil: as posted
+}
+
+// takeApproved finds the turn's approved calls for a run that resumes it:
+// their pending results are dropped from recorded, so that they run.
+func (s *Service) takeApproved(ctx context.Context, r *run) error {
+	if s.completions == nil {
+		return nil
+	}
+	cs, err := s.completions.TurnCompletions(ctx, r.key)
+	if err != nil {
+		return fmt.Errorf("reading the turn's completions: %w", err)
+	}
+	for _, c := range cs {
+		if c.Status != CompletionApproved {
+			continue
+		}
+		rec, ok := r.recorded[c.CallIndex]
+		var d decided
+		if ok && rec.Status.Final() && rec.Status != CallPending {
+			// Answered, and stopped before its key was closed.
+			s.closeApprovedKey(ctx, r.key, &approvedCall{key: c.KeyHash, payload: c.Payload, hash: c.PayloadHash})
+			continue
+		}
+		if err := json.Unmarshal(c.Payload, &d); err != nil {
+			return fmt.Errorf("reading the decision of call %s: %w", c.CallID, err)
+		}
+		if r.approved == nil {
+			r.approved = make(map[int]*approvedCall)
+		}
+		r.approved[c.CallIndex] = &approvedCall{key: c.KeyHash, payload: c.Payload, hash: c.PayloadHash, args: d.Arguments}
+		if !ok || rec.Status == CallPending {
+			delete(r.recorded, c.CallIndex) // it runs; a started one is answered as after any crash
+		}
+		if c.CallIndex >= 0 && c.CallIndex < len(r.calls) {
+			r.calls[c.CallIndex].admittedLine = true // written when it parked
+		}
+	}
+	return nil
+}
+
+// approvalGate is the tool of a call admitted to wait for approval: it
+// takes the call's completion key and parks the call on it, under the
+// tool's pending options. Nothing of the call's own tool runs.
+type approvalGate struct {
+	svc     *Service
+	pending completion.Options
+}
+
+func (g approvalGate) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
+	key, err := at.CompletionKey(ctx)
+	if err != nil {
+		return dispatch.Fail("approval_unavailable", "the call needs approval, but turnd could not park it: "+err.Error())
+	}
+	r, err := completion.Resolve(g.svc.now(), g.pending, completion.Options{})
+	if err != nil {
+		return dispatch.Fail("approval_unavailable", "the tool's pending options are invalid: "+err.Error())
+	}
+	return dispatch.Defer(dispatch.Pending{Key: key, Deadline: r.Deadline, HeartbeatTimeout: r.HeartbeatTimeout,
+		OnTimeout: string(r.OnTimeout), OnCancel: string(r.OnCancel)})
+}
+
+// approvalNeeded says why call i (of spec, arguments args) must wait for
+// approval, or false: its tool's policy or its session's asks, and no
+// decision approved it yet.
+func (r *run) approvalNeeded(i int, spec *tool.Spec, args json.RawMessage) (string, bool) {
+	if _, ok := r.approved[i]; ok {
+		return "", false
+	}
+	if why, ok := spec.NeedsApproval(args); ok {
+		return why, true
+	}
+	if r.session.Approval != nil {
+		return r.session.Approval.Needs(spec, args)
+	}
+	return "", false
+}
+
+// keyReason is the reason of the key call callID takes: ReasonApproval
+// for a call parking for approval.
+func (r *run) keyReason(callID string) string {
+	if i, ok := r.index[callID]; ok && r.calls[i].approval != "" {
+		return ReasonApproval
+	}
+	return ""
+}
+
+// approvalRequest is a call parked for approval, for its webhook.
+type approvalRequest struct {
+	CallID    string    `json:"call_id"`
+	CallIndex int       `json:"call_index"`
+	Tool      string    `json:"tool"`
+	Deadline  time.Time `json:"deadline"`
+	Rule      string    `json:"rule"`
+	// CompleteURL is where an approver holding no API token posts the
+	// decision: it carries the call's completion key, a credential, sent
+	// only to the session's own signed callback.
+	CompleteURL string `json:"complete_url"`
+}
+
+// EventApprovalRequested is the webhook event of calls parked for
+// approval.
+const EventApprovalRequested = "approval.requested"
+
+// requestedLocked notes call i, parked for approval on pk, for the
+// approval.requested webhook of the commit that stores the park (r.mu
+// held).
+func (r *run) requestedLocked(i int, call dispatch.Call, pk Park, key, why string) {
+	r.approvalParked = true
+	if r.session.CallbackURL == "" {
+		return
+	}
+	if r.requested == nil {
+		r.requested = make(map[[32]byte]approvalRequest)
+	}
+	r.requested[pk.KeyHash] = approvalRequest{CallID: call.ID, CallIndex: i, Tool: call.Name, Deadline: pk.Deadline, Rule: why,
+		CompleteURL: r.svc.cfg.CompleteURL(key)}
+}
+
+// approvalWebhook is the approval.requested webhook of the approvals among
+// parks, to the session's callback URL; nil when there are none.
+func (r *run) approvalWebhook(parks []Park) *Webhook {
+	r.mu.Lock()
+	var calls []approvalRequest
+	for _, p := range parks {
+		if q, ok := r.requested[p.KeyHash]; ok {
+			calls = append(calls, q)
+		}
+	}
+	r.mu.Unlock()
+	if len(calls) == 0 {
+		return nil
+	}
+	at := r.svc.now().UTC()
+	type data struct {
+		SessionID string            `json:"session_id"`
+		TurnID    string            `json:"turn_id"`
+		Approvals []approvalRequest `json:"approvals"`
+	}
+	body := mustJSON(struct {
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      data      `json:"data"`
+	}{EventApprovalRequested, at, data{r.key.SessionID, r.key.TurnID, calls}})
+	return &Webhook{ID: completion.NewMessageID(), SessionID: r.key.SessionID, TurnID: r.key.TurnID,
+		URL: r.session.CallbackURL, Event: EventApprovalRequested, Body: body, NextAttemptAt: at, CreatedAt: at}
+}
+
+// Approval is a call waiting for a decision, as listed: its parked key's
+// row, the call's arguments as posted, and the rule of the current policy
+// that asks for it ("" when the policy no longer does).
+type Approval struct {
+	ParkedCall
+	Arguments json.RawMessage
+	Rule      string
+}
+
+// ListApprovals returns a page of the calls waiting for approval across
+// sessions, newest first.
+func (s *Service) ListApprovals(ctx context.Context, after Cursor, limit int) ([]Approval, error) {
+	if err := checkList(limit); err != nil {
+		return nil, err
+	}
+	if _, _, _, ok := SplitParkedID(after.ID); !after.IsZero() && !ok {
+		return nil, invalid("after", "is not a cursor of the approvals listing")
+	}
+	rows, err := s.store.ListApprovals(ctx, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing approvals: %w", err)
+	}
+	turns := map[TurnKey]Turn{}
+	sessions := map[string]Session{}
+	reg := s.cfg.Tools()
+	out := make([]Approval, 0, len(rows))
+	for _, p := range rows {
+		a := Approval{ParkedCall: p}
+		k := TurnKey{p.SessionID, p.TurnID}
+		t, ok := turns[k]
+		if !ok {
+			if t, err = s.store.GetTurn(ctx, k); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, fmt.Errorf("reading turn of an approval: %w", err)
+			}
+			turns[k] = t
+		}
+		if p.CallIndex >= 0 && p.CallIndex < len(t.Calls) {
+			a.Arguments = t.Calls[p.CallIndex].Arguments
+		}
+		if spec, ok := reg.Lookup(p.CallName); ok {
+			a.Rule, _ = spec.NeedsApproval(a.Arguments)
+			if a.Rule == "" {
+				sess, ok := sessions[p.SessionID]
+				if !ok {
+					sess, _ = s.storedSession(ctx, p.SessionID)
+					sessions[p.SessionID] = sess
+				}
+				if sess.Approval != nil {
+					a.Rule, _ = sess.Approval.Needs(spec, a.Arguments)
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

@@ -1,0 +1,333 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/dispatch"
+	"github.com/turnd/turnd/internal/teststores"
+	"github.com/turnd/turnd/tool"
+	"github.com/turnd/turnd/turn"
+)
+
+// gatedTools are a write that needs approval (with a schema: {"path":
+// string}), recording the arguments of each run, and a read that does not.
+type gatedTools struct {
+	mu   sync.Mutex
+	runs []string // the arguments of each run of "rm"
+	hold chan struct{}
+}
+
+func (g *gatedTools) specs(t *testing.T, pending completion.Options) []*tool.Spec {
+	always := &tool.Approval{Always: true}
+	rm := &tool.Spec{Name: "rm", Effect: dispatch.EffectWrite, Approval: always, Pending: pending,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+		Impl: dispatch.ToolFunc(func(_ context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+			g.mu.Lock()
+			g.runs = append(g.runs, string(c.Arguments))
+			g.mu.Unlock()
+			return dispatch.OK([]byte(`"removed"`), true)
+		})}
+	slow := &tool.Spec{Name: "slow", Effect: dispatch.EffectWrite, Impl: dispatch.ToolFunc(func(ctx context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+		if g.hold != nil {
+			<-g.hold
+		}
+		return dispatch.OK([]byte(`"slow done"`), true)
+	})}
+	ls := &tool.Spec{Name: "ls", Effect: dispatch.EffectRead, Impl: dispatch.ToolFunc(echo)}
+	return []*tool.Spec{rm, slow, ls}
+}
+
+func (g *gatedTools) ran() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.runs...)
+}
+
+func approvalService(t *testing.T, store turn.Store, owner string, reg *tool.Registry) *turn.Service {
+	t.Helper()
+	return startService(t, turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: owner,
+		LeaseTTL: 2 * time.Second, SweepInterval: 10 * time.Millisecond})
+}
+
+// parkForApproval submits a turn whose call "c" (rm) needs approval and
+// waits for its answer: c pending, nothing of rm run.
+func parkForApproval(t *testing.T, svc *turn.Service, g *gatedTools, session, id string, calls ...turn.Call) turn.Turn {
+	t.Helper()
+	if calls == nil {
+		calls = []turn.Call{{ID: "l", Name: "ls", Arguments: json.RawMessage(`{}`)}, {ID: "c", Name: "rm", Arguments: json.RawMessage(`{"path":"/tmp/a"}`)}}
+	}
+	got := submitAwait(t, svc, session, turn.TurnRequest{ID: id, Calls: calls})
+	if got.Status != turn.StatusWaiting {
+		t.Fatalf("turn %s, want waiting", got.Status)
+	}
+	for _, r := range got.Results {
+		if r.CallID == "c" && r.Status != turn.CallPending {
+			t.Fatalf("c is %s, want pending", r.Status)
+		}
+	}
+	if len(g.ran()) != 0 {
+		t.Fatalf("rm ran before a decision: %v", g.ran())
+	}
+	return got
+}
+
+func resultOf(t *testing.T, tr turn.Turn, id string) turn.Result {
+	t.Helper()
+	for _, r := range tr.Results {
+		if r.CallID == id {
+			return r
+		}
+	}
+	t.Fatalf("no result for %s in %+v", id, tr.Results)
+	return turn.Result{}
+}
+
+func decisionCode(err error) string {
+	var de *turn.DecisionError
+	if errors.As(err, &de) {
+		return de.Code
+	}
+	return ""
+}
+
+func TestApprovalDecisions(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		t.Run("approve runs the tool once, as posted", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{})...))
+			parkForApproval(t, svc, g, "s", "t")
+			ledger := ledgerText(t, store, "s")
+			if !strings.Contains(ledger, `call_pending c {`) || !strings.Contains(ledger, `"reason":"approval"`) || !strings.Contains(ledger, `"rule":"always"`) {
+				t.Fatalf("no call_pending with reason approval:\n%s", ledger)
+			}
+			list, err := svc.ListApprovals(context.Background(), turn.Cursor{}, 10)
+			if err != nil || len(list) != 1 || list[0].CallID != "c" || string(list[0].Arguments) != `{"path":"/tmp/a"}` || list[0].Rule != "always" {
+				t.Fatalf("approvals %+v %v", list, err)
+			}
+			res, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", turn.Decision{Decision: turn.DecisionApprove, By: "ana"})
+			if err != nil || res.Status != "accepted" || res.Decision != "approved" {
+				t.Fatalf("decide: %+v %v", res, err)
+			}
+			tr := waitSettled(t, svc, "s", "t")
+			if r := resultOf(t, tr, "c"); tr.Status != turn.StatusCompleted || r.Status != turn.CallOK || string(r.Output) != `"removed"` {
+				t.Fatalf("after approval: %s, c %s %s", tr.Status, r.Status, r.Output)
+			}
+			if got := g.ran(); len(got) != 1 || got[0] != `{"path":"/tmp/a"}` {
+				t.Fatalf("rm ran %v, want once with the posted arguments", got)
+			}
+			// A repeat is the same decision; another is refused.
+			if res, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", turn.Decision{Decision: turn.DecisionApprove, By: "bo"}); err != nil || res.Status != "already_decided" {
+				t.Fatalf("repeat: %+v %v", res, err)
+			}
+			if _, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", turn.Decision{Decision: turn.DecisionReject}); decisionCode(err) != turn.CodeAlreadyDecided {
+				t.Fatalf("reject after approve: %v", err)
+			}
+			if list, _ := svc.ListApprovals(context.Background(), turn.Cursor{}, 10); len(list) != 0 {
+				t.Fatalf("still listed: %+v", list)
+			}
+			ledger = ledgerText(t, store, "s")
+			for _, want := range []string{`call_decided c {"by":"ana","decision":"approved","edited":false}`, "call_answered c"} {
+				if !strings.Contains(ledger, want) {
+					t.Errorf("ledger lacks %q:\n%s", want, ledger)
+				}
+			}
+			if n := strings.Count(ledger, "call_admitted c"); n != 1 {
+				t.Errorf("%d call_admitted lines for c:\n%s", n, ledger)
+			}
+		})
+		t.Run("approve with edited arguments", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{})...))
+			parkForApproval(t, svc, g, "s", "t")
+			k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+			for _, bad := range []string{`{"path":7}`, `{}`} {
+				_, err := svc.Decide(context.Background(), k, "c", turn.Decision{Decision: turn.DecisionApprove, Arguments: json.RawMessage(bad)})
+				if decisionCode(err) != "invalid_arguments" {
+					t.Fatalf("edited %s: %v, want invalid_arguments", bad, err)
+				}
+			}
+			if _, err := svc.Decide(context.Background(), k, "c", turn.Decision{Decision: turn.DecisionApprove, Arguments: json.RawMessage(`[1]`)}); err == nil {
+				t.Fatal("non-object arguments accepted")
+			}
+			if len(g.ran()) != 0 {
+				t.Fatalf("rm ran on refused edits: %v", g.ran())
+			}
+			res, err := svc.Decide(context.Background(), k, "c", turn.Decision{Decision: turn.DecisionApprove, Arguments: json.RawMessage(`{"path": "/tmp/b"}`)})
+			if err != nil || !res.Edited {
+				t.Fatalf("decide: %+v %v", res, err)
+			}
+			waitSettled(t, svc, "s", "t")
+			if got := g.ran(); len(got) != 1 || strings.ReplaceAll(got[0], " ", "") != `{"path":"/tmp/b"}` {
+				t.Fatalf("rm ran %v, want once with the edited arguments", got)
+			}
+			ledger := ledgerText(t, store, "s")
+			if !strings.Contains(ledger, `"arguments":{"path":"/tmp/b"}`) || !strings.Contains(ledger, `"original_arguments":{"path":"/tmp/a"}`) {
+				t.Errorf("call_decided lacks both argument sets:\n%s", ledger)
+			}
+		})
+		t.Run("reject answers the model", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{})...))
+			parkForApproval(t, svc, g, "s", "t")
+			if _, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", turn.Decision{Decision: turn.DecisionReject, Message: "not that file"}); err != nil {
+				t.Fatal(err)
+			}
+			tr := waitSettled(t, svc, "s", "t")
+			r := resultOf(t, tr, "c")
+			if tr.Status != turn.StatusCompleted || r.Status != turn.CallRejected || string(r.Output) != `{"message":"not that file","rejected":true}` {
+				t.Fatalf("after reject: %s, c %s %s", tr.Status, r.Status, r.Output)
+			}
+			if len(g.ran()) != 0 {
+				t.Fatalf("rm ran after a rejection: %v", g.ran())
+			}
+		})
+		t.Run("racing decisions: one wins", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{})...))
+			parkForApproval(t, svc, g, "s", "t")
+			var accepted, refused atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := turn.Decision{Decision: turn.DecisionApprove}
+					if i%2 == 1 {
+						d = turn.Decision{Decision: turn.DecisionReject, Message: "no"}
+					}
+					res, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", d)
+					switch {
+					case err == nil && res.Status == "accepted":
+						accepted.Add(1)
+					case decisionCode(err) == turn.CodeAlreadyDecided || (err == nil && res.Status == "already_decided"):
+						refused.Add(1)
+					default:
+						t.Errorf("decision %d: %+v %v", i, res, err)
+					}
+				}()
+			}
+			wg.Wait()
+			if accepted.Load() != 1 || refused.Load() != 7 {
+				t.Fatalf("%d accepted, %d refused; want 1 and 7", accepted.Load(), refused.Load())
+			}
+			tr := waitSettled(t, svc, "s", "t")
+			r := resultOf(t, tr, "c")
+			if n := len(g.ran()); (r.Status == turn.CallOK) != (n == 1) || n > 1 {
+				t.Fatalf("c %s and rm ran %d times", r.Status, n)
+			}
+		})
+		t.Run("a decision after the deadline is 410 and recorded", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{Deadline: "150ms"})...))
+			parkForApproval(t, svc, g, "s", "t")
+			time.Sleep(200 * time.Millisecond)
+			_, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", turn.Decision{Decision: turn.DecisionApprove})
+			if decisionCode(err) != turn.CodeApprovalExpired {
+				t.Fatalf("late decision: %v, want approval_expired", err)
+			}
+			tr := waitSettled(t, svc, "s", "t")
+			if r := resultOf(t, tr, "c"); r.Status == turn.CallOK || len(g.ran()) != 0 {
+				t.Fatalf("c %s, rm ran %v", r.Status, g.ran())
+			}
+			if ledger := ledgerText(t, store, "s"); !strings.Contains(ledger, "decision_late c") {
+				t.Fatalf("no decision_late line:\n%s", ledger)
+			}
+		})
+		t.Run("a decision while the wave still runs", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{hold: make(chan struct{})}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{})...))
+			calls := []turn.Call{{ID: "c", Name: "rm", Arguments: json.RawMessage(`{"path":"/x"}`)}, {ID: "w", Name: "slow", Arguments: json.RawMessage(`{}`)}}
+			if _, err := svc.Submit(context.Background(), "s", turn.TurnRequest{ID: "t", Calls: calls, Async: true}); err != nil {
+				t.Fatal(err)
+			}
+			k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+			released := false
+			defer func() {
+				if !released {
+					close(g.hold)
+				}
+			}()
+			var err error
+			for range 500 {
+				if _, err = svc.Decide(context.Background(), k, "c", turn.Decision{Decision: turn.DecisionApprove}); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(g.hold)
+			released = true
+			tr := waitSettled(t, svc, "s", "t")
+			if r := resultOf(t, tr, "c"); r.Status != turn.CallOK || len(g.ran()) != 1 {
+				t.Fatalf("c %s, rm ran %v", r.Status, g.ran())
+			}
+		})
+		t.Run("a restart between park and decision", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			reg := mustRegistry(t, g.specs(t, completion.Options{})...)
+			a, err := turn.New(turn.Config{Store: store, Tools: func() *tool.Registry { return reg }, Owner: "a", LeaseTTL: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			parkForApproval(t, a, g, "s", "t")
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = a.Shutdown(ctx)
+			cancel()
+			b := approvalService(t, store, "b", reg)
+			if _, err := b.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "c", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+			tr := waitSettled(t, b, "s", "t")
+			if r := resultOf(t, tr, "c"); r.Status != turn.CallOK || len(g.ran()) != 1 {
+				t.Fatalf("c %s, rm ran %v", r.Status, g.ran())
+			}
+		})
+		t.Run("bad decisions", func(t *testing.T) {
+			t.Parallel()
+			g, store := &gatedTools{}, open(t)
+			svc := approvalService(t, store, "a", mustRegistry(t, g.specs(t, completion.Options{})...))
+			parkForApproval(t, svc, g, "s", "t")
+			k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+			var inv *turn.InvalidError
+			for _, d := range []turn.Decision{{}, {Decision: "maybe"}, {Decision: turn.DecisionReject, Arguments: json.RawMessage(`{}`)},
+				{Decision: turn.DecisionReject, Message: strings.Repeat("x", turn.MaxDecisionMessage+1)}, {Decision: turn.DecisionApprove, Arguments: json.RawMessage(`{`)}} {
+				if _, err := svc.Decide(context.Background(), k, "c", d); !errors.As(err, &inv) {
+					t.Errorf("%+v: %v, want an invalid decision", d, err)
+				}
+			}
+			if _, err := svc.Decide(context.Background(), k, "l", turn.Decision{Decision: turn.DecisionApprove}); decisionCode(err) != turn.CodeNotAwaitingApproval {
+				t.Errorf("deciding a call that needs none: %v", err)
+			}
+			if _, err := svc.Decide(context.Background(), k, "nope", turn.Decision{Decision: turn.DecisionApprove}); !errors.Is(err, turn.ErrNotFound) {
+				t.Errorf("unknown call: %v", err)
+			}
+			if _, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t2"}, "c", turn.Decision{Decision: turn.DecisionApprove}); !errors.Is(err, turn.ErrNotFound) {
+				t.Errorf("unknown turn: %v", err)
+			}
+			if len(g.ran()) != 0 {
+				t.Fatalf("rm ran: %v", g.ran())
+			}
+		})
+	})
+}
