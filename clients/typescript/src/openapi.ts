@@ -1027,11 +1027,13 @@ export interface webhooks {
         put?: never;
         /**
          * A call of the session waits for approval (sent to its callback_url)
-         * @description When the approval policy parks a call of a session created with a
+         * @description When the approval policy parks calls of a session created with a
          *     `callback_url`, turnd POSTs this message to the URL, delivered and
          *     signed as `turn.settled` is (at least once, the same `webhook-id`
-         *     on every attempt). Decide the call with
-         *     `POST /v1/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision`.
+         *     on every attempt). Decide each call with
+         *     `POST /v1/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision`
+         *     (API token) or by posting the Decision to its `complete_url`
+         *     (the key is the credential).
          */
         post: operations["approvalRequestedWebhook"];
         delete?: never;
@@ -1804,36 +1806,55 @@ export interface components {
         };
         /**
          * @description The `approval.requested` webhook's body (Standard Webhooks: `type`,
-         *     `timestamp`, `data`): a call of the session was parked for
-         *     approval. Read its arguments with `GET /v1/approvals` or the
-         *     turn's calls.
+         *     `timestamp`, `data`): calls of one turn of the session were parked
+         *     for approval (one message per commit of parks, so a turn whose
+         *     calls park together sends them in one). Read their arguments with
+         *     `GET /v1/approvals` or the turn's calls. Each call's
+         *     `complete_url` carries its completion key, the credential an
+         *     approver without an API token decides with
+         *     (`POST /v1/complete/{key}` with a Decision): treat the message as
+         *     a secret, and verify its signature.
          * @example {
          *       "type": "approval.requested",
          *       "timestamp": "2025-01-02T03:04:05Z",
          *       "data": {
          *         "session_id": "conv-42",
          *         "turn_id": "turn-1",
-         *         "call_id": "call_a",
-         *         "call_index": 0,
-         *         "tool": "delete_file",
-         *         "deadline": "2025-01-03T03:04:05Z",
-         *         "rule": "tool delete_file: always"
+         *         "approvals": [
+         *           {
+         *             "call_id": "call_a",
+         *             "call_index": 0,
+         *             "tool": "delete_file",
+         *             "deadline": "2025-01-03T03:04:05Z",
+         *             "rule": "tool delete_file: always",
+         *             "complete_url": "https://turnd.example/v1/complete/ck_2f6kq3z7c4w5m2ralm6f7b3ulq"
+         *           }
+         *         ]
          *       }
          *     }
          */
         ApprovalRequestedEvent: {
             /** @constant */
             type: "approval.requested";
-            /** @description When the call was parked. */
+            /** @description When the calls were parked. */
             timestamp: components["schemas"]["Timestamp"];
             data: {
                 session_id: components["schemas"]["ID"];
                 turn_id: components["schemas"]["ID"];
-                call_id: components["schemas"]["CallID"];
-                call_index: number;
-                tool: string;
-                deadline: components["schemas"]["Timestamp"] | null;
-                rule: string;
+                approvals: {
+                    call_id: components["schemas"]["CallID"];
+                    call_index: number;
+                    tool: string;
+                    /** @description When the wait ends without a decision (its on_timeout then applies). */
+                    deadline: components["schemas"]["Timestamp"];
+                    /** @description Why the policy asks for approval. */
+                    rule: string;
+                    /**
+                     * Format: uri
+                     * @description The call's completion URL, its key included (a credential).
+                     */
+                    complete_url: string;
+                }[];
             };
         };
         /**
@@ -2730,11 +2751,10 @@ export interface components {
             };
         };
         /**
-         * @description The decision is refused (code `invalid_request`): the body is not
-         *     a Decision (an unknown `decision`, an unknown field, `arguments`
-         *     that are not an object or come with `reject`, a `message` over
-         *     4096 bytes or a `by` over 200); or the body is not JSON at all
-         *     (code `malformed_json`).
+         * @description The body is not JSON (code `malformed_json`), could not be read
+         *     (`unreadable_body`), or is not a Decision's shape (code
+         *     `invalid_request`: an unknown field, a field of the wrong type).
+         *     A Decision whose values are refused is 422.
          */
         InvalidDecision: {
             headers: {
@@ -2746,7 +2766,7 @@ export interface components {
                  *       "type": "urn:turnd:problem:invalid_request",
                  *       "title": "Bad Request",
                  *       "status": 400,
-                 *       "detail": "decision \"maybe\": want approve or reject",
+                 *       "detail": "the decision is not valid: json: unknown field \"mesage\"",
                  *       "code": "invalid_request"
                  *     }
                  */
@@ -2815,8 +2835,11 @@ export interface components {
         };
         /**
          * @description The edited arguments fail the tool's input schema (code
-         *     `invalid_arguments`; the detail says where). Nothing ran and the
-         *     call still waits for a decision.
+         *     `invalid_arguments`; the detail says where), or the Decision's
+         *     values are refused (code `invalid_request`: no or an unknown
+         *     `decision`, `arguments` that are not an object or come with
+         *     `reject`, a `message` over 4096 bytes or a `by` over 200). Nothing
+         *     ran and the call still waits for a decision.
          */
         InvalidEditedArguments: {
             headers: {
@@ -2836,7 +2859,7 @@ export interface components {
                     /** @constant */
                     status?: 422;
                     /** @enum {unknown} */
-                    code?: "invalid_arguments";
+                    code?: "invalid_arguments" | "invalid_request";
                 };
             };
         };
