@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -145,10 +146,10 @@ func TestApprovals(t *testing.T) {
 				t.Errorf("the tool ran %s with %s, want the edited arguments", id, a)
 			}
 
-			if _, err := c.Decide(ctx, "appr", "rj", "g-rj", client.Decision{Decision: client.Reject, Arguments: json.RawMessage(`{}`)}); problemCode(err) != "400 invalid_request" {
+			if _, err := c.Decide(ctx, "appr", "rj", "g-rj", client.Decision{Decision: client.Reject, Arguments: json.RawMessage(`{}`)}); problemCode(err) != "422 invalid_request" {
 				t.Errorf("reject with arguments: %v", err)
 			}
-			if _, err := c.Decide(ctx, "appr", "rj", "g-rj", client.Decision{Decision: "maybe"}); problemCode(err) != "400 invalid_request" {
+			if _, err := c.Decide(ctx, "appr", "rj", "g-rj", client.Decision{Decision: "maybe"}); problemCode(err) != "422 invalid_request" {
 				t.Errorf("an unknown decision: %v", err)
 			}
 			if res, err := c.Decide(ctx, "appr", "rj", "g-rj", client.Decision{Decision: client.Reject, Message: "use the staging copy"}); err != nil || res.Decision != client.Rejected {
@@ -184,5 +185,73 @@ func TestApprovals(t *testing.T) {
 				t.Errorf("approvals after every decision: %+v, %v", p, err)
 			}
 		})
+	}
+}
+
+// TestDecideKey: the approval.requested webhook hands the session's
+// callback each parked call's complete_url; DecideKey decides with it,
+// without the API token.
+func TestDecideKey(t *testing.T) {
+	t.Parallel()
+	config, ran := guardedTool(t)
+	hooks := make(chan []byte, 8)
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		_, _ = io.Copy(&b, r.Body)
+		if strings.Contains(b.String(), `"approval.requested"`) {
+			hooks <- []byte(b.String())
+		}
+	}))
+	t.Cleanup(cb.Close)
+	srv := startServerConfig(t, sqlite, config, "TURND_CALLBACK_ALLOW_NETS=127.0.0.0/8")
+	c := newClient(t, srv.URL)
+	ctx := ctxFor(t)
+	if _, err := c.CreateSession(ctx, client.SessionRequest{ID: "hooked", CallbackURL: cb.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PostTurn(ctx, "hooked", client.TurnRequest{ID: "k1", Calls: []client.Call{
+		{ID: "g1", Name: "guarded", Arguments: args(t, map[string]string{"path": "k.txt"})}}}, &client.PostOptions{Async: true}); err != nil {
+		t.Fatal(err)
+	}
+	var hook struct {
+		Type string `json:"type"`
+		Data struct {
+			SessionID string `json:"session_id"`
+			TurnID    string `json:"turn_id"`
+			Approvals []struct {
+				CallID      string `json:"call_id"`
+				Tool        string `json:"tool"`
+				Rule        string `json:"rule"`
+				CompleteURL string `json:"complete_url"`
+			} `json:"approvals"`
+		} `json:"data"`
+	}
+	select {
+	case b := <-hooks:
+		if err := json.Unmarshal(b, &hook); err != nil {
+			t.Fatalf("the webhook's body: %v: %s", err, b)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no approval.requested webhook within 30s")
+	}
+	if d := hook.Data; d.SessionID != "hooked" || d.TurnID != "k1" || len(d.Approvals) != 1 || d.Approvals[0].CallID != "g1" || d.Approvals[0].Tool != "guarded" || !strings.Contains(d.Approvals[0].CompleteURL, "/v1/complete/") {
+		t.Fatalf("the webhook: %+v", hook)
+	}
+	key := hook.Data.Approvals[0].CompleteURL
+	if _, err := c.Complete(ctx, key, map[string]bool{"approved": true}); problemCode(err) != "409 awaiting_approval" {
+		t.Errorf("a result posted to a call waiting for approval: %v", err)
+	}
+	res, err := c.DecideKey(ctx, key, client.Decision{Decision: client.Approve, Arguments: json.RawMessage(`{"path":"by-key.txt"}`), By: "hook"})
+	if err != nil || res.Decision != client.Approved || !res.Edited || res.CallID != "g1" || res.TurnID != "k1" {
+		t.Fatalf("DecideKey: %+v, %v", res, err)
+	}
+	if id, a := ranCall(t, ran); id != "g1" || a != `{"path":"by-key.txt"}` {
+		t.Errorf("the tool ran %s with %s", id, a)
+	}
+	if res, err := c.DecideKey(ctx, key, client.Decision{Decision: client.Approve, Arguments: json.RawMessage(`{"path":"by-key.txt"}`), By: "hook"}); err != nil || res.Status != client.AlreadyDecided {
+		t.Errorf("DecideKey again: %+v, %v", res, err)
+	}
+	if turn, err := c.Await(ctx, "hooked", "k1"); err != nil || turn.Results[0].Status != client.ResultOK {
+		t.Errorf("the turn: %+v, %v", turn, err)
 	}
 }

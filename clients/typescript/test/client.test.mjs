@@ -547,7 +547,7 @@ tools:
   assert.equal(edited.edited, true);
   assert.deepEqual((await probe.seen("g-ed")).arguments, { path: "edited.txt" });
 
-  await assert.rejects(ac.decide("ts-appr", "rj", "g-rj", { decision: "reject", arguments: { path: "x" } }), (e) => e instanceof TurndError && e.status === 400 && e.code === "invalid_request");
+  await assert.rejects(ac.decide("ts-appr", "rj", "g-rj", { decision: "reject", arguments: { path: "x" } }), (e) => e instanceof TurndError && e.status === 422 && e.code === "invalid_request");
   const no = await ac.decide("ts-appr", "rj", "g-rj", { decision: "reject", message: "use the staging copy" });
   assert.equal(no.decision, "rejected");
   const rejected = await ac.await("ts-appr", "rj");
