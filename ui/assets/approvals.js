@@ -65,9 +65,8 @@ function card(a, i, byInput, signal, showError) {
     } catch (e) {
       if (e instanceof AuthError || (e && e.name === 'AbortError')) { showError(e); return; }
       const code = e && e.code ? e.code : '';
-      const hint = HINTS[code] ? ' ' + HINTS[code] : '';
       el.dataset.problem = code || 'error';
-      say(String(e && e.message ? e.message : e) + hint, 'error');
+      say([String(e && e.message ? e.message : e), HINTS[code] ? h('br') : null, HINTS[code] || null].filter((x) => x != null), 'error');
       if (code === 'invalid_arguments' || !e.status || e.status >= 500) retry();
       else { el.classList.add('closed'); buttons(); }
     }

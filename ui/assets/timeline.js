@@ -330,10 +330,10 @@ export function render(model, width, selected, onSelect) {
         badges.push(h('span', { class: 'badge res', title: 'resources: ' + r.resources.join(', ') }, r.resources[0] + more));
       }
       if (r.decision) {
-        badges.push(h('span', { class: 'badge decision ' + r.decision.decision, title: decisionText(r.decision), dataset: { kind: 'decision' } },
-          r.decision.decision + (r.decision.edited ? ' (edited)' : '')));
-      } else if (r.outcome === 'awaiting_approval' && r.pending.rule) {
-        badges.push(h('span', { class: 'badge approval', title: 'why: ' + r.pending.rule }, r.pending.rule));
+        // A rejected call's outcome says rejected already: its badge says who.
+        const dec = r.decision;
+        const text = dec.decision === 'rejected' ? (dec.by ? 'by ' + dec.by : '') : dec.decision + (dec.edited ? ' (edited)' : '');
+        if (text) badges.push(h('span', { class: 'badge decision ' + dec.decision, title: decisionText(dec), dataset: { kind: 'decision' } }, text));
       }
       if (r.progress) {
         badges.push(h('span', { class: 'badge progress', title: r.progress.message || 'progress', dataset: { kind: 'progress' } }, progressText(r.progress)));
