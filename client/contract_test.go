@@ -45,6 +45,10 @@ var schemaTypes = map[string]any{
 	"ParkedCall":        ParkedCall{},
 	"Progress":          Progress{},
 	"CallProgressEvent": ProgressEvent{},
+	"Approval":          Approval{},
+	"ApprovalPage":      ApprovalPage{},
+	"Decision":          Decision{},
+	"DecisionResult":    DecisionResult{},
 }
 
 // notYetInSpec are client types and operations openapi.yaml does not have
@@ -63,12 +67,12 @@ var providerSchemas = []string{
 // sends; api's TestSentMessagesMatchSpec holds turnd to them.
 var sentSchemas = []string{
 	"TurnSettledEvent", "ToolRequest", "ToolCompletion", "ToolResponse", "ToolError", "ToolPending", "CancelRequest",
-	"ToolProgressLine",
+	"ToolProgressLine", "ApprovalRequestedEvent",
 }
 
 // requestTypes are sent, not received: their optional fields may be
 // omitted.
-var requestTypes = []string{"BudgetRequest", "SessionRequest", "Call", "TurnRequest", "Delivery", "DeliveryError"}
+var requestTypes = []string{"BudgetRequest", "SessionRequest", "Call", "TurnRequest", "Delivery", "DeliveryError", "Decision"}
 
 // operationMethods maps each operationId to the method that calls it.
 var operationMethods = map[string]string{
@@ -84,7 +88,7 @@ var operationMethods = map[string]string{
 	"getLedger":                "LedgerPage", // and Ledger
 	"getOutput":                "Output",
 	"listTools":                "Tools",
-	"deliverCompletion":        "Deliver", // and Complete, CompleteError, DeliverRaw
+	"deliverCompletion":        "Deliver", // and Complete, CompleteError, DeliverRaw, DecideKey
 	"getCompletion":            "CompletionStatus",
 	"heartbeatCompletion":      "Heartbeat",
 	"reportCompletionProgress": "ReportProgress",
@@ -92,6 +96,8 @@ var operationMethods = map[string]string{
 	"listTurns":                "TurnsPage",    // and Turns
 	"listPending":              "PendingPage",  // and Pending
 	"getTurnCalls":             "TurnCalls",
+	"listApprovals":            "ApprovalsPage", // and Approvals
+	"decideCall":               "Decide",
 }
 
 // leftOut are the operations the client does not call, and why.

@@ -67,8 +67,14 @@ func stores() []store {
 // startServer starts a turnd on st with extra environment.
 func startServer(t testing.TB, st store, env ...string) *server {
 	t.Helper()
+	return startServerConfig(t, st, "../examples/turnd.yaml", env...)
+}
+
+// startServerConfig starts a turnd on st with the tool config at config.
+func startServerConfig(t testing.TB, st store, config string, env ...string) *server {
+	t.Helper()
 	addr := testnet.ClosedAddr(t)
-	args := []string{"serve", "--addr", addr, "--log-format", "json", "--config", "../examples/turnd.yaml", "--demo"}
+	args := []string{"serve", "--addr", addr, "--log-format", "json", "--config", config, "--demo"}
 	childEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	switch st {
 	case postgres:

@@ -109,7 +109,7 @@ func (t *Turn) Settled() bool {
 type Result struct {
 	CallID        string          `json:"call_id"`
 	Name          string          `json:"name"`
-	Status        string          `json:"status"` // ok | error | pending | refused | cancelled | timed_out
+	Status        string          `json:"status"` // ok | error | pending | refused | cancelled | timed_out | rejected (Result* constants)
 	Output        json.RawMessage `json:"output"`
 	Error         *CallError      `json:"error,omitempty"`
 	Truncated     bool            `json:"truncated"`

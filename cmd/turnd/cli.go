@@ -1,8 +1,8 @@
 package main
 
-// The client subcommands (tail, post, complete, turn): each is built on
-// package client and talks to a running turnd at --url (TURND_URL) with
-// --token (TURND_TOKEN).
+// The client subcommands (tail, post, complete, turn, approve, …): each
+// is built on package client and talks to a running turnd at --url
+// (TURND_URL) with --token (TURND_TOKEN).
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
 // Command turnd is the turnd server: `turnd serve`, `turnd migrate`,
 // `turnd version`, `turnd bench`, and the client subcommands (tail, post,
-// turn, turns, sessions, complete). It only wires things together: flags and environment
-// into a Config, the store, the logger, the HTTP server, and shutdown in
-// reverse order.
+// turn, turns, sessions, complete, approvals, approve, reject). It only
+// wires things together: flags and environment into a Config, the store,
+// the logger, the HTTP server, and shutdown in reverse order.
 package main
 
 import (
@@ -64,6 +64,11 @@ Clients of a running turnd (--url or TURND_URL, --token or TURND_TOKEN):
   turnd turns    SESSION                 list a session's turns, newest first
   turnd complete KEY --output JSON | --error CODE:MESSAGE | --file PATH
                                          deliver a deferred call's result
+  turnd approvals                        list the calls waiting for approval
+  turnd approve  SESSION TURN CALL [--arguments JSON|@FILE] [--by NAME]
+                                         approve a call (with edited arguments)
+  turnd reject   SESSION TURN CALL --message TEXT [--by NAME]
+                                         reject a call; the model reads the message
 
 Run 'turnd serve -h' for the flags. Every flag also reads an environment
 variable (shown in its help); secrets take a _FILE variant.`
@@ -82,6 +87,9 @@ var subcommands = map[string]subcommand{
 	"sessions":    runSessions,
 	"turns":       runTurns,
 	"complete":    withStdin(runComplete),
+	"approve":     withStdin(runApprove),
+	"reject":      runReject,
+	"approvals":   runApprovals,
 	"healthcheck": healthcheck,
 	"check-config": func(_ context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
 		return checkConfig(args, stdout, stderr, env)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"iter"
@@ -58,20 +59,11 @@ activity. Needs a turnd that serves GET /v1/sessions.`
 
 // runSessions is `turnd sessions`.
 func runSessions(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
-	var (
-		f     cliFlags
-		limit int
-	)
-	fs := newCLIFlagSet("sessions", sessionsUsage, stderr, env, &f)
-	fs.IntVar(&limit, "limit", 0, "list at most this many (0: all)")
-	if _, err := parseCLI(fs, args, 0, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
+	l, err := parseListingCLI("sessions", sessionsUsage, args, 0, stderr, env, nil)
 	if err != nil {
 		return err
 	}
-	return printListing(stdout, c.Sessions(ctx, client.ListOptions{Limit: pageLimit(limit)}), limit, f.json, "GET /v1/sessions",
+	return printListing(stdout, l.c.Sessions(ctx, client.ListOptions{Limit: pageLimit(l.limit)}), l.limit, l.json, "GET /v1/sessions",
 		func(s client.SessionSummary) string {
 			return fmt.Sprintf("%s  %d turn(s)  %d pending  last %s", s.ID, s.Turns, s.Pending, s.LastActivity.Local().Format(time.DateTime))
 		})
@@ -84,23 +76,14 @@ now, times. Needs a turnd that serves GET /v1/sessions/{id}/turns.`
 
 // runTurns is `turnd turns`.
 func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) (string, bool)) error {
-	var (
-		f      cliFlags
-		limit  int
-		status string
-	)
-	fs := newCLIFlagSet("turns", turnsUsage, stderr, env, &f)
-	fs.IntVar(&limit, "limit", 0, "list at most this many (0: all)")
-	fs.StringVar(&status, "status", "", "only turns in this status (running, waiting, completed, failed, cancelled)")
-	pos, err := parseCLI(fs, args, 1, 1)
+	var status string
+	l, err := parseListingCLI("turns", turnsUsage, args, 1, stderr, env, func(fs *flag.FlagSet) {
+		fs.StringVar(&status, "status", "", "only turns in this status (running, waiting, completed, failed, cancelled)")
+	})
 	if err != nil {
 		return err
 	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	return printListing(stdout, c.Turns(ctx, pos[0], client.ListOptions{Limit: pageLimit(limit), Status: status}), limit, f.json, "GET /v1/sessions/{id}/turns",
+	return printListing(stdout, l.c.Turns(ctx, l.pos[0], client.ListOptions{Limit: pageLimit(l.limit), Status: status}), l.limit, l.json, "GET /v1/sessions/{id}/turns",
 		func(t client.TurnSummary) string {
 			settled := "-"
 			if t.SettledAt != nil {
@@ -108,6 +91,34 @@ func runTurns(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 			}
 			return fmt.Sprintf("%s  %-9s %d call(s)  %d pending  created %s  settled %s", t.ID, t.Status, t.Calls, t.Pending, t.CreatedAt.Local().Format(time.DateTime), settled)
 		})
+}
+
+// listingCLI is a listing subcommand as parsed: the common flags and
+// --limit, its positional arguments, and its client.
+type listingCLI struct {
+	cliFlags
+	limit int
+	pos   []string
+	c     *client.Client
+}
+
+// parseListingCLI parses the args of listing subcommand name, which takes
+// nargs positional arguments; extra (if not nil) registers flags of its own.
+func parseListingCLI(name, usage string, args []string, nargs int, stderr io.Writer, env func(string) (string, bool), extra func(*flag.FlagSet)) (*listingCLI, error) {
+	l := &listingCLI{}
+	fs := newCLIFlagSet(name, usage, stderr, env, &l.cliFlags)
+	fs.IntVar(&l.limit, "limit", 0, "list at most this many (0: all)")
+	if extra != nil {
+		extra(fs)
+	}
+	var err error
+	if l.pos, err = parseCLI(fs, args, nargs, nargs); err != nil {
+		return nil, err
+	}
+	if l.c, err = l.client(); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // printListing prints at most limit items (0: all) of a listing of

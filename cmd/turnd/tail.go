@@ -107,16 +107,24 @@ const (
 // one (an error is red whatever its kind), else by its kind.
 func kindColor(l client.LedgerLine) string {
 	var d struct {
-		Status string `json:"status"`
+		Status   string `json:"status"`
+		Decision string `json:"decision"`
 	}
 	_ = json.Unmarshal(l.Data, &d)
 	switch d.Status {
 	case "error", "failed", "timed_out", "refused":
 		return ansiRed
-	case "cancelled":
+	case "cancelled", "rejected":
 		return ansiYellow
 	}
 	switch l.Kind {
+	case "call_decided":
+		if d.Decision == "rejected" {
+			return ansiBold + ansiYellow
+		}
+		return ansiBold + ansiGreen
+	case "decision_late":
+		return ansiRed
 	case "turn_received", "turn_resumed":
 		return ansiBold + ansiBlue
 	case "call_refused", "completion_late":

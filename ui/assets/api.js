@@ -26,6 +26,8 @@ export const paths = {
   events: (sid, tid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/events?progress=true`,
   ledger: (sid, after, limit = 50) => `/v1/sessions/${enc(sid)}/ledger?limit=${limit}&after=${Number(after) || 0}`,
   pending: (after, limit = 100) => listed('/v1/pending', after, limit),
+  approvals: (after, limit = 50) => listed('/v1/approvals', after, limit),
+  decision: (sid, tid, cid) => `/v1/sessions/${enc(sid)}/turns/${enc(tid)}/calls/${enc(cid)}/decision`,
   output: (id) => `/v1/outputs/${enc(id)}`,
 };
 
@@ -36,11 +38,26 @@ function headers(accept) {
   return hd;
 }
 
+// ProblemError is an answer that is not ok: its status, and the problem's
+// stable code and detail when the body is one.
+export class ProblemError extends Error {
+  constructor(status, code, detail) {
+    super(`${status}${code ? ' ' + code : ''}: ${detail}`);
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
 async function failure(r) {
   if (r.status === 401) return new AuthError();
-  let detail = r.statusText;
-  try { const p = await r.json(); if (p && p.detail) detail = p.detail; } catch { /* not JSON */ }
-  return new Error(`${r.status}: ${detail}`);
+  let detail = r.statusText, code = '';
+  try {
+    const p = await r.json();
+    if (p && p.detail) detail = String(p.detail);
+    if (p && p.code) code = String(p.code);
+  } catch { /* not JSON */ }
+  return new ProblemError(r.status, code, detail);
 }
 
 // request fetches path (never cached, never with cookies) and answers the
@@ -54,6 +71,15 @@ async function request(path, hd, signal) {
 // get reads a JSON answer.
 export async function get(path, signal) {
   return (await request(path, headers('application/json'), signal)).json();
+}
+
+// post sends body (JSON text, sent as it is) and reads the JSON answer.
+export async function post(path, body, signal) {
+  const hd = headers('application/json');
+  hd['Content-Type'] = 'application/json';
+  const r = await fetch(path, { method: 'POST', headers: hd, body, cache: 'no-store', credentials: 'omit', signal });
+  if (!r.ok) throw await failure(r);
+  return r.json();
 }
 
 // text reads an answer as text, at most max characters of it.

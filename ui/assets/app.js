@@ -1,32 +1,22 @@
-// turnd's web UI: a hash router over four pages. Every fetch goes through
+// turnd's web UI: a hash router over five pages. Every fetch goes through
 // api.js (the token in a header); every text through dom.js (text nodes).
 
 import { h, json, clip, fmtTime, fmtDur } from './dom.js';
 import { AuthError, get, text, events, paths, token, setToken } from './api.js';
-import { buildModel, render, progressText, LEGEND } from './timeline.js';
+import { buildModel, render, progressText, decisionText, LEGEND } from './timeline.js';
+import { show, link, sessionHref, turnHref, ago, table, pager } from './page.js';
+import { approvalsPage } from './approvals.js';
 
 const main = document.getElementById('main');
 const forget = document.getElementById('forget');
 let page = null; // the current page's AbortController
 
-// show replaces the page's content (null parts left out: replaceChildren
-// would write them as the text "null").
-function show(...parts) { main.replaceChildren(...parts.filter((p) => p != null)); }
-
-function link(href, label, props) { return h('a', { href, ...props }, label); }
-const sessionHref = (sid) => '#/session/' + encodeURIComponent(sid);
-const turnHref = (sid, tid) => '#/turn/' + encodeURIComponent(sid) + '/' + encodeURIComponent(tid);
-
-function ago(iso, now = Date.now()) { return iso ? fmtDur(now - Date.parse(iso)) + ' ago' : '—'; }
+// fmtAt writes a time in ms since the epoch as fmtTime does.
+const fmtAt = (t) => (Number.isNaN(t) ? '—' : fmtTime(new Date(t).toISOString()));
 // lasted is a turn's duration: to its settlement, or to now ("so far").
 function lasted(turn) {
   const settled = turn.settled_at;
   return fmtDur((settled ? Date.parse(settled) : Date.now()) - Date.parse(turn.created_at)) + (settled ? '' : ' so far');
-}
-
-function table(head, rows, props) {
-  return h('table', props, h('thead', null, h('tr', null, head.map((x) => h('th', null, x)))),
-    h('tbody', null, rows));
 }
 
 function showError(err) {
@@ -49,12 +39,6 @@ function login() {
   });
   show(form);
   input.focus();
-}
-
-function pager(prevHref, nextHref) {
-  return h('p', { class: 'pager' },
-    prevHref ? link(prevHref, '⇤ First page', { id: 'first' }) : null, ' ',
-    nextHref ? link(nextHref, 'Next page →', { id: 'next' }) : h('span', { class: 'muted', id: 'last' }, 'last page'));
 }
 
 async function sessionsPage(params, signal) {
@@ -152,6 +136,8 @@ async function turnPage(sid, tid, signal) {
   const detail = h('div', { id: 'detail', class: 'detail' });
   const legend = h('p', { class: 'legend' }, LEGEND.map((k) => h('span', null, h('span', { class: 'dot st-' + k }), k)),
     h('span', null, h('span', { class: 'swatch span' }), 'waiting on a completion'),
+    h('span', null, h('span', { class: 'swatch approval' }), 'waiting for approval'),
+    h('span', null, h('span', { class: 'swatch decision' }), 'decision'),
     h('span', null, h('span', { class: 'swatch serial' }), 'wave turned serial'),
     h('span', null, h('span', { class: 'swatch waitres' }), 'waiting for a resource'),
     h('span', null, h('span', { class: 'swatch waitcap' }), 'waiting for a max_concurrency place'),
@@ -195,8 +181,14 @@ async function turnPage(sid, tid, signal) {
         h('dt', null, 'started'), h('dd', null, res ? fmtTime(res.started_at) : '—'),
         h('dt', null, 'finished'), h('dd', null, res ? fmtTime(res.finished_at) : '—'),
         r.pending ? [h('dt', null, 'on timeout'), h('dd', null, r.pending.onTimeout || '—')] : null,
+        r.pending && r.pending.approval ? [h('dt', null, 'approval'), h('dd', { id: 'detail-approval' },
+          r.decision ? decisionText(r.decision) + ' · ' + fmtAt(r.decision.at)
+            : [`waiting since ${fmtAt(r.pending.at)} · `, link('#/approvals', 'decide on the approvals page')]),
+        h('dt', null, 'why'), h('dd', null, r.pending.rule || '—')] : null,
+        r.late.length ? [h('dt', null, 'late decisions'), h('dd', { id: 'detail-late' }, r.late.map((x) => x.decision + (x.by ? ' by ' + x.by : '')).join(' · '))] : null,
         r.progress ? [h('dt', null, 'progress'), h('dd', { id: 'detail-progress' }, progressText(r.progress) + (r.progress.message ? ' · ' + r.progress.message : ''))] : null),
-      h('h3', null, 'Arguments'), h('pre', { id: 'detail-args' }, json(r.args === undefined ? {} : r.args)),
+      h('h3', null, r.decision && r.decision.edited ? 'Arguments (as posted)' : 'Arguments'), h('pre', { id: 'detail-args' }, json(r.args === undefined ? {} : r.args)),
+      r.decision && r.decision.edited ? [h('h3', null, 'Arguments (edited, run)'), h('pre', { id: 'detail-edited-args' }, json(r.decision.arguments))] : null,
       h('h3', null, res && res.truncated ? 'Output (projected)' : 'Output'), out,
     ];
     if (res && res.error) parts.push(h('h3', null, 'Error'), h('pre', { id: 'detail-error' }, `${res.error.code}: ${res.error.message}`));
@@ -212,7 +204,7 @@ async function turnPage(sid, tid, signal) {
       });
       parts.push(btn);
     }
-    detail.replaceChildren(...parts);
+    detail.replaceChildren(...parts.flat().filter((p) => p != null));
   };
 
   const refetch = () => {
@@ -271,6 +263,7 @@ async function route() {
     if (parts[0] === 'session' && parts.length === 2) await sessionPage(parts[1], params, signal);
     else if (parts[0] === 'turn' && parts.length === 3) await turnPage(parts[1], parts[2], signal);
     else if (parts[0] === 'pending') await pendingPage(params, signal);
+    else if (parts[0] === 'approvals') await approvalsPage(params, signal, showError);
     else await sessionsPage(params, signal);
   } catch (e) {
     if (!signal.aborted) showError(e);

@@ -68,12 +68,14 @@ export function fmtTime(iso) {
 export function fmtDur(ms) {
   if (ms == null || isNaN(ms)) return '—';
   const neg = ms < 0; ms = Math.abs(ms);
+  // Two units, the smaller one rounded first: 23 h 59.9 m is 24 h 0 m, not 23 h 60 m.
+  const two = (big, small) => { const n = Math.round(ms / small); return [Math.floor(n / (big / small)), n % (big / small)]; };
   let t;
   if (ms < 1000) t = `${Math.round(ms)} ms`;
   else if (ms < 60e3) t = `${(ms / 1000).toFixed(ms < 10e3 ? 2 : 1)} s`;
-  else if (ms < 3600e3) t = `${Math.floor(ms / 60e3)} m ${Math.round((ms % 60e3) / 1000)} s`;
-  else if (ms < 86400e3) t = `${Math.floor(ms / 3600e3)} h ${Math.round((ms % 3600e3) / 60e3)} m`;
-  else t = `${Math.floor(ms / 86400e3)} d ${Math.round((ms % 86400e3) / 3600e3)} h`;
+  else if (ms < 3600e3) { const [m, sec] = two(60e3, 1e3); t = `${m} m ${sec} s`; }
+  else if (ms < 86400e3) { const [hr, m] = two(3600e3, 60e3); t = `${hr} h ${m} m`; }
+  else { const [d, hr] = two(86400e3, 3600e3); t = `${d} d ${hr} h`; }
   return neg ? '-' + t : t;
 }
 

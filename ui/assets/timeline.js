@@ -9,7 +9,10 @@
 // declares resources or a max_concurrency has its wait drawn, from its
 // admission to its start, titled with what it waited for: the earlier
 // call holding one of its resources, or a max_concurrency place; a bar's
-// title names the calls that ran at once with it.
+// title names the calls that ran at once with it. A call the approval
+// policy held has its wait drawn (call_pending with reason approval, to
+// its call_decided line, or to now while it waits) and the decision
+// marked where it was taken; an approved call's tool run follows it.
 
 import { h, s, fmtDur, fmtBytes } from './dom.js';
 
@@ -47,6 +50,7 @@ export function buildModel(turn, calls, lines, now) {
     index: i, id: c.id, name: c.name, args: c.arguments, effect: '', result: null,
     attemptStarts: [], tries: null, pending: null, segments: [], span: null,
     resources: null, admittedAt: NaN, readyAt: NaN, gatedAt: NaN, waits: [], alongside: [],
+    decision: null, late: [],
   }));
   const byId = new Map();
   for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, r);
@@ -75,8 +79,24 @@ export function buildModel(turn, calls, lines, now) {
         }
         break;
       case 'call_pending':
-        r.pending = { at: ms(l.at), deadline: ms(d.deadline), heartbeat: ms(d.heartbeat_deadline), onTimeout: d.on_timeout || '' };
+        r.pending = {
+          at: ms(l.at), deadline: ms(d.deadline), heartbeat: ms(d.heartbeat_deadline), onTimeout: d.on_timeout || '',
+          approval: d.reason === 'approval', rule: d.rule == null ? '' : String(d.rule),
+        };
         break;
+      case 'call_decided':
+        r.decision = {
+          at: ms(l.at), decision: String(d.decision), by: d.by == null ? '' : String(d.by),
+          message: d.message == null ? '' : String(d.message), edited: d.edited === true,
+          arguments: d.arguments, original: d.original_arguments,
+        };
+        break;
+      case 'decision_late': {
+        // data.decision is the Decision as posted ({decision, by, ...}).
+        const p = d.decision && typeof d.decision === 'object' ? d.decision : {};
+        r.late.push({ at: ms(l.at), decision: String(p.decision ?? '?'), by: p.by == null ? '' : String(p.by) });
+        break;
+      }
     }
   }
 
@@ -86,11 +106,31 @@ export function buildModel(turn, calls, lines, now) {
     const res = r.result;
     r.outcome = outcome(res, turn.status);
     if (!res) continue;
-    const start = ms(res.started_at);
+    const approval = r.pending && r.pending.approval;
+    if (approval && !r.decision && res.status === 'pending') r.outcome = 'awaiting_approval';
+    let start = ms(res.started_at);
     let finish = ms(res.finished_at);
+    if (Number.isNaN(start) && approval) start = r.pending.at;
     if (Number.isNaN(start)) continue;
     if (Number.isNaN(finish)) finish = now;
-    if (r.pending) {
+    if (approval) {
+      // Held before its tool ran: the wait from parking to the decision
+      // (or to now), then, once approved, the tool's run.
+      const dec = r.decision;
+      const open = !dec && res.status === 'pending';
+      const parkedAt = r.pending.at;
+      const until = dec ? dec.at : (open ? now : Math.max(parkedAt, finish));
+      r.span = { from: parkedAt, to: until, open, approval: true, rule: r.pending.rule, deadline: r.pending.deadline, heartbeat: NaN };
+      if (dec && dec.decision === 'approved') {
+        const runFrom = Math.max(dec.at, ...r.attemptStarts.filter((t) => !Number.isNaN(t)));
+        const running = res.status === 'pending';
+        if (running) r.outcome = 'running';
+        r.segments.push({ from: runFrom, to: running ? now : Math.max(runFrom, finish), cls: 'final' });
+        finish = running ? now : Math.max(runFrom, finish);
+      }
+      end = Math.max(end, until);
+      if (start > parkedAt || Number.isNaN(start)) start = parkedAt;
+    } else if (r.pending) {
       // The attempt ran until the tool parked the call; the wait runs
       // from parking to the delivery (or to now while it is open).
       const open = res.status === 'pending';
@@ -232,10 +272,11 @@ export function render(model, width, selected, onSelect) {
     if (r.span) {
       const sp = r.span;
       const [x1, bw] = bar(sp.from, sp.to);
+      const why = sp.approval ? ' for approval' + (sp.rule ? ` (${sp.rule})` : '') : '';
       g.append(s('rect', {
-        x: x1, y: by + 3, width: bw, height: BAR - 6, class: 'span' + (sp.open ? ' open' : ''),
-        dataset: { kind: 'pending', call: r.index, open: sp.open },
-      }, s('title', null, sp.open ? `waiting ${fmtDur(model.now - sp.from)}` : `waited ${fmtDur(sp.to - sp.from)}`)));
+        x: x1, y: by + 3, width: bw, height: BAR - 6, class: 'span' + (sp.approval ? ' approval' : '') + (sp.open ? ' open' : ''),
+        dataset: { kind: sp.approval ? 'approval' : 'pending', call: r.index, open: sp.open },
+      }, s('title', null, sp.open ? `waiting${why} ${fmtDur(model.now - sp.from)}` : `waited${why} ${fmtDur(sp.to - sp.from)}`)));
       if (sp.open) {
         // The clocks ahead of the span: drawn where they fall on the axis,
         // or pinned to its end (and said in words) when they fall beyond.
@@ -250,6 +291,12 @@ export function render(model, width, selected, onSelect) {
           g.append(s('text', { x: W - 8, y: y + ROW - 7, class: 'deadlinelabel', 'text-anchor': 'end' }, words.join(' · ')));
         }
       }
+    }
+    if (r.decision && !Number.isNaN(r.decision.at)) {
+      const dec = r.decision;
+      const px = Math.min(x(dec.at), W - 1);
+      g.append(s('line', { x1: px, x2: px, y1: y + 1, y2: y + ROW - 1, class: 'decision ' + dec.decision, dataset: { kind: 'decision', call: r.index, decision: dec.decision } },
+        s('title', null, `${r.id}: ${decisionText(dec)}`)));
     }
     g.addEventListener('click', () => onSelect(i));
     svg.append(g);
@@ -282,6 +329,12 @@ export function render(model, width, selected, onSelect) {
         const more = r.resources.length > 1 ? ` +${r.resources.length - 1}` : '';
         badges.push(h('span', { class: 'badge res', title: 'resources: ' + r.resources.join(', ') }, r.resources[0] + more));
       }
+      if (r.decision) {
+        // A rejected call's outcome says rejected already: its badge says who.
+        const dec = r.decision;
+        const text = dec.decision === 'rejected' ? (dec.by ? 'by ' + dec.by : '') : dec.decision + (dec.edited ? ' (edited)' : '');
+        if (text) badges.push(h('span', { class: 'badge decision ' + dec.decision, title: decisionText(dec), dataset: { kind: 'decision' } }, text));
+      }
       if (r.progress) {
         badges.push(h('span', { class: 'badge progress', title: r.progress.message || 'progress', dataset: { kind: 'progress' } }, progressText(r.progress)));
       }
@@ -297,6 +350,12 @@ export function render(model, width, selected, onSelect) {
   return h('div', { class: 'timeline' }, labels, h('div', { class: 'lanewrap' }, svg));
 }
 
+// decisionText says a call_decided line in words: "rejected by alice:
+// not on Fridays", "approved with edited arguments".
+export function decisionText(dec) {
+  return dec.decision + (dec.by ? ' by ' + dec.by : '') + (dec.edited ? ' with edited arguments' : '') + (dec.message ? ': ' + dec.message : '');
+}
+
 // progressText is a call_progress event's numbers as the timeline shows
 // them: "2/5 (40%)", or the bare count when the total is unknown.
 export function progressText(p) {
@@ -304,4 +363,4 @@ export function progressText(p) {
   return String(p.progress);
 }
 
-export const LEGEND = ['ok', 'error', 'refused', 'replayed', 'cancelled', 'timed_out', 'interrupted', 'pending', 'retry'];
+export const LEGEND = ['ok', 'error', 'refused', 'rejected', 'replayed', 'cancelled', 'timed_out', 'interrupted', 'pending', 'awaiting_approval', 'retry'];

@@ -26,6 +26,16 @@ export type TurnSummary = Schemas["TurnSummary"];
 export type TurnPage = Schemas["TurnPage"];
 export type ParkedCall = Schemas["ParkedCall"];
 export type PendingPage = Schemas["PendingPage"];
+/** A call the approval policy holds before its tool runs; its arguments are model output. */
+export type Approval = Schemas["Approval"];
+export type ApprovalPage = Schemas["ApprovalPage"];
+/** Approve (optionally with edited arguments) or reject (with a message the model reads). */
+export type Decision = Schemas["Decision"];
+export type DecisionResult = Schemas["DecisionResult"];
+/** A call's result status: ok, error, pending, refused, cancelled, timed_out or rejected. */
+export type CallStatus = Schemas["CallStatus"];
+/** The body of the approval.requested webhook turnd POSTs to a session's callback_url. */
+export type ApprovalRequestedEvent = Schemas["ApprovalRequestedEvent"];
 /** The body of the turn.settled webhook turnd POSTs to a session's callback_url. */
 export type TurnSettledEvent = Schemas["TurnSettledEvent"];
 /** What turnd POSTs to an HTTP tool, and what the tool answers. */
@@ -474,6 +484,32 @@ export class Client {
   /** The calls parked now, newest first, page by page. */
   pending(opts: ListOptions = {}): AsyncGenerator<ParkedCall> {
     return paged(opts, (o) => this.pendingPage(o), (p) => p.pending);
+  }
+
+  /** One page of the calls waiting for approval, across sessions, newest first. */
+  async approvalsPage(opts: ListOptions = {}): Promise<ApprovalPage> {
+    return (await this.json<ApprovalPage>({ method: "GET", path: `/v1/approvals${listQuery({ ...opts, status: undefined })}`, signal: opts.signal })).value;
+  }
+
+  /** The calls waiting for approval, newest first, page by page. */
+  approvals(opts: ListOptions = {}): AsyncGenerator<Approval> {
+    return paged(opts, (o) => this.approvalsPage(o), (p) => p.approvals);
+  }
+
+  /**
+   * Approves or rejects a call waiting for approval. The same decision
+   * again answers `already_decided`; refusals are TurndErrors: 409
+   * `not_awaiting_approval` or `already_decided`, 410 `approval_expired`,
+   * 422 `invalid_arguments` (edited arguments that fail the tool's schema).
+   */
+  async decide(session: string, turn: string, call: string, d: Decision, signal?: AbortSignal): Promise<DecisionResult> {
+    const path = `${turnPath(session, turn)}/calls/${enc(call)}/decision`;
+    return (await this.json<DecisionResult>({ method: "POST", path, body: JSON.stringify(d), signal })).value;
+  }
+
+  /** Posts a decision to the completion key of a call waiting for approval (the key is the credential). */
+  async decideKey(key: string, d: Decision, signal?: AbortSignal): Promise<DecisionResult> {
+    return (await this.json<DecisionResult>({ method: "POST", path: completePath(key), body: JSON.stringify(d), noAuth: true, sign: true, signal })).value;
   }
 
   /** A turn's calls as posted, arguments included. */

@@ -496,6 +496,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /**
+                 * @description The session's id.
+                 * @example conv-42
+                 */
+                session_id: components["parameters"]["SessionID"];
+                /**
+                 * @description The turn's id.
+                 * @example turn-1
+                 */
+                turn_id: components["parameters"]["TurnID"];
+                /**
+                 * @description The call's id, as the turn posted it.
+                 * @example call_a
+                 */
+                call_id: components["parameters"]["CallIDPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve or reject a call that waits for approval
+         * @description Decides a call that the server's approval policy parked before its
+         *     tool ran (its result `pending`, its `call_pending` ledger line
+         *     with `reason: approval`; listed by `GET /v1/approvals`).
+         *
+         *     `approve` runs the tool, with `arguments` instead of the posted
+         *     ones when given (the edited arguments are checked against the
+         *     tool's schema first: 422 `invalid_arguments`, and nothing runs,
+         *     when they fail it); the call is then answered as any call is.
+         *     `reject` answers the call without running its tool: its result
+         *     becomes status `rejected` with output
+         *     `{"rejected": true, "message": ...}`, the message being what the
+         *     model reads. Either way the ledger gets a `call_decided` line
+         *     (who decided, the message, and the original and edited arguments
+         *     when they were edited).
+         *
+         *     Deciding is idempotent: the same decision again answers 200
+         *     `already_decided`; a different decision after one won is 409
+         *     `already_decided` (the detail says which won). A decision after
+         *     the call's deadline passed, or after its turn was cancelled, is
+         *     410 `approval_expired` and is recorded in the ledger as
+         *     `decision_late`. A call that is not parked for approval (answered,
+         *     or parked on a tool's own external work) is 409
+         *     `not_awaiting_approval`.
+         *
+         *     The same body may be posted to the call's completion key,
+         *     `POST /v1/complete/{key}`, by an approver that holds the key.
+         */
+        post: operations["decideCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{session_id}/turns/{turn_id}/cancel": {
         parameters: {
             query?: never;
@@ -616,6 +686,42 @@ export interface paths {
          *     empty on the last page.
          */
         get: operations["listPending"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the calls waiting for approval, newest first
+         * @description A page of the calls parked for a person's decision now, across
+         *     sessions, newest first: the call's tool and arguments as posted,
+         *     when it was parked, its deadline, what happens at the deadline and
+         *     the policy rule that asked for approval. Decide one with
+         *     `POST /v1/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision`.
+         *     The arguments are the model's output: show them as text, never as
+         *     markup. Pass `next_after` as `after` for the next page; it is
+         *     empty on the last page.
+         */
+        get: operations["listApprovals"];
         put?: never;
         post?: never;
         delete?: never;
@@ -758,6 +864,13 @@ export interface paths {
          *     The line holds the payload projected by the session's budget, as a
          *     call's output is; when that cut it, the full payload is at
          *     `GET /v1/outputs/{output_id}`.
+         *
+         *     The key of a call parked for approval takes a Decision instead
+         *     (`{"decision": "approve" | "reject", ...}`), with the answers of
+         *     `POST /v1/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision`:
+         *     a DecisionResult, or 400 `invalid_request`, 409
+         *     `not_awaiting_approval` or `already_decided`, 410
+         *     `approval_expired`, 422 `invalid_arguments`.
          *
          *     Malformed, unknown and tampered keys all answer 404 `not_found`.
          */
@@ -903,6 +1016,32 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "approval.requested": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A call of the session waits for approval (sent to its callback_url)
+         * @description When the approval policy parks calls of a session created with a
+         *     `callback_url`, turnd POSTs this message to the URL, delivered and
+         *     signed as `turn.settled` is (at least once, the same `webhook-id`
+         *     on every attempt). Decide each call with
+         *     `POST /v1/sessions/{session_id}/turns/{turn_id}/calls/{call_id}/decision`
+         *     (API token) or by posting the Decision to its `complete_url`
+         *     (the key is the credential).
+         */
+        post: operations["approvalRequestedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -970,7 +1109,9 @@ export interface components {
              *     `no_placeholders`, `store_unavailable`, `shutting_down`,
              *     `host_not_allowed`, `origin_not_allowed`, `request_timeout`,
              *     `unsupported_media_type`, `range_not_satisfiable`,
-             *     `headers_too_large`, `internal`. More may be added.
+             *     `headers_too_large`, `not_awaiting_approval`,
+             *     `already_decided`, `approval_expired`, `invalid_arguments`,
+             *     `awaiting_approval`, `internal`. More may be added.
              */
             code: string;
         } & {
@@ -1221,9 +1362,12 @@ export interface components {
          *     before answering (fail_fast, shutdown, a cancelled turn).
          *     `timed_out`: the tool's deadline passed, or its completion key's
          *     deadline or heartbeat clock ran out (error `completion_timeout`).
+         *     `rejected`: the call waited for approval and a person rejected it;
+         *     its tool never ran, its output is `{"rejected": true, "message":
+         *     ...}` (see `POST .../calls/{call_id}/decision`).
          * @enum {string}
          */
-        CallStatus: "ok" | "error" | "pending" | "refused" | "cancelled" | "timed_out";
+        CallStatus: "ok" | "error" | "pending" | "refused" | "cancelled" | "timed_out" | "rejected";
         /** @description The error a model reads for a call. */
         CallError: {
             /** @description A stable, machine-readable code (e.g. `unknown_tool`, `tool_not_granted`, `invalid_arguments`, `interrupted`, `call_pending` for a call id still waiting for its result in an earlier turn, `recovery_exhausted` for a call of a turn resumed too often without finishing, `store_rejected` for an outcome the store could not hold). */
@@ -1352,7 +1496,11 @@ export interface components {
          *     max_concurrency, admitted_at (when dispatch took it up), ready_at
          *     (when every earlier call it conflicts with had answered; absent
          *     when it never became ready) and, for a capped tool, gated_at (when
-         *     it had its max_concurrency places); and when a
+         *     it had its max_concurrency places); and in the call_pending line
+         *     of a call parked for approval, reason: `approval` and rule: why the
+         *     policy asks for it, e.g. `tool delete_file: always` or
+         *     `destructiveHint`, with the deadline and on_timeout of any parked
+         *     call; and when a
          *     truncated output was projected in window `errors`, by a tool's own
          *     projection or within its share of the session's `turn_limit`,
          *     projection: {kept: [[offset, length], ...] the byte spans of the
@@ -1364,12 +1512,21 @@ export interface components {
          *     key's, `payload` the refused {output} or {error} projected by the
          *     session's budget, its full copy at /v1/outputs/{output_id}; one
          *     line per distinct payload, at most 8 per key),
+         *     `call_decided` ({decision: `approved` or `rejected`, edited, and
+         *     when given by, message; when edited, arguments: the edited
+         *     arguments and original_arguments: the posted ones}: a person's
+         *     decision on a call parked for approval; for an approval the
+         *     call's attempt_started and call_answered lines follow),
+         *     `decision_late` ({status: the call's key's status, key: its
+         *     fingerprint, decision: the Decision as posted}: a decision that
+         *     arrived after the call's approval deadline passed or its turn was
+         *     cancelled; nothing ran; one line per distinct decision),
          *     `turn_settled` ({status}, and {error: {code, message}} when turnd
          *     itself failed the turn: `recovery_exhausted`, `store_rejected`).
          *     More kinds may be added: clients must skip kinds they do not know.
          * @enum {string}
          */
-        LedgerKind: "turn_received" | "turn_resumed" | "call_admitted" | "call_refused" | "call_replayed" | "attempt_started" | "call_answered" | "call_pending" | "completion_late" | "turn_settled";
+        LedgerKind: "turn_received" | "turn_resumed" | "call_admitted" | "call_refused" | "call_replayed" | "attempt_started" | "call_answered" | "call_pending" | "completion_late" | "call_decided" | "decision_late" | "turn_settled";
         LedgerLine: {
             /**
              * Format: int64
@@ -1574,6 +1731,130 @@ export interface components {
                 /** @enum {string} */
                 status: "completed" | "failed" | "cancelled";
                 settled_at: components["schemas"]["Timestamp"];
+            };
+        };
+        /**
+         * @description A call parked for a person's decision. `arguments` are the call's
+         *     arguments as posted: the model's output, untrusted text.
+         */
+        Approval: {
+            session_id: components["schemas"]["ID"];
+            turn_id: components["schemas"]["ID"];
+            call_index: number;
+            call_id: components["schemas"]["CallID"];
+            tool: string;
+            /** @description The call's arguments as posted (a JSON value). */
+            arguments: Record<string, never> | unknown[] | string | number | boolean | null;
+            /** @description When the call was parked for approval. */
+            requested_at: components["schemas"]["Timestamp"];
+            /** @description When the wait ends without a decision; null for none. */
+            deadline: components["schemas"]["Timestamp"] | null;
+            /** @description What the deadline does (error_as_result or fail_turn). */
+            on_timeout: string;
+            /**
+             * @description Why the policy asks for approval, e.g. `tool delete_file: always`
+             *     or `destructiveHint`.
+             */
+            rule: string;
+        } & {
+            [key: string]: unknown;
+        };
+        ApprovalPage: {
+            approvals: components["schemas"]["Approval"][];
+            /** @description The cursor of the next page; empty on the last page. */
+            next_after: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * @description A person's decision on a call parked for approval. Unknown fields
+         *     are refused (400 `invalid_request`), unlike elsewhere in the API:
+         *     a misspelt `arguments` must not approve the posted ones.
+         */
+        Decision: {
+            /** @enum {string} */
+            decision: "approve" | "reject";
+            /**
+             * @description Approve only: the arguments to run the tool with instead of the
+             *     posted ones (checked against the tool's input schema).
+             */
+            arguments?: Record<string, never>;
+            /**
+             * @description Reject: the text the model reads in the call's result (at most
+             *     4096 bytes).
+             */
+            message?: string;
+            /** @description Who decided, for the ledger (at most 200 bytes). */
+            by?: string;
+        };
+        DecisionResult: {
+            /** @enum {string} */
+            decision: "approved" | "rejected";
+            /**
+             * @description `accepted`: the decision was taken now. `already_decided`: the
+             *     same decision had been taken before; nothing changed.
+             * @enum {string}
+             */
+            status: "accepted" | "already_decided";
+            session_id: components["schemas"]["ID"];
+            turn_id: components["schemas"]["ID"];
+            call_id: components["schemas"]["CallID"];
+            /** @description Whether the tool runs with edited arguments. */
+            edited: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * @description The `approval.requested` webhook's body (Standard Webhooks: `type`,
+         *     `timestamp`, `data`): calls of one turn of the session were parked
+         *     for approval (one message per commit of parks, so a turn whose
+         *     calls park together sends them in one). Read their arguments with
+         *     `GET /v1/approvals` or the turn's calls. Each call's
+         *     `complete_url` carries its completion key, the credential an
+         *     approver without an API token decides with
+         *     (`POST /v1/complete/{key}` with a Decision): treat the message as
+         *     a secret, and verify its signature.
+         * @example {
+         *       "type": "approval.requested",
+         *       "timestamp": "2025-01-02T03:04:05Z",
+         *       "data": {
+         *         "session_id": "conv-42",
+         *         "turn_id": "turn-1",
+         *         "approvals": [
+         *           {
+         *             "call_id": "call_a",
+         *             "call_index": 0,
+         *             "tool": "delete_file",
+         *             "deadline": "2025-01-03T03:04:05Z",
+         *             "rule": "tool delete_file: always",
+         *             "complete_url": "https://turnd.example/v1/complete/ck_2f6kq3z7c4w5m2ralm6f7b3ulq"
+         *           }
+         *         ]
+         *       }
+         *     }
+         */
+        ApprovalRequestedEvent: {
+            /** @constant */
+            type: "approval.requested";
+            /** @description When the calls were parked. */
+            timestamp: components["schemas"]["Timestamp"];
+            data: {
+                session_id: components["schemas"]["ID"];
+                turn_id: components["schemas"]["ID"];
+                approvals: {
+                    call_id: components["schemas"]["CallID"];
+                    call_index: number;
+                    tool: string;
+                    /** @description When the wait ends without a decision (its on_timeout then applies). */
+                    deadline: components["schemas"]["Timestamp"];
+                    /** @description Why the policy asks for approval. */
+                    rule: string;
+                    /**
+                     * Format: uri
+                     * @description The call's completion URL, its key included (a credential).
+                     */
+                    complete_url: string;
+                }[];
             };
         };
         /**
@@ -2199,6 +2480,33 @@ export interface components {
                 };
             };
         };
+        /**
+         * @description The body is not a JSON object (code `malformed_json`), or could not
+         *     be read (code `unreadable_body`); or it is a Decision that is
+         *     refused (code `invalid_request`: see InvalidDecision).
+         */
+        MalformedKeyPost: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:malformed_json",
+                 *       "title": "Bad Request",
+                 *       "status": 400,
+                 *       "detail": "the request body is not a JSON object: unexpected end of JSON input",
+                 *       "code": "malformed_json"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 400;
+                    /** @enum {unknown} */
+                    code?: "malformed_json" | "unreadable_body" | "invalid_request";
+                };
+            };
+        };
         /** @description The request body could not be read (code `unreadable_body`). */
         UnreadableBody: {
             headers: {
@@ -2254,7 +2562,11 @@ export interface components {
          * @description The key was already completed with a different payload (code
          *     `completion_conflict`). `recorded_status` is the key's status:
          *     `completed`, or `early` when the first payload arrived before the
-         *     call was parked.
+         *     call was parked. For a Decision: the key's call is not parked for
+         *     approval (`not_awaiting_approval`), or a different decision was
+         *     taken first (`already_decided`). A result (output or error) for a
+         *     call that waits for approval is refused with `awaiting_approval`:
+         *     decide it instead.
          */
         CompletionConflict: {
             headers: {
@@ -2271,21 +2583,27 @@ export interface components {
                  *       "recorded_status": "completed"
                  *     }
                  */
-                "application/problem+json": components["schemas"]["Problem"] & {
+                "application/problem+json": components["schemas"]["Problem"] & ({
                     /** @constant */
                     status?: 409;
                     /** @enum {unknown} */
                     code?: "completion_conflict";
                     /** @enum {string} */
                     recorded_status: "early" | "completed";
-                };
+                } | {
+                    /** @constant */
+                    status?: 409;
+                    /** @enum {unknown} */
+                    code?: "not_awaiting_approval" | "already_decided" | "awaiting_approval";
+                });
             };
         };
         /**
          * @description The key's call timed out or was cancelled before this result arrived
          *     (code `completion_gone`); `recorded_status` says which. The late
          *     payload is recorded in the session's ledger as `completion_late`
-         *     (once per distinct payload, at most 8 per key).
+         *     (once per distinct payload, at most 8 per key). For a Decision:
+         *     `approval_expired`, the late decision recorded as `decision_late`.
          */
         CompletionGone: {
             headers: {
@@ -2302,14 +2620,19 @@ export interface components {
                  *       "recorded_status": "timed_out"
                  *     }
                  */
-                "application/problem+json": components["schemas"]["Problem"] & {
+                "application/problem+json": components["schemas"]["Problem"] & ({
                     /** @constant */
                     status?: 410;
                     /** @enum {unknown} */
                     code?: "completion_gone";
                     /** @enum {string} */
                     recorded_status: "timed_out" | "cancelled";
-                };
+                } | {
+                    /** @constant */
+                    status?: 410;
+                    /** @enum {unknown} */
+                    code?: "approval_expired";
+                });
             };
         };
         /**
@@ -2401,7 +2724,9 @@ export interface components {
         };
         /**
          * @description The delivery is refused (code `invalid_request`): it carries neither
-         *     or both of `output` and `error`, or an `error` without `code`.
+         *     or both of `output` and `error`, or an `error` without `code`. For
+         *     a Decision: the edited arguments fail the tool's input schema
+         *     (code `invalid_arguments`; nothing ran).
          */
         InvalidDelivery: {
             headers: {
@@ -2421,7 +2746,120 @@ export interface components {
                     /** @constant */
                     status?: 422;
                     /** @enum {unknown} */
-                    code?: "invalid_request";
+                    code?: "invalid_request" | "invalid_arguments";
+                };
+            };
+        };
+        /**
+         * @description The body is not JSON (code `malformed_json`), could not be read
+         *     (`unreadable_body`), or is not a Decision's shape (code
+         *     `invalid_request`: an unknown field, a field of the wrong type).
+         *     A Decision whose values are refused is 422.
+         */
+        InvalidDecision: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:invalid_request",
+                 *       "title": "Bad Request",
+                 *       "status": 400,
+                 *       "detail": "the decision is not valid: json: unknown field \"mesage\"",
+                 *       "code": "invalid_request"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 400;
+                    /** @enum {unknown} */
+                    code?: "invalid_request" | "malformed_json" | "unreadable_body";
+                };
+            };
+        };
+        /**
+         * @description The call cannot take this decision: it is not parked for approval
+         *     (code `not_awaiting_approval`: it was answered, or it is parked on
+         *     a tool's external work), or a different decision was taken first
+         *     (code `already_decided`; the detail says which).
+         */
+        DecisionConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:already_decided",
+                 *       "title": "Conflict",
+                 *       "status": 409,
+                 *       "detail": "the call was already rejected",
+                 *       "code": "already_decided"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 409;
+                    /** @enum {unknown} */
+                    code?: "not_awaiting_approval" | "already_decided";
+                };
+            };
+        };
+        /**
+         * @description The call's approval deadline passed, or its turn was cancelled,
+         *     before this decision arrived (code `approval_expired`). The late
+         *     decision is recorded in the session's ledger as `decision_late`.
+         */
+        ApprovalExpired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:approval_expired",
+                 *       "title": "Gone",
+                 *       "status": 410,
+                 *       "detail": "the call's approval deadline passed; the decision is recorded in the ledger as decision_late",
+                 *       "code": "approval_expired"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 410;
+                    /** @enum {unknown} */
+                    code?: "approval_expired";
+                };
+            };
+        };
+        /**
+         * @description The edited arguments fail the tool's input schema (code
+         *     `invalid_arguments`; the detail says where), or the Decision's
+         *     values are refused (code `invalid_request`: no or an unknown
+         *     `decision`, `arguments` that are not an object or come with
+         *     `reject`, a `message` over 4096 bytes or a `by` over 200). Nothing
+         *     ran and the call still waits for a decision.
+         */
+        InvalidEditedArguments: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:turnd:problem:invalid_arguments",
+                 *       "title": "Unprocessable Entity",
+                 *       "status": 422,
+                 *       "detail": "arguments: at \"/path\": got number, want string",
+                 *       "code": "invalid_arguments"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    status?: 422;
+                    /** @enum {unknown} */
+                    code?: "invalid_arguments" | "invalid_request";
                 };
             };
         };
@@ -2584,6 +3022,11 @@ export interface components {
          * @example turn-1
          */
         TurnID: components["schemas"]["ID"];
+        /**
+         * @description The call's id, as the turn posted it.
+         * @example call_a
+         */
+        CallIDPath: components["schemas"]["CallID"];
         /**
          * @description A result's `output_id`.
          * @example out_2f6kq3z7c4w5m2ralm6f7b3ulq.conv-42
@@ -3468,6 +3911,71 @@ export interface operations {
             503: components["responses"]["StoreUnavailable"];
         };
     };
+    decideCall: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /**
+                 * @description The session's id.
+                 * @example conv-42
+                 */
+                session_id: components["parameters"]["SessionID"];
+                /**
+                 * @description The turn's id.
+                 * @example turn-1
+                 */
+                turn_id: components["parameters"]["TurnID"];
+                /**
+                 * @description The call's id, as the turn posted it.
+                 * @example call_a
+                 */
+                call_id: components["parameters"]["CallIDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Decision"];
+            };
+        };
+        responses: {
+            /**
+             * @description The decision was taken (`accepted`), or the same decision had
+             *     already been taken (`already_decided`).
+             */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DecisionResult"];
+                };
+            };
+            400: components["responses"]["InvalidDecision"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["DecisionConflict"];
+            410: components["responses"]["ApprovalExpired"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidEditedArguments"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
     cancelTurn: {
         parameters: {
             query?: never;
@@ -3662,6 +4170,71 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PendingPage"];
+                };
+            };
+            400: components["responses"]["InvalidQuery"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    listApprovals: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The `next_after` of the previous page (an opaque cursor); absent
+                 *     for the first page. A value this listing did not return is 400
+                 *     `invalid_query`.
+                 */
+                after?: components["parameters"]["ListAfter"];
+                /** @description The most rows of the page, 1-500 (default 50). */
+                limit?: components["parameters"]["ListLimit"];
+            };
+            header?: {
+                /**
+                 * @description An id for the request, to find its log lines. Kept when it is 1-128
+                 *     characters of `[A-Za-z0-9._~:@+=/-]`; any other value is replaced
+                 *     by a generated id (the request is not refused). The answer's
+                 *     `X-Request-Id` header says which id applied.
+                 * @example req-7f3a9c
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of calls waiting for approval. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "approvals": [
+                     *         {
+                     *           "session_id": "conv-42",
+                     *           "turn_id": "turn-1",
+                     *           "call_index": 0,
+                     *           "call_id": "call_a",
+                     *           "tool": "delete_file",
+                     *           "arguments": {
+                     *             "path": "README.md"
+                     *           },
+                     *           "requested_at": "2025-01-02T03:04:05Z",
+                     *           "deadline": "2025-01-03T03:04:05Z",
+                     *           "on_timeout": "error_as_result",
+                     *           "rule": "tool delete_file: always"
+                     *         }
+                     *       ],
+                     *       "next_after": ""
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ApprovalPage"];
                 };
             };
             400: components["responses"]["InvalidQuery"];
@@ -3940,23 +4513,24 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["Delivery"];
+                "application/json": components["schemas"]["Delivery"] | components["schemas"]["Decision"];
             };
         };
         responses: {
             /**
              * @description The result was taken (`accepted`), or the same result had already
-             *     been delivered (`already_completed`).
+             *     been delivered (`already_completed`); for a Decision, its
+             *     DecisionResult.
              */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DeliveryAck"];
+                    "application/json": components["schemas"]["DeliveryAck"] | components["schemas"]["DecisionResult"];
                 };
             };
-            400: components["responses"]["MalformedDelivery"];
+            400: components["responses"]["MalformedKeyPost"];
             401: components["responses"]["BadSignature"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -4161,6 +4735,55 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["TurnSettledEvent"];
+            };
+        };
+        responses: {
+            /** @description Delivered (any 2xx is); the body is ignored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered (any other answer, or none, is); retried later, after `Retry-After` when given. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    approvalRequestedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The message's id (`msg_…`), the same on every attempt of it: the
+                 *     key by which a receiver drops repeated deliveries.
+                 * @example msg_2f6kq3z7c4w5m2ra
+                 */
+                "webhook-id": components["parameters"]["SentWebhookID"];
+                /**
+                 * @description When this attempt was sent, in unix seconds.
+                 * @example 1735787045
+                 */
+                "webhook-timestamp": components["parameters"]["SentWebhookTimestamp"];
+                /**
+                 * @description Present when turnd has a webhook signing secret
+                 *     (`TURND_WEBHOOK_SIGNING_SECRET`): `v1,<base64 of
+                 *     HMAC-SHA256(secret, "<webhook-id>.<webhook-timestamp>.<body>")>`,
+                 *     one per secret (space-separated while a secret is rotated).
+                 * @example v1,KmpmcIc7qW5UuThjuH46g3um4E2mncvkplrV77mJs4M=
+                 */
+                "webhook-signature"?: components["parameters"]["SentWebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovalRequestedEvent"];
             };
         };
         responses: {

@@ -500,3 +500,65 @@ test("--demo: the approval's pending result carries its complete_url; without --
   assert.ok(!JSON.stringify(t).includes("ck_"));
   assert.ok(!plain.log.join("\n").includes("ck_"));
 });
+
+test("approvals: paging, decide approve / edited / reject, and its refusals", async () => {
+  const probe = await probeTool();
+  const config = `builtin: [echo]
+tools:
+  - name: guarded
+    description: a write that waits for approval
+    effect: write
+    approval: always
+    input_schema: {type: object, required: [path], properties: {path: {type: string}}}
+    http: {url: "${probe.url}"}
+`;
+  const s = await startServer({}, { config });
+  const ac = new Client({ url: s.url });
+  for (const id of ["ap", "ed", "rj"]) {
+    const t = await ac.postTurn("ts-appr", { id, calls: [{ id: `g-${id}`, name: "guarded", arguments: { path: `${id}.txt` } }] }, { async: true });
+    assert.notEqual(t.status, "completed");
+  }
+  const deadline = Date.now() + 20_000;
+  let waiting = [];
+  while (waiting.length < 3 && Date.now() < deadline) {
+    waiting = [];
+    for await (const a of ac.approvals({ limit: 2 })) waiting.push(a); // two pages
+    if (waiting.length < 3) await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.deepEqual(waiting.map((a) => a.call_id), ["g-rj", "g-ed", "g-ap"]); // newest first
+  assert.deepEqual(waiting[2].arguments, { path: "ap.txt" });
+  assert.equal(waiting[2].tool, "guarded");
+  assert.ok(waiting[2].rule);
+  const first = await ac.approvalsPage({ limit: 2 });
+  assert.equal(first.approvals.length, 2);
+  assert.notEqual(first.next_after, "");
+  await assert.rejects(ac.approvalsPage({ after: "nonsense" }), (e) => e instanceof TurndError && e.status === 400 && e.code === "invalid_query");
+
+  const ok = await ac.decide("ts-appr", "ap", "g-ap", { decision: "approve", by: "ts" });
+  assert.deepEqual(ok, { decision: "approved", status: "accepted", session_id: "ts-appr", turn_id: "ap", call_id: "g-ap", edited: false });
+  assert.deepEqual((await probe.seen("g-ap")).arguments, { path: "ap.txt" });
+  assert.equal((await ac.decide("ts-appr", "ap", "g-ap", { decision: "approve" })).status, "already_decided");
+  await assert.rejects(ac.decide("ts-appr", "ap", "g-ap", { decision: "reject", message: "no" }), (e) => e instanceof TurndError && e.status === 409 && (e.code === "already_decided" || e.code === "not_awaiting_approval"));
+  const done = await ac.await("ts-appr", "ap");
+  assert.equal(done.results[0].status, "ok");
+
+  await assert.rejects(ac.decide("ts-appr", "ed", "g-ed", { decision: "approve", arguments: { path: 7 } }), (e) => e instanceof TurndError && e.status === 422 && e.code === "invalid_arguments" && !!e.detail);
+  const edited = await ac.decide("ts-appr", "ed", "g-ed", { decision: "approve", arguments: { path: "edited.txt" } });
+  assert.equal(edited.edited, true);
+  assert.deepEqual((await probe.seen("g-ed")).arguments, { path: "edited.txt" });
+
+  await assert.rejects(ac.decide("ts-appr", "rj", "g-rj", { decision: "reject", arguments: { path: "x" } }), (e) => e instanceof TurndError && e.status === 422 && e.code === "invalid_request");
+  const no = await ac.decide("ts-appr", "rj", "g-rj", { decision: "reject", message: "use the staging copy" });
+  assert.equal(no.decision, "rejected");
+  const rejected = await ac.await("ts-appr", "rj");
+  assert.equal(rejected.results[0].status, "rejected");
+  assert.deepEqual(rejected.results[0].output, { rejected: true, message: "use the staging copy" });
+  const kinds = [];
+  for await (const l of ac.ledger("ts-appr")) if (l.turn_id === "rj") kinds.push(l.kind);
+  assert.ok(kinds.includes("call_decided"), kinds.join(","));
+
+  await assert.rejects(ac.decide("ts-appr", "rj", "nobody", { decision: "approve" }), (e) => e instanceof TurndError && e.status === 404 && e.code === "not_found");
+  await ac.postTurn("ts-appr", { id: "plain", calls: [{ id: "e", name: "echo", arguments: { text: "hi" } }] });
+  await assert.rejects(ac.decide("ts-appr", "plain", "e", { decision: "approve" }), (e) => e instanceof TurndError && e.status === 409 && e.code === "not_awaiting_approval");
+  assert.equal((await ac.approvalsPage()).approvals.length, 0);
+});
