@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,4 +469,80 @@ func TestApprovalWhileAnotherApprovedCallRuns(t *testing.T) {
 			t.Fatalf("after both approvals: %s, rm ran %v", s, g.ran())
 		}
 	})
+}
+
+// TestReadsThatNeedApproval: a read that needs approval does not run
+// before its decision, in a turn posted whole or streamed (no early
+// start), and the reads after it do not run at once with it: they wait
+// for its gate, as after a write.
+func TestReadsThatNeedApproval(t *testing.T) {
+	t.Parallel()
+	for _, streamed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streamed=%v", streamed), func(t *testing.T) {
+			t.Parallel()
+			var ran sync.Map
+			var first atomic.Value // the call id of the first read that ran
+			peek := func(name string, ask bool) *tool.Spec {
+				sp := &tool.Spec{Name: name, Effect: dispatch.EffectRead, Impl: dispatch.ToolFunc(func(_ context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+					first.CompareAndSwap(nil, c.ID)
+					ran.Store(c.ID, true)
+					return dispatch.OK([]byte(`"seen"`), true)
+				})}
+				if ask {
+					sp.Approval = &tool.Approval{When: mustRules(t, `[{"pointer":"/secret","equals":true}]`)}
+				}
+				return sp
+			}
+			f, svc := startedFixture(t, peek("peek", true), peek("look", false))
+			f.svc = svc
+			calls := []turn.Call{
+				{ID: "p1", Name: "peek", Arguments: json.RawMessage(`{"secret":true}`)},
+				{ID: "l2", Name: "look", Arguments: json.RawMessage(`{}`)},
+				{ID: "p3", Name: "peek", Arguments: json.RawMessage(`{"secret":false}`)},
+			}
+			var tr turn.Turn
+			if streamed {
+				st := f.svc.OpenStream("s", "t", "ndjson")
+				for _, c := range calls {
+					if err := st.Add(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sub, err := st.Submit(t.Context(), turn.TurnRequest{ID: "t"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr, err = f.svc.Await(t.Context(), turn.TurnKey{SessionID: "s", TurnID: sub.Turn.ID}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tr = submitAwait(t, f.svc, "s", turn.TurnRequest{ID: "t", Calls: calls})
+			}
+			if s := statuses(tr); s != "p1=pending l2=ok p3=ok" {
+				t.Fatalf("results %s", s)
+			}
+			if _, ok := ran.Load("p1"); ok {
+				t.Fatal("p1 ran before a decision")
+			}
+			if _, err := f.svc.Decide(t.Context(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "p1", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+			tr = waitSettled(t, f.svc, "s", "t")
+			if s := statuses(tr); s != "p1=ok l2=ok p3=ok" {
+				t.Fatalf("after approval %s", s)
+			}
+			if got := first.Load(); got != "l2" {
+				t.Fatalf("the first read to run was %v, want l2 (after p1's gate)", got)
+			}
+		})
+	}
+}
+
+func mustRules(t *testing.T, js string) []tool.ApprovalRule {
+	t.Helper()
+	a, err := tool.ParseApproval(json.RawMessage(`{"when":` + js + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.When
 }
