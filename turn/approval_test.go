@@ -546,3 +546,52 @@ func mustRules(t *testing.T, js string) []tool.ApprovalRule {
 	}
 	return a.When
 }
+
+// TestApprovedDeferredTool: an approved call of a deferred tool parks
+// again on its key, for its tool's work, and a delivery answers it.
+func TestApprovedDeferredTool(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		keys := make(chan string, 2)
+		d := deferring(keys, nil)
+		d.Approval = &tool.Approval{Always: true}
+		reg := mustRegistry(t, d)
+		svc := approvalService(t, open(t), "a", reg)
+		got := submitAwait(t, svc, "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{{ID: "d", Name: "defer", Arguments: json.RawMessage(`{}`)}}})
+		if s := statuses(got); s != "d=pending" || len(keys) != 0 {
+			t.Fatalf("before the decision: %s, %d keys handed out", s, len(keys))
+		}
+		k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+		if _, err := svc.Decide(context.Background(), k, "d", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		select {
+		case key = <-keys:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the approved deferred tool never ran")
+		}
+		// Parked again, for its tool: no longer an approval.
+		if list, _ := svc.ListApprovals(context.Background(), turn.Cursor{}, 10); len(list) != 0 {
+			t.Fatalf("still listed as an approval: %+v", list)
+		}
+		if _, err := svc.Decide(context.Background(), k, "d", turn.Decision{Decision: turn.DecisionReject}); decisionCode(err) != turn.CodeAlreadyDecided && decisionCode(err) != turn.CodeNotAwaitingApproval {
+			t.Fatalf("a decision on the re-parked call: %v", err)
+		}
+		var res turn.DeliveryResult
+		var err error
+		for range 200 { // the re-park commits as the resumed wave ends
+			if res, err = svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`{"done":true}`)}); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil || res.Status != "accepted" {
+			t.Fatalf("delivery: %+v %v", res, err)
+		}
+		tr := waitSettled(t, svc, "s", "t")
+		if r := resultOf(t, tr, "d"); tr.Status != turn.StatusCompleted || r.Status != turn.CallOK || string(r.Output) != `{"done":true}` {
+			t.Fatalf("after the delivery: %s %s %s", tr.Status, r.Status, r.Output)
+		}
+	})
+}
