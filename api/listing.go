@@ -44,6 +44,7 @@ type parkedCallWire struct {
 	HeartbeatDeadline *time.Time `json:"heartbeat_deadline"`
 	OnTimeout         string     `json:"on_timeout"`
 	OnCancel          string     `json:"on_cancel"`
+	Reason            string     `json:"reason,omitempty"`
 }
 
 // The pages' bodies: the rows and the next page's cursor.
@@ -161,7 +162,7 @@ func (s *server) listPending(w http.ResponseWriter, r *http.Request) {
 		wire: func(p turn.ParkedCall) parkedCallWire {
 			pw := parkedCallWire{SessionID: p.SessionID, TurnID: p.TurnID, CallIndex: p.CallIndex, CallID: p.CallID, Tool: p.CallName,
 				ParkedAt: p.CreatedAt.UTC(), Deadline: timePtr(p.Deadline), HeartbeatDeadline: timePtr(p.HeartbeatDeadline),
-				OnTimeout: p.OnTimeout, OnCancel: p.OnCancel}
+				OnTimeout: p.OnTimeout, OnCancel: p.OnCancel, Reason: p.Reason}
 			if p.HeartbeatTimeout > 0 {
 				pw.HeartbeatTimeout = p.HeartbeatTimeout.String()
 			}

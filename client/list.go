@@ -96,6 +96,9 @@ type ParkedCall struct {
 	HeartbeatDeadline *time.Time `json:"heartbeat_deadline"`
 	OnTimeout         string     `json:"on_timeout"`
 	OnCancel          string     `json:"on_cancel"`
+	// Reason is "approval" for a call waiting for a decision; "" for one
+	// waiting for its tool's external work.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PendingPage is a page of parked calls across sessions, newest first.

@@ -1285,6 +1285,13 @@ export interface components {
             /** @description What the deadline does (error_as_result or fail_turn). */
             on_timeout: string;
             on_cancel: string;
+            /**
+             * @description `approval` for a call waiting for a person's decision before its
+             *     tool runs (decide it with POST .../calls/{call_id}/decision);
+             *     absent for a call waiting for its tool's external work.
+             * @enum {string}
+             */
+            reason?: "approval";
         } & {
             [key: string]: unknown;
         };
