@@ -130,3 +130,27 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+func TestSessionApprovalOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := stackOn(t, teststores.SQLite(t), stackOptions{yaml: approvalTools})
+	r := s.do("POST", "/v1/sessions", `{"id":"strict","approval":{"tools":["search"]}}`)
+	if r.status != 201 || !strings.Contains(string(r.body), `"approval":{"tools":["search"]}`) {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{`{"approval":"sometimes"}`, `{"approval":{"tools":["nope"]}}`, `{"approval":{"when":[{"pointer":"q","equals":1}]}}`} {
+		if r := s.do("POST", "/v1/sessions", bad); r.status != 422 || r.code(t) != "invalid_request" {
+			t.Errorf("%s: %d %s", bad, r.status, r.body)
+		}
+	}
+	r = s.do("POST", "/v1/sessions/strict/turns", `{"id":"t","calls":[{"id":"a","name":"search","arguments":{"q":"x"}}]}`)
+	var tr wireTurn
+	r.json(t, &tr)
+	if summary(tr) != "a=pending" {
+		t.Fatalf("the session's policy did not apply: %s", r.body)
+	}
+	tools := s.do("GET", "/v1/tools", nil)
+	if !strings.Contains(string(tools.body), `"approval":"always"`) || !strings.Contains(string(tools.body), `"approval":{"when":[{"pointer":"/q","matches":"^secret"}]}`) {
+		t.Fatalf("GET /v1/tools does not show the policies: %s", tools.body)
+	}
+}

@@ -43,6 +43,9 @@ type SessionRequest struct {
 	Budget      *BudgetRequest  `json:"budget,omitempty"`
 	CallbackURL string          `json:"callback_url,omitempty"`
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	// Approval is the session's own approval policy: "always", or
+	// {"tools": [...], "when": [rules]} (JSON); nil for none.
+	Approval json.RawMessage `json:"approval,omitempty"`
 }
 
 // Session is a session as the server records it.
@@ -53,6 +56,8 @@ type Session struct {
 	CallbackURL *string         `json:"callback_url"`
 	Metadata    json.RawMessage `json:"metadata"`
 	CreatedAt   time.Time       `json:"created_at"`
+	// Approval is the session's own approval policy (nil for none).
+	Approval json.RawMessage `json:"approval,omitempty"`
 }
 
 // Call is one tool call of a turn.
@@ -156,6 +161,8 @@ type Tool struct {
 	Resources                []string `json:"resources,omitempty"`
 	MaxConcurrency           int      `json:"max_concurrency,omitempty"`
 	MaxConcurrencyPerSession int      `json:"max_concurrency_per_session,omitempty"`
+	// Approval is the tool's approval policy (nil when no call needs one).
+	Approval json.RawMessage `json:"approval,omitempty"`
 }
 
 // ToolList is the answer of GET /v1/tools.

@@ -303,19 +303,28 @@ func decidedLine(c Completion, d Decision, original json.RawMessage, now Line) L
 	return now
 }
 
+// decidedTurn reads the turn of the call c decides, and the call's
+// arguments as posted.
+func (s *Service) decidedTurn(ctx context.Context, c Completion) (Turn, json.RawMessage, error) {
+	t, err := s.store.GetTurn(ctx, TurnKey{c.SessionID, c.TurnID})
+	if err != nil {
+		return Turn{}, nil, fmt.Errorf("reading turn: %w", err)
+	}
+	if c.CallIndex < 0 || c.CallIndex >= len(t.Calls) {
+		return Turn{}, nil, fmt.Errorf("completion of call %d of a turn of %d calls: %w", c.CallIndex, len(t.Calls), ErrNotFound)
+	}
+	return t, t.Calls[c.CallIndex].Arguments, nil
+}
+
 // approve validates d's edited arguments against the tool, stores the
 // approval and runs the call (see Approve): at once when the turn was
 // waiting, else once its wave ends.
 func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload json.RawMessage, hash [32]byte) error {
 	k := TurnKey{c.SessionID, c.TurnID}
-	t, err := s.store.GetTurn(ctx, k)
+	_, original, err := s.decidedTurn(ctx, c)
 	if err != nil {
-		return fmt.Errorf("reading turn: %w", err)
+		return err
 	}
-	if c.CallIndex < 0 || c.CallIndex >= len(t.Calls) {
-		return fmt.Errorf("completion of call %d of a turn of %d calls: %w", c.CallIndex, len(t.Calls), ErrNotFound)
-	}
-	original := t.Calls[c.CallIndex].Arguments
 	if d.Arguments != nil {
 		spec, ok := s.cfg.Tools().Lookup(c.CallName)
 		if !ok {
@@ -344,9 +353,9 @@ func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload
 // turn when nothing else of it is pending.
 func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload json.RawMessage, hash [32]byte) error {
 	k := TurnKey{c.SessionID, c.TurnID}
-	t, err := s.store.GetTurn(ctx, k)
+	t, original, err := s.decidedTurn(ctx, c)
 	if err != nil {
-		return fmt.Errorf("reading turn: %w", err)
+		return err
 	}
 	sess, err := s.storedSession(ctx, k.SessionID)
 	if err != nil {
@@ -357,10 +366,6 @@ func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload 
 	res.Status, res.Error, res.FinishedAt = CallRejected, nil, now
 	res.Output = mustJSON(map[string]any{"rejected": true, "message": d.Message})
 	res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID = false, 0, 0, ""
-	var original json.RawMessage
-	if c.CallIndex >= 0 && c.CallIndex < len(t.Calls) {
-		original = t.Calls[c.CallIndex].Arguments
-	}
 	lines := []Line{
 		decidedLine(c, d, original, Line{SessionID: k.SessionID, TurnID: k.TurnID, At: now}),
 		{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,

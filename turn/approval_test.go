@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -466,6 +467,131 @@ func TestApprovalWhileAnotherApprovedCallRuns(t *testing.T) {
 		tr := waitSettled(t, svc, "s", "t")
 		if s := statuses(tr); s != "a=ok c=ok" || len(g.ran()) != 1 {
 			t.Fatalf("after both approvals: %s, rm ran %v", s, g.ran())
+		}
+	})
+}
+
+// TestReadsThatNeedApproval: a read that needs approval does not run
+// before its decision, in a turn posted whole or streamed (no early
+// start), and the reads after it do not run at once with it: they wait
+// for its gate, as after a write.
+func TestReadsThatNeedApproval(t *testing.T) {
+	t.Parallel()
+	for _, streamed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streamed=%v", streamed), func(t *testing.T) {
+			t.Parallel()
+			var ran sync.Map
+			var first atomic.Value // the call id of the first read that ran
+			peek := func(name string, ask bool) *tool.Spec {
+				sp := &tool.Spec{Name: name, Effect: dispatch.EffectRead, Impl: dispatch.ToolFunc(func(_ context.Context, c dispatch.Call, _ *dispatch.Attempt) dispatch.Outcome {
+					first.CompareAndSwap(nil, c.ID)
+					ran.Store(c.ID, true)
+					return dispatch.OK([]byte(`"seen"`), true)
+				})}
+				if ask {
+					sp.Approval = &tool.Approval{When: mustRules(t, `[{"pointer":"/secret","equals":true}]`)}
+				}
+				return sp
+			}
+			f, svc := startedFixture(t, peek("peek", true), peek("look", false))
+			f.svc = svc
+			calls := []turn.Call{
+				{ID: "p1", Name: "peek", Arguments: json.RawMessage(`{"secret":true}`)},
+				{ID: "l2", Name: "look", Arguments: json.RawMessage(`{}`)},
+				{ID: "p3", Name: "peek", Arguments: json.RawMessage(`{"secret":false}`)},
+			}
+			var tr turn.Turn
+			if streamed {
+				st := f.svc.OpenStream("s", "t", "ndjson")
+				for _, c := range calls {
+					if err := st.Add(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sub, err := st.Submit(t.Context(), turn.TurnRequest{ID: "t"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr, err = f.svc.Await(t.Context(), turn.TurnKey{SessionID: "s", TurnID: sub.Turn.ID}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tr = submitAwait(t, f.svc, "s", turn.TurnRequest{ID: "t", Calls: calls})
+			}
+			if s := statuses(tr); s != "p1=pending l2=ok p3=ok" {
+				t.Fatalf("results %s", s)
+			}
+			if _, ok := ran.Load("p1"); ok {
+				t.Fatal("p1 ran before a decision")
+			}
+			if _, err := f.svc.Decide(t.Context(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "p1", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+			tr = waitSettled(t, f.svc, "s", "t")
+			if s := statuses(tr); s != "p1=ok l2=ok p3=ok" {
+				t.Fatalf("after approval %s", s)
+			}
+			if got := first.Load(); got != "l2" {
+				t.Fatalf("the first read to run was %v, want l2 (after p1's gate)", got)
+			}
+		})
+	}
+}
+
+func mustRules(t *testing.T, js string) []tool.ApprovalRule {
+	t.Helper()
+	a, err := tool.ParseApproval(json.RawMessage(`{"when":` + js + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.When
+}
+
+// TestApprovedDeferredTool: an approved call of a deferred tool parks
+// again on its key, for its tool's work, and a delivery answers it.
+func TestApprovedDeferredTool(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		keys := make(chan string, 2)
+		d := deferring(keys, nil)
+		d.Approval = &tool.Approval{Always: true}
+		reg := mustRegistry(t, d)
+		svc := approvalService(t, open(t), "a", reg)
+		got := submitAwait(t, svc, "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{{ID: "d", Name: "defer", Arguments: json.RawMessage(`{}`)}}})
+		if s := statuses(got); s != "d=pending" || len(keys) != 0 {
+			t.Fatalf("before the decision: %s, %d keys handed out", s, len(keys))
+		}
+		k := turn.TurnKey{SessionID: "s", TurnID: "t"}
+		if _, err := svc.Decide(context.Background(), k, "d", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		select {
+		case key = <-keys:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the approved deferred tool never ran")
+		}
+		// Parked again, for its tool: no longer an approval.
+		if list, _ := svc.ListApprovals(context.Background(), turn.Cursor{}, 10); len(list) != 0 {
+			t.Fatalf("still listed as an approval: %+v", list)
+		}
+		if _, err := svc.Decide(context.Background(), k, "d", turn.Decision{Decision: turn.DecisionReject}); decisionCode(err) != turn.CodeAlreadyDecided && decisionCode(err) != turn.CodeNotAwaitingApproval {
+			t.Fatalf("a decision on the re-parked call: %v", err)
+		}
+		var res turn.DeliveryResult
+		var err error
+		for range 200 { // the re-park commits as the resumed wave ends
+			if res, err = svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`{"done":true}`)}); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil || res.Status != "accepted" {
+			t.Fatalf("delivery: %+v %v", res, err)
+		}
+		tr := waitSettled(t, svc, "s", "t")
+		if r := resultOf(t, tr, "d"); tr.Status != turn.StatusCompleted || r.Status != turn.CallOK || string(r.Output) != `{"done":true}` {
+			t.Fatalf("after the delivery: %s %s %s", tr.Status, r.Status, r.Output)
 		}
 	})
 }

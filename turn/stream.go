@@ -130,6 +130,10 @@ func (st *Stream) Add(c Call) error {
 		st.leading = false
 		return nil
 	}
+	if _, needs := spec.NeedsApproval(c.Arguments); needs {
+		st.leading = false // it waits for a decision, and ends the leading reads
+		return nil
+	}
 	if dispatch.Inline(spec.Impl, spec.Effect, spec.Retry) {
 		// An inline tool answers from its arguments alone in less time
 		// than an early start costs (dispatch.InlineTool): it runs at
@@ -191,8 +195,8 @@ func (st *Stream) admit(c Call) (sess Session, cached, ok bool) {
 		return Session{}, false, false
 	}
 	sess, cached = s.sessions.get(st.sessionID)
-	if cached && !sess.Granted(c.Name) {
-		return Session{}, false, false
+	if cached && (!sess.Granted(c.Name) || sess.Approval != nil) {
+		return Session{}, false, false // see awaitSession
 	}
 	s.mu.Lock()
 	if s.closing {
@@ -242,7 +246,9 @@ func (st *Stream) awaitSession(ctx context.Context, c *Call) (Session, bool) {
 	case st.lookupErr != nil, lk.TurnFound, lk.Answered[c.ID].Status.Final():
 		return Session{}, false
 	case lk.SessionFound:
-		return lk.Session, lk.Session.Granted(c.Name)
+		// A session with an approval policy of its own starts nothing
+		// early: its policy may stop any call, and the calls after it.
+		return lk.Session, lk.Session.Granted(c.Name) && lk.Session.Approval == nil
 	}
 	return Session{ID: st.sessionID, Budget: st.svc.cfg.Budget}, true
 }
@@ -467,10 +473,13 @@ func (r *run) leadingReads() int {
 		return r.leading
 	}
 	n := 0
-	for _, c := range r.turn.Calls {
+	for i, c := range r.turn.Calls {
 		spec, ok := r.reg.Lookup(c.Name)
 		if !ok || spec.Effect != dispatch.EffectRead {
 			break
+		}
+		if _, needs := r.approvalNeeded(i, spec, c.Arguments); needs {
+			break // it waits for a decision: a write to the scheduler
 		}
 		n++
 	}

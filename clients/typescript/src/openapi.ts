@@ -1217,6 +1217,15 @@ export interface components {
             callback_url?: string | null;
             /** @description Any JSON value, stored and returned as is. */
             metadata?: Record<string, never> | unknown[] | string | number | boolean | null;
+            /**
+             * @description The session's own approval policy, added to the tools' (it can
+             *     ask for more approvals, never fewer): `"always"`, `"never"`
+             *     (none), or an object with `tools` (calls of these registered
+             *     tools need approval) and `when` (rules over the call's
+             *     arguments or the tool's hints, as in the tool config; see
+             *     docs/config.md, "Approvals"). Absent or null: none.
+             */
+            approval?: components["schemas"]["ApprovalPolicy"] | null;
         } & {
             [key: string]: unknown;
         };
@@ -1288,8 +1297,32 @@ export interface components {
             /** @description The metadata given at creation (null when none). */
             metadata: Record<string, never> | unknown[] | string | number | boolean | null;
             created_at: components["schemas"]["Timestamp"];
+            /** @description The session's own approval policy; absent when it has none. */
+            approval?: components["schemas"]["ApprovalPolicy"];
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * @description An approval policy: `always`, `never`, or `{tools, when}` (a
+         *     session's) / `{when}` (a tool's), approval being needed when the
+         *     tool is listed or any rule matches.
+         */
+        ApprovalPolicy: ("always" | "never") | {
+            tools?: components["schemas"]["ToolName"][];
+            when?: components["schemas"]["ApprovalRule"][];
+        };
+        /**
+         * @description `{annotation}` (optionally with `equals`: true or false) over the
+         *     tool's hints (destructiveHint, readOnlyHint, openWorldHint,
+         *     idempotentHint), or `{pointer, equals}` / `{pointer, matches}`
+         *     over the call's arguments (a JSON pointer; an RE2 regexp).
+         */
+        ApprovalRule: {
+            /** @enum {string} */
+            annotation?: "destructiveHint" | "readOnlyHint" | "openWorldHint" | "idempotentHint";
+            pointer?: string;
+            equals?: unknown;
+            matches?: string;
         };
         /** @description One tool call of the assistant turn, as the model issued it. */
         Call: {
@@ -1577,6 +1610,12 @@ export interface components {
             max_concurrency?: number;
             /** @description The same for the calls of one session. */
             max_concurrency_per_session?: number;
+            /**
+             * @description The tool's approval policy (the config's `approval:`, or its
+             *     default): which calls wait for a decision before the tool runs.
+             *     Absent when none needs one.
+             */
+            approval?: components["schemas"]["ApprovalPolicy"];
         } & {
             [key: string]: unknown;
         };
