@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -333,5 +334,49 @@ func markupCheck(t *testing.T, tb *tab, where string) {
 		Bold: document.querySelectorAll('b').length, Scripts: document.scripts.length})`, &got)
 	if got.XSS != nil || got.Images != 0 || got.Bold != 0 || got.Scripts != 1 {
 		t.Errorf("%s: model output took effect as markup: %+v", where, got)
+	}
+}
+
+// TestUIApprovalExpired: a call whose wait for approval ended while the
+// page showed it: approving it shows the server's 410 approval_expired on
+// its card, which closes, and the late decision is in the ledger. (The
+// tool is deferred only because a tool's pending: options, the approval's
+// deadline among them, are for deferred tools.)
+func TestUIApprovalExpired(t *testing.T) {
+	t.Parallel()
+	br := newBrowser(t)
+	at := newApprovalTools(t)
+	config := writeFile(t, t.TempDir(), "tools.yaml", `tools:
+  - name: save_soon
+    effect: write
+    approval: always
+    deferred: true
+    pending: {deadline: 5s}
+    http: {url: "`+at.url+`/save", timeout: 5s}
+`)
+	p := startTurnd(t, procOptions{args: []string{"--config", config, "--data", filepath.Join(t.TempDir(), "t.db")}})
+	p.must(202, "POST", "/v1/sessions/late/turns", `{"id":"t-late","calls":[{"id":"c-late","name":"save_soon","arguments":{}}]}`, "Prefer", "respond-async")
+	waitApprovals(t, p, 1)
+	tb := br.tab(t)
+	tb.open(p.base + "/ui/#/approvals")
+	tb.waitFor("the card (within the call's 5 s deadline)", `!!document.querySelector('.approval[data-call="c-late"] button.approve')`, 10*time.Second)
+	poll(t, settleTimeout, func() error {
+		if tj := decode[turnJSON](t, p.must(200, "GET", "/v1/sessions/late/turns/t-late", nil)); tj.SettledAt == nil {
+			return fmt.Errorf("t-late is %s: its wait has not ended", tj.Status)
+		}
+		return nil
+	})
+	tb.click(card("c-late") + " button.approve")
+	tb.waitFor("approval_expired on the card", `document.querySelector('.approval[data-call="c-late"]').dataset.problem === 'approval_expired' && !!document.querySelector('.approval.closed[data-call="c-late"]')`, 10*time.Second)
+	if got := tb.text(card("c-late") + " .decision-status"); !strings.Contains(got, "410 approval_expired") || !strings.Contains(got, "decision_late") {
+		t.Errorf("the expired card reads %q", got)
+	}
+	tb.screenshot("approvals-expired")
+	at.noRun(t, "the approval came too late")
+	if ledger := string(p.must(200, "GET", "/v1/sessions/late/ledger?limit=500", nil)); !strings.Contains(ledger, `"decision_late"`) {
+		t.Errorf("no decision_late line in the ledger:\n%s", ledger)
+	}
+	if got := decode[turnJSON](t, p.must(200, "GET", "/v1/sessions/late/turns/t-late", nil)); got.Results[0].Status != "timed_out" {
+		t.Errorf("the expired call's result is %s, want timed_out", got.Results[0].Status)
 	}
 }

@@ -25,7 +25,7 @@ function decisionBody(decision, { args, message, by }) {
 const HINTS = {
   not_awaiting_approval: 'The call no longer waits for approval (it was answered or cancelled).',
   already_decided: 'Someone decided this call first.',
-  approval_expired: 'Too late: the wait ended. The decision is recorded in the ledger as decision_late.',
+  approval_expired: 'Too late: the wait ended without a decision.',
   invalid_arguments: 'The edited arguments do not fit the tool. Nothing ran; fix them and approve again.',
   not_found: 'No such call any more.',
 };
