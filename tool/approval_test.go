@@ -155,3 +155,38 @@ func TestMCPApprovalByAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalPending: a tool with an approval policy takes a pending
+// block, whose deadline bounds the wait for a decision; without either,
+// pending is refused.
+func TestApprovalPending(t *testing.T) {
+	t.Parallel()
+	reg, err := parseConfig(t, `
+tools:
+  - name: rm
+    approval: always
+    pending: {deadline: 10m, on_timeout: fail_turn}
+    http: {url: "http://127.0.0.1:9/rm"}
+  - name: shout
+    builtin: echo
+    approval: always
+    pending: {deadline: 1h}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, _ := reg.Lookup("rm")
+	shout, _ := reg.Lookup("shout")
+	if rm.Pending.Deadline != "10m" || rm.Pending.OnTimeout != "fail_turn" || shout.Pending.Deadline != "1h" {
+		t.Fatalf("pending %+v %+v", rm.Pending, shout.Pending)
+	}
+	for _, bad := range []string{
+		"tools:\n  - name: a\n    pending: {deadline: 10m}\n    http: {url: \"http://127.0.0.1:9/\"}\n",
+		"tools:\n  - name: a\n    approval: always\n    pending: {deadline: forever}\n    http: {url: \"http://127.0.0.1:9/\"}\n",
+		"tools:\n  - name: a\n    builtin: echo\n    pending: {deadline: 1h}\n",
+	} {
+		if _, err := parseConfig(t, bad); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}

@@ -247,8 +247,10 @@ func (e entry) builtinSpec(rt rawTool, base *Spec) *Spec {
 	b.Projection = base.Projection
 	switch {
 	case rt.Pending == nil:
+	case !b.Deferred && rt.Approval != nil:
+		b.Pending = *rt.Pending // bounds the wait for a decision
 	case !b.Deferred:
-		e.fail(e.at("pending"), "pending cannot be set for builtin %q: it never defers a call", name)
+		e.fail(e.at("pending"), "pending cannot be set for builtin %q: it never defers a call (unless the entry has an approval policy)", name)
 	default:
 		// The config's pending: refines the builtin's own defaults.
 		b.Pending = b.Pending.Merge(*rt.Pending)
@@ -264,9 +266,9 @@ func (e entry) builtinSpec(rt rawTool, base *Spec) *Spec {
 // checkPending checks the pending block of the entry, whose spec is s.
 func (e entry) checkPending(rt rawTool, s *Spec) {
 	switch {
-	case !s.Deferred && rt.Builtin == nil:
-		e.fail(e.at("pending"), "pending is only allowed with deferred: true")
-	case !s.Deferred:
+	case !s.Deferred && rt.Builtin == nil && rt.Approval == nil:
+		e.fail(e.at("pending"), "pending is only allowed with deferred: true or an approval policy (its deadline and on_timeout then bound the wait for a decision)")
+	case !s.Deferred && rt.Approval == nil:
 		// Reported by builtinSpec.
 	default:
 		if err := s.Pending.Validate(); err != nil {
