@@ -140,14 +140,29 @@ func TestSentMessagesMatchSpec(t *testing.T) {
 			arrived <- "cancel"
 		})
 		mux.HandleFunc("POST /hook", func(w http.ResponseWriter, r *http.Request) {
-			body := check(w, r, "the turn.settled webhook", func(b []byte) error { return spec.webhook(r, b, "turn.settled") })
+			raw, _ := io.ReadAll(r.Body)
+			var ev struct {
+				Type string `json:"type"`
+				Data struct {
+					Status    string
+					Approvals []struct {
+						CallID string `json:"call_id"`
+					} `json:"approvals"`
+				} `json:"data"`
+			}
+			_ = json.Unmarshal(raw, &ev)
+			r.Body = io.NopCloser(bytes.NewReader(raw))
+			body := check(w, r, "the "+ev.Type+" webhook", func(b []byte) error { return spec.webhook(r, b, ev.Type) })
 			if err := signer.Verify(r.Header, body, time.Now(), time.Minute); err != nil {
 				t.Errorf("the webhook's signature: %v", err)
 			}
-			var ev struct {
-				Data struct{ Status string } `json:"data"`
+			if ev.Type == turn.EventApprovalRequested {
+				if len(ev.Data.Approvals) != 1 {
+					t.Errorf("approval.requested lists %d calls: %s", len(ev.Data.Approvals), body)
+				}
+				arrived <- "approval requested"
+				return
 			}
-			_ = json.Unmarshal(body, &ev)
 			arrived <- "settled " + ev.Data.Status
 		})
 		recv := httptest.NewServer(mux)
@@ -161,6 +176,9 @@ func TestSentMessagesMatchSpec(t *testing.T) {
     effect: write
     deferred: true
     http: {url: "{{R}}/deferred", cancel_url: "{{R}}/cancel", timeout: 5s}
+  - name: gated
+    approval: always
+    http: {url: "{{R}}/tool", timeout: 5s}
 `, "{{R}}", recv.URL)), tool.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -241,5 +259,11 @@ func TestSentMessagesMatchSpec(t *testing.T) {
 		if !(got[0] == "cancel" && got[1] == "settled cancelled") && !(got[1] == "cancel" && got[0] == "settled cancelled") {
 			t.Fatalf("after the cancel arrived %v, want the cancel request and the cancelled turn's webhook", got)
 		}
+		if st := post("/v1/sessions/hooked/turns", `{"id":"t3","calls":[{"id":"g1","name":"gated"}]}`); st != 202 {
+			t.Fatalf("turn t3 answered %d, want 202 waiting", st)
+		}
+		await("approval requested")
+		post("/v1/sessions/hooked/turns/t3/calls/g1/decision", `{"decision":"approve","by":"contract"}`)
+		await("tool", "settled completed")
 	})
 }
