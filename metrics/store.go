@@ -12,7 +12,7 @@ import (
 
 // storeOps are the op label values of turnd_store_duration_seconds, one per
 // turn.Store method.
-var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked"}
+var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked", "approve", "claim_approved", "list_approvals"}
 
 // timedStore times every call of a turn.Store into
 // turnd_store_duration_seconds{op}. It embeds the store, so that a method
@@ -232,4 +232,22 @@ func (t *timedStore) ListTurns(ctx context.Context, sessionID string, after turn
 func (t *timedStore) ListParked(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
 	defer t.since("list_parked", time.Now())
 	return t.Store.ListParked(ctx, after, limit)
+}
+
+// Approve implements turn.Store.
+func (t *timedStore) Approve(ctx context.Context, a turn.Approve) (turn.Approved, error) {
+	defer t.since("approve", time.Now())
+	return t.Store.Approve(ctx, a)
+}
+
+// ClaimApproved implements turn.Store.
+func (t *timedStore) ClaimApproved(ctx context.Context, k turn.TurnKey, owner string, until time.Time) (int, bool, error) {
+	defer t.since("claim_approved", time.Now())
+	return t.Store.ClaimApproved(ctx, k, owner, until)
+}
+
+// ListApprovals implements turn.Store.
+func (t *timedStore) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+	defer t.since("list_approvals", time.Now())
+	return t.Store.ListApprovals(ctx, after, limit)
 }
