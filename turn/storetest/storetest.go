@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"Secret", testSecret},
 		{"SecretConcurrent", testSecretConcurrent},
 		{"CompletionRoundTrip", testCompletionRoundTrip},
+		{"GetDelivery", testGetDelivery},
 		{"RecordLate", testRecordLate},
 		{"RecordLateConcurrent", testRecordLateConcurrent},
 		{"WebhookCommit", testWebhookCommit},
