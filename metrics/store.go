@@ -12,7 +12,7 @@ import (
 
 // storeOps are the op label values of turnd_store_duration_seconds, one per
 // turn.Store method.
-var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "get_delivery", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked"}
+var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "unsettled", "ping", "issue_completion", "get_completion", "get_delivery", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked"}
 
 // timedStore times every call of a turn.Store into
 // turnd_store_duration_seconds{op}. It embeds the store, so that a method
@@ -130,6 +130,12 @@ func (t *timedStore) RequestCancel(ctx context.Context, k turn.TurnKey, at time.
 func (t *timedStore) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
 	defer t.since("cancel_requested", time.Now())
 	return t.Store.CancelRequested(ctx, keys)
+}
+
+// Unsettled implements turn.Store.
+func (t *timedStore) Unsettled(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	defer t.since("unsettled", time.Now())
+	return t.Store.Unsettled(ctx, keys)
 }
 
 // Ping implements turn.Store.

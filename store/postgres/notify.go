@@ -37,6 +37,10 @@ SELECT EXISTS (SELECT FROM t)`
 	sqlCancelRequested = `SELECT t.session_id, t.id FROM turns t
 JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
 WHERE t.status = 'running' AND t.cancel_requested_at IS NOT NULL`
+
+	sqlUnsettled = `SELECT t.session_id, t.id FROM turns t
+JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
+WHERE t.status IN ('running', 'waiting')`
 )
 
 // RequestCancel records a request to cancel a running turn; see turn.Store.
@@ -60,6 +64,20 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 	}
 	sids, tids := keyColumns(keys)
 	found, err := queryAll(ctx, s.pool, "reading cancel requests", collectKeys, sqlCancelRequested, sids, tids)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.InOrder(keys, found), nil
+}
+
+// Unsettled returns those of keys whose turn is running or waiting, in the
+// order given; see turn.Store.
+func (s *Store) Unsettled(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	if len(keys) == 0 {
+		return []turn.TurnKey{}, nil
+	}
+	sids, tids := keyColumns(keys)
+	found, err := queryAll(ctx, s.pool, "reading unsettled turns", collectKeys, sqlUnsettled, sids, tids)
 	if err != nil {
 		return nil, err
 	}

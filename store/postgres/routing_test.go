@@ -104,6 +104,7 @@ var singles = []single{
 	{"sqlDeleteExpiredOutputs", sqlDeleteExpiredOutputs, 0, whyExpiry, false},
 	{"sqlRenewLeases", sqlRenewLeases, 0, whyReplica + "; plain PostgreSQL only: sharded, sqlRenewLease per turn", false},
 	{"sqlCancelRequested", sqlCancelRequested, 0, whyReplica, false},
+	{"sqlUnsettled", sqlUnsettled, 0, "the turns one replica's waiters wait on, of many sessions, in one statement a second (WaitSettled's poll)", false},
 	{"sqlLookupTurn", sqlLookupTurn, 1, "", false},
 	{"sqlLookupTurns", sqlLookupTurns, 0, whyGroup, false},
 	{"sqlPublish", sqlPublish, 0, "pg_notify on the node it is sent to (see docs/citus.md)", true},

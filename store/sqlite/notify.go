@@ -29,6 +29,11 @@ RETURNING 1`
 WHERE status = 'running' AND cancel_requested_at IS NOT NULL AND (session_id, id) IN (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)
 )`
+
+	sqlUnsettled = `SELECT session_id, id FROM turns
+WHERE status IN ('running', 'waiting') AND (session_id, id) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)
+)`
 )
 
 // RequestCancel records a request to cancel a running turn; see turn.Store.
@@ -52,6 +57,23 @@ func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]tur
 		return nil, fmt.Errorf("reading cancel requests: %w", err)
 	}
 	found, err := queryAll(ctx, s.read, "reading cancel requests", collectKeys, sqlCancelRequested, arg)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.InOrder(keys, found), nil
+}
+
+// Unsettled returns those of keys whose turn is running or waiting, in the
+// order given; see turn.Store.
+func (s *Store) Unsettled(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	if len(keys) == 0 {
+		return []turn.TurnKey{}, nil
+	}
+	arg, err := keyPairs(keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading unsettled turns: %w", err)
+	}
+	found, err := queryAll(ctx, s.read, "reading unsettled turns", collectKeys, sqlUnsettled, arg)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"SecretConcurrent", testSecretConcurrent},
 		{"CompletionRoundTrip", testCompletionRoundTrip},
 		{"GetDelivery", testGetDelivery},
+		{"Unsettled", testUnsettled},
 		{"RecordLate", testRecordLate},
 		{"RecordLateConcurrent", testRecordLateConcurrent},
 		{"WebhookCommit", testWebhookCommit},
