@@ -3090,6 +3090,12 @@ SELECT t.session_id, t.id FROM turns t
 JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
 WHERE t.status = 'running' AND t.cancel_requested_at IS NOT NULL;
 
+-- sqlUnsettled
+-- fans out: the turns one replica's waiters wait on, of many sessions, in one statement a second (WaitSettled's poll)
+SELECT t.session_id, t.id FROM turns t
+JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
+WHERE t.status IN ('running', 'waiting');
+
 -- sqlLookupTurn
 -- routed: session $1
 SELECT 1::bigint, s.tools, s.budget, s.callback_url, s.metadata, s.created_at,
