@@ -105,7 +105,7 @@ type Workload struct {
 }
 
 // DefaultParked is the completion workload's calls a round.
-const DefaultParked = 4000
+const DefaultParked = 2000
 
 // MaxParked bounds Workload.Parked: each parked turn's waiter holds a
 // connection to turnd.

@@ -329,15 +329,21 @@ const (
 	sqlBeginResolve = `begin isolation level read committed`
 	sqlCommit       = `commit`
 
-	sqlLockTurn = `SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE`
-
-	sqlLockCompletions = `SELECT key_hash, status FROM completions
-WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
-ORDER BY key_hash
-FOR UPDATE`
+	// sqlLockResolve locks the turn's row, then (the lateral subquery runs
+	// for the row locked) the batch's completions in key order; it
+	// returns no row for an unknown turn, one row of NULL completion
+	// columns when none of the keys is the turn's (or there are none).
+	sqlLockResolve = `SELECT c.key_hash, c.status
+FROM (SELECT status FROM turns WHERE session_id = $2 AND id = $3 FOR NO KEY UPDATE) t
+LEFT JOIN LATERAL (
+    SELECT key_hash, status FROM completions
+    WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
+    ORDER BY key_hash
+    FOR UPDATE
+) c ON true`
 
 	// The gate passes when the turn exists and every item's completion
-	// (locked by sqlLockCompletions) is in its expected status; the settle
+	// (locked by sqlLockResolve) is in its expected status; the settle
 	// counts as pending no completion this statement resolves, whose
 	// updates it cannot see. The items' lines take their seqs first, the
 	// settling lines (when it settles) after them, in one ledger batch.

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -123,10 +122,7 @@ func (s *Store) execResolve(ctx context.Context, batch []*resolveCall) error {
 	pb.Queue(sqlBeginResolve)
 	for _, c := range batch {
 		k := c.b.Key
-		pb.Queue(sqlLockTurn, k.SessionID, k.TurnID)
-		if len(c.p.completions.key) > 0 {
-			pb.Queue(sqlLockCompletions, c.p.completions.key, k.SessionID, k.TurnID)
-		}
+		pb.Queue(sqlLockResolve, c.p.completions.key, k.SessionID, k.TurnID)
 		pb.Queue(resolveSQL[c.p.variant()].sql, c.p.args()...)
 	}
 	pb.Queue(sqlCommit)
@@ -155,34 +151,28 @@ func readResolve(br pgx.BatchResults, batch []*resolveCall) error {
 // readResolveCall reads one call's locks and resolving statement.
 func readResolveCall(br pgx.BatchResults, c *resolveCall) error {
 	c.passed, c.settled, c.statuses = false, false, nil
-	var turnStatus string
-	switch err := br.QueryRow().Scan(&turnStatus); {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	rows, err := br.Query()
+	if err != nil {
 		return err
-	default:
-		c.statuses = make(map[[32]byte]turn.CompletionStatus)
 	}
-	if len(c.p.completions.key) > 0 {
-		rows, err := br.Query()
+	var key []byte
+	var status *string
+	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
+		if c.statuses == nil {
+			c.statuses = make(map[[32]byte]turn.CompletionStatus) // the turn exists
+		}
+		if status == nil {
+			return nil // none of the keys is the turn's
+		}
+		h, err := sqlstore.DecodeHash(key)
 		if err != nil {
 			return err
 		}
-		var key []byte
-		var status string
-		_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
-			h, err := sqlstore.DecodeHash(key)
-			if err != nil {
-				return err
-			}
-			if c.statuses != nil {
-				c.statuses[h] = turn.CompletionStatus(status)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+		c.statuses[h] = turn.CompletionStatus(*status)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return br.QueryRow().Scan(&c.passed, &c.settled)
 }

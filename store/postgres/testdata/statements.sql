@@ -2885,16 +2885,16 @@ SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, dead
 WHERE session_id = $1 AND turn_id = $2
 ORDER BY call_idx, created_at, key_hash;
 
--- sqlLockTurn
--- routed: session $1
-SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE;
-
--- sqlLockCompletions
+-- sqlLockResolve
 -- routed: session $2
-SELECT key_hash, status FROM completions
-WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
-ORDER BY key_hash
-FOR UPDATE;
+SELECT c.key_hash, c.status
+FROM (SELECT status FROM turns WHERE session_id = $2 AND id = $3 FOR NO KEY UPDATE) t
+LEFT JOIN LATERAL (
+    SELECT key_hash, status FROM completions
+    WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
+    ORDER BY key_hash
+    FOR UPDATE
+) c ON true;
 
 -- sqlLockLate
 -- routed: session $1
