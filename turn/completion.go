@@ -95,7 +95,7 @@ func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any)
 
 // resultAt returns the turn's recorded result for the completion's call, or
 // a fresh one.
-func resultAt(t Turn, c Completion) Result { return TargetOf(t, c).base() }
+func resultAt(t Turn, c Completion) Result { return targetOf(t, c).base() }
 
 func settledLine(k TurnKey, status Status, at time.Time) Line {
 	return Line{SessionID: k.SessionID, TurnID: k.TurnID, Kind: LineTurnSettled, At: at, Data: settledData(status)}
@@ -137,7 +137,7 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) (parked bool) {
 			}
 			t = &got
 		}
-		err := s.resolveDelivered(ctx, TargetOf(*t, c), c.Payload, c.PayloadHash, CompletionEarly)
+		err := s.resolveDelivered(ctx, targetOf(*t, c), c.Payload, c.PayloadHash, CompletionEarly)
 		if err != nil && !errors.Is(err, ErrCompletionState) {
 			s.log.ErrorContext(ctx, "applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
 		}
@@ -333,7 +333,7 @@ func (s *Service) cancelOpen(t Turn, sess Session, c Completion, now time.Time, 
 	if c.Status == CompletionEarly {
 		// A parked call whose delivery arrived before it parked (and was
 		// accepted): that delivery is its result, whatever ends the turn.
-		if res, outs, l, err := s.deliveredResult(TargetOf(t, c), sess, c.Payload, now); err == nil {
+		if res, outs, l, err := s.deliveredResult(targetOf(t, c), sess, c.Payload, now); err == nil {
 			return Resolution{KeyHash: c.KeyHash, Expect: CompletionEarly, Status: CompletionCompleted, Payload: c.Payload,
 				PayloadHash: c.PayloadHash, Result: res, Outputs: outs}, &l, true, false
 		}

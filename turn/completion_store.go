@@ -79,9 +79,26 @@ type DeliveryTarget struct {
 	TurnCreatedAt time.Time
 }
 
-// TargetOf is the delivery target of completion c of turn t: what a store
-// that reads both returns from GetDelivery.
-func TargetOf(t Turn, c Completion) DeliveryTarget {
+// ReadDelivery reads what GetDelivery returns by s's GetCompletion and
+// then GetTurn: GetDelivery for a store to which a read costs no round
+// trip (the embedded store's).
+func ReadDelivery(ctx context.Context, s interface {
+	GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (Completion, error)
+	GetTurn(ctx context.Context, k TurnKey) (Turn, error)
+}, sessionID string, keyHash [32]byte) (DeliveryTarget, error) {
+	c, err := s.GetCompletion(ctx, sessionID, keyHash)
+	if err != nil {
+		return DeliveryTarget{}, err
+	}
+	t, err := s.GetTurn(ctx, TurnKey{SessionID: c.SessionID, TurnID: c.TurnID})
+	if err != nil {
+		return DeliveryTarget{}, err
+	}
+	return targetOf(t, c), nil
+}
+
+// targetOf is the delivery target of completion c of turn t.
+func targetOf(t Turn, c Completion) DeliveryTarget {
 	d := DeliveryTarget{Completion: c, Calls: len(t.Calls), TurnCreatedAt: t.CreatedAt}
 	d.Result, d.Recorded = findResult(t, c)
 	return d

@@ -111,15 +111,7 @@ func (s legacyKeys) GetCompletion(ctx context.Context, sessionID string, h [32]b
 // GetDelivery reads a legacy key's completion as GetCompletion does, and
 // its turn from the store.
 func (s legacyKeys) GetDelivery(ctx context.Context, sessionID string, h [32]byte) (turn.DeliveryTarget, error) {
-	c, err := s.GetCompletion(ctx, sessionID, h)
-	if err != nil {
-		return turn.DeliveryTarget{}, err
-	}
-	t, err := s.GetTurn(ctx, turn.TurnKey{SessionID: c.SessionID, TurnID: c.TurnID})
-	if err != nil {
-		return turn.DeliveryTarget{}, err
-	}
-	return turn.TargetOf(t, c), nil
+	return turn.ReadDelivery(ctx, s, sessionID, h)
 }
 
 // A key without a route (a legacy key, issued before keys carried their

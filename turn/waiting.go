@@ -2,6 +2,8 @@ package turn
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -36,11 +38,7 @@ func (w *waitSet) add(k TurnKey) (remove func()) {
 func (w *waitSet) list() []TurnKey {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys := make([]TurnKey, 0, len(w.keys))
-	for k := range w.keys {
-		keys = append(keys, k)
-	}
-	return keys
+	return slices.Collect(maps.Keys(w.keys))
 }
 
 // pollChunk is the most turns one poll statement reads.

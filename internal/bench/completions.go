@@ -139,23 +139,15 @@ func (c *completions) measure(ctx context.Context, progress func(Snapshot), inte
 	if progress != nil {
 		stopProgress = c.reportProgress(t0, progress, interval)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range c.w.Concurrency {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				c.deliver(ctx, &cy.calls[i])
-			}
-		})
-	}
-	wg.Wait()
+	_ = c.each(ctx, n, func(ctx context.Context, i int) error {
+		c.deliver(ctx, &cy.calls[i])
+		return nil
+	})
 	// Calls a stopped run did not deliver: their waiters give up.
-	for i := int(min(next.Load(), int64(n))); i < n; i++ {
-		cy.calls[i].fail("cancelled", "the run was stopped before the delivery")
+	for i := range cy.calls {
+		if p := &cy.calls[i]; p.sent.Load() == 0 {
+			p.fail("cancelled", "the run was stopped before the delivery")
+		}
 	}
 	cy.waiters.Wait()
 	elapsed := time.Since(t0)
@@ -186,6 +178,29 @@ func (c *completions) account(p *parkedCall, answerAt time.Time, kind, msg strin
 // turn is waiting. tag names the turns' sessions. On an error the waiters
 // it started are stopped and waited for.
 func (c *completions) park(ctx context.Context, cy *cycle, tag string) error {
+	err := c.each(ctx, len(cy.calls), func(ctx context.Context, i int) error { return c.parkOne(ctx, cy, i, tag) })
+	if err == nil {
+		err = c.each(ctx, len(cy.calls), func(ctx context.Context, i int) error { return c.untilWaiting(ctx, cy.calls[i].session) })
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		for i := range cy.calls {
+			if p := &cy.calls[i]; p.delivered != nil {
+				p.fail("cancelled", "parking failed")
+			}
+		}
+		cy.waiters.Wait()
+		return fmt.Errorf("parking: %w", err)
+	}
+	return nil
+}
+
+// each runs f for 0 … n-1 from Concurrency goroutines, each taking the
+// next index, until every index ran or f failed; it returns the first
+// error. f's context ends at the first error.
+func (c *completions) each(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -198,10 +213,10 @@ func (c *completions) park(ctx context.Context, cy *cycle, tag string) error {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
-				if i >= len(cy.calls) {
+				if i >= n {
 					return
 				}
-				if err := c.parkOne(ctx, cy, i, tag); err != nil {
+				if err := f(ctx, i); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -213,22 +228,7 @@ func (c *completions) park(ctx context.Context, cy *cycle, tag string) error {
 		})
 	}
 	wg.Wait()
-	if first == nil && ctx.Err() == nil {
-		first = c.checkWaiting(ctx, cy.calls)
-	}
-	if first == nil {
-		first = ctx.Err()
-	}
-	if first != nil {
-		for i := range cy.calls {
-			if p := &cy.calls[i]; p.delivered != nil {
-				p.fail("cancelled", "parking failed")
-			}
-		}
-		cy.waiters.Wait()
-		return fmt.Errorf("parking: %w", first)
-	}
-	return nil
+	return first
 }
 
 // parkOne starts call i's waiter and returns once the tool has its key.
@@ -339,37 +339,6 @@ func (p *parkedCall) fail(kind, msg string) {
 	p.kind, p.msg = kind, msg
 	close(p.delivered)
 	p.stop()
-}
-
-// checkWaiting reads every parked turn until it is waiting (its park
-// committed): a delivery before that would take the early path.
-func (c *completions) checkWaiting(ctx context.Context, calls []parkedCall) error {
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for range c.w.Concurrency {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(calls) {
-					return
-				}
-				if err := c.untilWaiting(ctx, calls[i].session); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }
 
 // untilWaiting polls GET of session's turn c until it is waiting, for up

@@ -111,15 +111,7 @@ func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32
 // a delivery needs of its turn; see turn.CompletionStore. The embedded
 // store reads the two one after the other: a read costs it no round trip.
 func (s *Store) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
-	c, err := s.GetCompletion(ctx, sessionID, keyHash)
-	if err != nil {
-		return turn.DeliveryTarget{}, err
-	}
-	t, err := s.GetTurn(ctx, turn.TurnKey{SessionID: c.SessionID, TurnID: c.TurnID})
-	if err != nil {
-		return turn.DeliveryTarget{}, err
-	}
-	return turn.TargetOf(t, c), nil
+	return turn.ReadDelivery(ctx, s, sessionID, keyHash)
 }
 
 // DeliverEarly keeps payload on an issued completion and marks it early;
