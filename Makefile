@@ -33,3 +33,4 @@ bench-turnd: build
 	@$(BENCH) --label "3. 64 KiB outputs (truncated)" --concurrency 16 --calls 4 --output-bytes 65536
 	@$(BENCH) --label "4. 25% deferred, exp 20ms" --concurrency 32 --calls 4 --deferred-fraction 0.25 --deferred-delay exp:20ms
 	@$(BENCH) --label "5. open loop 100 turns/s, mixed" --rate 100 --calls 4 --read-fraction 0.5 --latency exp:5ms
+	@bin/turnd bench --markdown --progress none --baseline $(BENCH_BASELINE) --rounds 4 --label "c. completions, 32 deliverers" --completions --concurrency 32

@@ -593,6 +593,10 @@ func (unknownKeysStore) GetCompletion(context.Context, string, [32]byte) (turn.C
 	return turn.Completion{}, turn.ErrNotFound
 }
 
+func (unknownKeysStore) GetDelivery(context.Context, string, [32]byte) (turn.DeliveryTarget, error) {
+	return turn.DeliveryTarget{}, turn.ErrNotFound
+}
+
 // newStorelessHandler returns the API handler over a service whose store
 // panics (see panicStore).
 func newStorelessHandler(t testing.TB, cfg api.Config) http.Handler {

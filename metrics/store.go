@@ -12,7 +12,7 @@ import (
 
 // storeOps are the op label values of turnd_store_duration_seconds, one per
 // turn.Store method.
-var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "ping", "issue_completion", "get_completion", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked", "approve", "claim_approved", "list_approvals"}
+var storeOps = []string{"create_session", "get_session", "receive_turn", "lookup_turn", "record_turn", "commit", "get_turn", "ledger", "turn_ledger", "answered", "get_output", "delete_expired_outputs", "claim_turns", "renew_leases", "request_cancel", "cancel_requested", "unsettled", "ping", "issue_completion", "get_completion", "get_delivery", "deliver_early", "resolve", "heartbeat", "due_completions", "pending_count", "turn_completions", "record_late", "secret", "claim_webhooks", "mark_webhook", "turn_webhooks", "list_sessions", "list_turns", "list_parked", "approve", "claim_approved", "list_approvals"}
 
 // timedStore times every call of a turn.Store into
 // turnd_store_duration_seconds{op}. It embeds the store, so that a method
@@ -132,6 +132,12 @@ func (t *timedStore) CancelRequested(ctx context.Context, keys []turn.TurnKey) (
 	return t.Store.CancelRequested(ctx, keys)
 }
 
+// Unsettled implements turn.Store.
+func (t *timedStore) Unsettled(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	defer t.since("unsettled", time.Now())
+	return t.Store.Unsettled(ctx, keys)
+}
+
 // Ping implements turn.Store.
 func (t *timedStore) Ping(ctx context.Context) error {
 	defer t.since("ping", time.Now())
@@ -148,6 +154,12 @@ func (t *timedStore) IssueCompletion(ctx context.Context, c turn.Completion) err
 func (t *timedStore) GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (turn.Completion, error) {
 	defer t.since("get_completion", time.Now())
 	return t.Store.GetCompletion(ctx, sessionID, keyHash)
+}
+
+// GetDelivery implements turn.Store.
+func (t *timedStore) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
+	defer t.since("get_delivery", time.Now())
+	return t.Store.GetDelivery(ctx, sessionID, keyHash)
 }
 
 // DeliverEarly implements turn.Store.

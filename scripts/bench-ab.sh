@@ -12,13 +12,17 @@
 #   scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
 #   WORKLOAD=2 scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
 #   WORKLOAD=4 scripts/bench-ab.sh OLD NEW [RUNS] [SECONDS]
+#   WORKLOAD=c [PARKED=2000] scripts/bench-ab.sh OLD NEW [RUNS]
 #
 # WORKLOAD=2 runs workload 2 instead (half reads, half writes, the bench's
 # loopback HTTP tools taking 1-20 ms): each bench serves the tools of its
 # own server, on a port of its own. WORKLOAD=4 runs workload 4, the
 # completion workload (a quarter of the calls park on a completion key,
 # which the bench's tool completes after an exponential delay of mean
-# 20 ms), on the bench's tools likewise.
+# 20 ms), on the bench's tools likewise. WORKLOAD=c runs the completion
+# workload (`turnd bench --completions`: PARKED calls parked, then
+# delivered from 32 clients) instead of a window of SECONDS; the rates are
+# completions/s, and the CPU per completion counts the parking too.
 #
 # Prints, per run, each server's turns/s and its CPU time per turn (from
 # /proc, Linux), and the ratio NEW/OLD; then the mean ratio. Each server
@@ -54,7 +58,8 @@ psql_bin=psql
 command -v psql >/dev/null 2>&1 || psql_bin="$(pg_bindir)/psql"
 
 workload=${WORKLOAD:-1}
-case $workload in 1 | 2 | 4) ;; *) echo "bench-ab: WORKLOAD must be 1, 2 or 4" >&2; exit 2 ;; esac
+case $workload in 1 | 2 | 4 | c) ;; *) echo "bench-ab: WORKLOAD must be 1, 2, 4 or c" >&2; exit 2 ;; esac
+parked=${PARKED:-2000}
 ticks=$(getconf CLK_TCK)
 
 declare -a port toolport
@@ -90,6 +95,14 @@ load() { # load SERVER SECONDS OUT
   local tools=(--tools builtin)
   [ "$workload" = 2 ] && tools=(--tools http --tool-addr "127.0.0.1:${toolport[$1]}" --read-fraction 0.5 --latency uniform:1ms-20ms)
   [ "$workload" = 4 ] && tools=(--tools http --tool-addr "127.0.0.1:${toolport[$1]}" --deferred-fraction 0.25 --deferred-delay exp:20ms)
+  if [ "$workload" = c ]; then
+    # A warm-up (2 s) parks a tenth.
+    local n=$parked
+    [ "$2" = 2 ] && n=$((parked / 10))
+    "$new" bench --url "http://127.0.0.1:${port[$1]}" --tools http --tool-addr "127.0.0.1:${toolport[$1]}" \
+      --completions --parked "$n" --concurrency 32 --wait 10m --baseline 0s --progress none --json >"$3" 2>/dev/null
+    return
+  fi
   "$new" bench --url "http://127.0.0.1:${port[$1]}" "${tools[@]}" --concurrency 32 --calls 4 \
     --duration "${2}s" --baseline 0s --progress none --json >"$3" 2>/dev/null
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
@@ -94,201 +93,9 @@ func (s *Service) park(o dispatch.Outcome, now time.Time) (Park, map[string]any)
 	return pk, data
 }
 
-// Complete delivers the one final result of a deferred call.
-func (s *Service) Complete(ctx context.Context, rawKey string, d Delivery) (res DeliveryResult, err error) {
-	defer func() { s.observeDelivery(res, err) }()
-	if (len(d.Output) == 0) == (d.Error == nil) {
-		return DeliveryResult{}, invalid("", "exactly one of output and error is required")
-	}
-	if d.Error != nil && d.Error.Code == "" {
-		return DeliveryResult{}, invalid("error.code", "required")
-	}
-	if len(d.Output) > 0 && !json.Valid(d.Output) {
-		return DeliveryResult{}, invalid("output", "not valid JSON")
-	}
-	if err := checkJSONText("output", d.Output); err != nil {
-		return DeliveryResult{}, err
-	}
-	if d.Error != nil {
-		if err := checkText("error.code", d.Error.Code); err != nil {
-			return DeliveryResult{}, err
-		}
-		if err := checkText("error.message", d.Error.Message); err != nil {
-			return DeliveryResult{}, err
-		}
-	}
-	c, err := s.lookupKey(ctx, rawKey)
-	if err != nil {
-		return DeliveryResult{}, err
-	}
-	defer s.delivering(ctx, c)(&res, &err)
-	hash := payloadHash(d)
-	for range 3 {
-		switch c.Status {
-		case CompletionIssued:
-			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, deliveryPayload(d), hash, s.now())
-			if errors.Is(err, ErrCompletionState) {
-				continue // parked or resolved meanwhile: decide again
-			}
-			if err != nil {
-				return DeliveryResult{}, fmt.Errorf("keeping an early completion: %w", err)
-			}
-			s.applyEarly(ctx, TurnKey{c.SessionID, c.TurnID})
-			return DeliveryResult{Status: "accepted", Recorded: CompletionEarly}, nil
-		case CompletionEarly, CompletionCompleted:
-			if c.PayloadHash == hash {
-				return DeliveryResult{Status: "already_completed", Recorded: c.Status}, nil
-			}
-			return DeliveryResult{Recorded: c.Status}, ErrCompletionConflict
-		case CompletionTimedOut, CompletionCancelled:
-			s.recordLate(ctx, c, d, hash)
-			return DeliveryResult{Recorded: c.Status}, ErrCompletionGone
-		case CompletionApproved:
-			return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAlreadyDecided, "the call was approved and its tool is running: it delivers its result itself"}
-		case CompletionPending:
-			if c.Reason == ReasonApproval {
-				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, `the call waits for approval: post a decision ({"decision": "approve"} or {"decision": "reject", "message": ...}), not a result`}
-			}
-			err = s.resolveDelivered(ctx, c, deliveryPayload(d), hash, CompletionPending)
-			if errors.Is(err, ErrCompletionState) {
-				if c, err = s.completions.GetCompletion(ctx, c.SessionID, c.KeyHash); err != nil {
-					return DeliveryResult{}, fmt.Errorf("reading completion: %w", err)
-				}
-				continue
-			}
-			if err != nil {
-				return DeliveryResult{}, err
-			}
-			return DeliveryResult{Status: "accepted", Recorded: CompletionCompleted}, nil
-		default:
-			return DeliveryResult{}, fmt.Errorf("completion in unknown status %q", c.Status)
-		}
-	}
-	return DeliveryResult{}, fmt.Errorf("completion kept changing state: %w", ErrUnavailable)
-}
-
-// recordLate records a delivery to a timed-out or cancelled key as a
-// completion_late line, once per distinct payload (hash) and for at most
-// MaxLateLines payloads of the key. The line holds the payload projected by
-// the session's budget, as a call's output is, and the full payload is kept
-// as an output when the projection cut it.
-func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery, hash [32]byte) {
-	ctx = context.WithoutCancel(ctx)
-	fp := completion.Hash(c.KeyHash).Fingerprint()
-	k := TurnKey{c.SessionID, c.TurnID}
-	sess, err := s.storedSession(ctx, k.SessionID)
-	if err != nil {
-		s.log.ErrorContext(ctx, "recording a late completion failed: reading its session", "key", fp, "err", err)
-		return
-	}
-	res := Result{CallID: c.CallID}
-	out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(deliveryPayload(d), true))
-	data := map[string]any{"status": c.Status, "key": fp, "payload": res.Output,
-		"truncated": res.Truncated, "original_bytes": res.OriginalBytes}
-	l := Late{KeyHash: c.KeyHash, PayloadHash: hash, Max: MaxLateLines}
-	if out != nil {
-		data["output_id"] = out.ID
-		l.Outputs = []Output{*out}
-	}
-	l.Line = Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCompletionLate, At: s.now(), Data: mustJSON(data)}
-	outcome, err := s.completions.RecordLate(ctx, k, l)
-	switch {
-	case err != nil:
-		s.log.ErrorContext(ctx, "recording a late completion failed", "key", fp, "err", err)
-	case outcome == LateDropped:
-		s.log.WarnContext(ctx, "late completion not recorded: its key has the most late payloads recorded", "key", fp, "max", MaxLateLines)
-	case outcome == LateRepeated:
-		s.log.DebugContext(ctx, "late completion already recorded", "key", fp)
-	}
-}
-
-// resolveDelivered applies a delivered payload to a parked (or early)
-// completion: the output is budgeted by the session's projector, the result
-// row replaced, and the turn settled when it was its last pending call.
-func (s *Service) resolveDelivered(ctx context.Context, c Completion, payload json.RawMessage, hash [32]byte, expect CompletionStatus) error {
-	k := TurnKey{c.SessionID, c.TurnID}
-	t, err := s.store.GetTurn(ctx, k)
-	if err != nil {
-		return fmt.Errorf("reading turn: %w", err)
-	}
-	sess, err := s.storedSession(ctx, k.SessionID)
-	if err != nil {
-		return fmt.Errorf("reading session: %w", err)
-	}
-	now := s.now()
-	res, outs, line, err := s.deliveredResult(t, sess, c, payload, now)
-	if err != nil {
-		return err
-	}
-	settled, err := s.completions.Resolve(ctx, ResolveBatch{
-		Key:           k,
-		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
-		Lines:         []Line{line},
-		SettleStatus:  StatusCompleted,
-		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
-		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
-		Now:           now,
-	})
-	if err != nil {
-		return fmt.Errorf("resolving completion: %w", err)
-	}
-	if settled {
-		s.observeSettled(StatusCompleted, t.CreatedAt)
-		s.wakeWebhooks()
-	}
-	return nil
-}
-
-// deliveredResult is the result a delivered payload ({output} or {error})
-// gives the completion's call of turn t, its kept outputs, and its
-// call_answered line.
-func (s *Service) deliveredResult(t Turn, sess Session, c Completion, payload json.RawMessage, now time.Time) (Result, []Output, Line, error) {
-	k := TurnKey{t.SessionID, t.ID}
-	base := resultAt(t, c)
-	base.FinishedAt = now
-	res, out, err := s.applyPayload(k, s.completionProjector(sess, t, base.Name), base, payload)
-	if err != nil {
-		return Result{}, nil, Line{}, err
-	}
-	var outs []Output
-	if out != nil {
-		outs = append(outs, *out)
-	}
-	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
-		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
-			"truncated": res.Truncated, "error": res.Error})}
-	return res, outs, line, nil
-}
-
-// applyPayload returns base answered by a delivered payload ({output} or
-// {error}): the output projected by proj (with the full output to keep
-// when it was cut), or the error.
-func (s *Service) applyPayload(k TurnKey, proj *budget.Projector, base Result, payload json.RawMessage) (Result, *Output, error) {
-	var d struct {
-		Output json.RawMessage `json:"output"`
-		Error  *CallError      `json:"error"`
-	}
-	if err := json.Unmarshal(payload, &d); err != nil {
-		return Result{}, nil, fmt.Errorf("decoding completion payload: %w", err)
-	}
-	res := base
-	res.Output, res.Error, res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID, res.Repaired = nil, nil, false, 0, 0, "", 0
-	if d.Error != nil {
-		res.Status, res.Error = CallFailed, d.Error
-		return res, nil, nil
-	}
-	res.Status = CallOK
-	return res, s.project(k, proj, &res, dispatch.OK(d.Output, true)), nil
-}
-
 // resultAt returns the turn's recorded result for the completion's call, or
 // a fresh one.
-func resultAt(t Turn, c Completion) Result {
-	if r, ok := findResult(t, c); ok {
-		return r
-	}
-	return Result{Index: c.CallIndex, CallID: c.CallID, Name: c.CallName, Effect: dispatch.EffectWrite}
-}
+func resultAt(t Turn, c Completion) Result { return targetOf(t, c).base() }
 
 func settledLine(k TurnKey, status Status, at time.Time) Line {
 	return Line{SessionID: k.SessionID, TurnID: k.TurnID, Kind: LineTurnSettled, At: at, Data: settledData(status)}
@@ -314,6 +121,7 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) (parked bool) {
 		s.log.ErrorContext(ctx, "reading a turn's completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
 		return true
 	}
+	var t *Turn
 	for _, c := range cs {
 		if c.Status == CompletionPending {
 			parked = true
@@ -321,7 +129,15 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) (parked bool) {
 		if c.Status != CompletionEarly || c.Deadline.IsZero() {
 			continue // not early, or its call is not parked yet
 		}
-		err := s.resolveDelivered(ctx, c, c.Payload, c.PayloadHash, CompletionEarly)
+		if t == nil {
+			got, err := s.store.GetTurn(ctx, k)
+			if err != nil {
+				s.log.ErrorContext(ctx, "reading a turn with early completions failed", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
+				return true
+			}
+			t = &got
+		}
+		err := s.resolveDelivered(ctx, targetOf(*t, c), c.Payload, c.PayloadHash, CompletionEarly)
 		if err != nil && !errors.Is(err, ErrCompletionState) {
 			s.log.ErrorContext(ctx, "applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
 		}
@@ -520,7 +336,7 @@ func (s *Service) cancelOpen(t Turn, sess Session, c Completion, now time.Time, 
 	if c.Status == CompletionEarly {
 		// A parked call whose delivery arrived before it parked (and was
 		// accepted): that delivery is its result, whatever ends the turn.
-		if res, outs, l, err := s.deliveredResult(t, sess, c, c.Payload, now); err == nil {
+		if res, outs, l, err := s.deliveredResult(targetOf(t, c), sess, c.Payload, now); err == nil {
 			return Resolution{KeyHash: c.KeyHash, Expect: CompletionEarly, Status: CompletionCompleted, Payload: c.Payload,
 				PayloadHash: c.PayloadHash, Result: res, Outputs: outs}, &l, true, false
 		}
@@ -686,7 +502,7 @@ func (r *run) closeKey(h [32]byte, res Result, out *Output) (Result, *Output) {
 	if err != nil || c.Status != CompletionEarly {
 		return res, out
 	}
-	delivered, dout, err := s.applyPayload(r.key, s.completionProjector(r.session, r.turn, res.Name), res, c.Payload)
+	delivered, dout, err := s.applyPayload(r.key, s.completionProjector(r.session, len(r.turn.Calls), res.Name), res, c.Payload)
 	if err != nil {
 		return res, out
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/turnd/turnd/dispatch"
 )
 
 // CompletionStatus is the state of a completion key.
@@ -63,6 +65,55 @@ type Completion struct {
 	// ResolvedAt is when the final resolution was written; for an early
 	// completion, when its payload arrived (DeliverEarly's now).
 	ResolvedAt time.Time
+}
+
+// DeliveryTarget is a completion with what a delivery to it needs of its
+// turn, read together (CompletionStore.GetDelivery).
+type DeliveryTarget struct {
+	Completion
+	// Result is the call's recorded result when Recorded; a store may
+	// leave out its output and error fields (a parked call has none, and a
+	// delivery replaces them).
+	Result   Result
+	Recorded bool
+	// Calls is how many calls the turn has; TurnCreatedAt when it was
+	// received.
+	Calls         int
+	TurnCreatedAt time.Time
+}
+
+// ReadDelivery reads what GetDelivery returns by s's GetCompletion and
+// then GetTurn: GetDelivery for a store to which a read costs no round
+// trip (the embedded store's).
+func ReadDelivery(ctx context.Context, s interface {
+	GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (Completion, error)
+	GetTurn(ctx context.Context, k TurnKey) (Turn, error)
+}, sessionID string, keyHash [32]byte) (DeliveryTarget, error) {
+	c, err := s.GetCompletion(ctx, sessionID, keyHash)
+	if err != nil {
+		return DeliveryTarget{}, err
+	}
+	t, err := s.GetTurn(ctx, TurnKey{SessionID: c.SessionID, TurnID: c.TurnID})
+	if err != nil {
+		return DeliveryTarget{}, err
+	}
+	return targetOf(t, c), nil
+}
+
+// targetOf is the delivery target of completion c of turn t.
+func targetOf(t Turn, c Completion) DeliveryTarget {
+	d := DeliveryTarget{Completion: c, Calls: len(t.Calls), TurnCreatedAt: t.CreatedAt}
+	d.Result, d.Recorded = findResult(t, c)
+	return d
+}
+
+// base is the result a delivery answers: the call's recorded result, or
+// a fresh one.
+func (d DeliveryTarget) base() Result {
+	if d.Recorded {
+		return d.Result
+	}
+	return Result{Index: d.CallIndex, CallID: d.CallID, Name: d.CallName, Effect: dispatch.EffectWrite}
 }
 
 // Park moves an issued completion to pending when its call's pending
@@ -145,6 +196,10 @@ type CompletionStore interface {
 	// issued before keys were routed, see completion.Route): the store
 	// finds its session from the hash first.
 	GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (Completion, error)
+	// GetDelivery returns what GetCompletion returns with what a delivery
+	// to the key needs of its turn (DeliveryTarget), in one read; the
+	// same ErrNotFound for an unknown key.
+	GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (DeliveryTarget, error)
 	// DeliverEarly keeps payload on an issued completion of the session and
 	// marks it early.
 	// On any other status it changes nothing and returns the completion with

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/turnd/turnd/budget"
 	"github.com/turnd/turnd/completion"
 	"github.com/turnd/turnd/dispatch"
 )
@@ -83,18 +86,34 @@ func (s *Service) resumedKey(ctx context.Context, k TurnKey, callID string, key 
 // route among them, which hashes to no key of the session it names — take
 // the same path (hash, look up) and end in the same ErrNotFound.
 func (s *Service) lookupKey(ctx context.Context, raw string) (Completion, error) {
+	return lookupBy(s, raw, func(sid string, h [32]byte) (Completion, error) {
+		return s.completions.GetCompletion(ctx, sid, h)
+	})
+}
+
+// lookupDelivery is lookupKey reading what a delivery needs of the key's
+// turn too (CompletionStore.GetDelivery).
+func (s *Service) lookupDelivery(ctx context.Context, raw string) (DeliveryTarget, error) {
+	return lookupBy(s, raw, func(sid string, h [32]byte) (DeliveryTarget, error) {
+		return s.completions.GetDelivery(ctx, sid, h)
+	})
+}
+
+// lookupBy is lookupKey's path, reading the key's row with get.
+func lookupBy[T any](s *Service, raw string, get func(sid string, h [32]byte) (T, error)) (T, error) {
+	var zero T
 	if s.completions == nil {
-		return Completion{}, ErrNotFound
+		return zero, ErrNotFound
 	}
 	h := completion.HashOf(raw)
 	sid, _ := completion.Route(raw)
-	c, err := s.completions.GetCompletion(ctx, sid, h)
+	c, err := get(sid, h)
 	_, perr := completion.ParseKey(raw)
 	if err != nil {
-		return Completion{}, fmt.Errorf("reading completion: %w", err)
+		return zero, fmt.Errorf("reading completion: %w", err)
 	}
 	if perr != nil {
-		return Completion{}, ErrNotFound
+		return zero, ErrNotFound
 	}
 	return c, nil
 }
@@ -118,4 +137,193 @@ func deliveryPayload(d Delivery) json.RawMessage {
 		return mustJSON(map[string]any{"error": d.Error})
 	}
 	return mustJSON(map[string]any{"output": d.Output})
+}
+
+// Complete delivers the one final result of a deferred call.
+func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res DeliveryResult, err error) {
+	defer func() { s.observeDelivery(res, err) }()
+	if (len(in.Output) == 0) == (in.Error == nil) {
+		return DeliveryResult{}, invalid("", "exactly one of output and error is required")
+	}
+	if in.Error != nil && in.Error.Code == "" {
+		return DeliveryResult{}, invalid("error.code", "required")
+	}
+	if len(in.Output) > 0 && !json.Valid(in.Output) {
+		return DeliveryResult{}, invalid("output", "not valid JSON")
+	}
+	if err := checkJSONText("output", in.Output); err != nil {
+		return DeliveryResult{}, err
+	}
+	if in.Error != nil {
+		if err := checkText("error.code", in.Error.Code); err != nil {
+			return DeliveryResult{}, err
+		}
+		if err := checkText("error.message", in.Error.Message); err != nil {
+			return DeliveryResult{}, err
+		}
+	}
+	d, err := s.lookupDelivery(ctx, rawKey)
+	if err != nil {
+		return DeliveryResult{}, err
+	}
+	c := d.Completion
+	defer s.delivering(ctx, c)(&res, &err)
+	hash := payloadHash(in)
+	for range 3 {
+		switch c.Status {
+		case CompletionIssued:
+			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, deliveryPayload(in), hash, s.now())
+			if errors.Is(err, ErrCompletionState) {
+				continue // parked or resolved meanwhile: decide again
+			}
+			if err != nil {
+				return DeliveryResult{}, fmt.Errorf("keeping an early completion: %w", err)
+			}
+			s.applyEarly(ctx, TurnKey{c.SessionID, c.TurnID})
+			return DeliveryResult{Status: "accepted", Recorded: CompletionEarly}, nil
+		case CompletionEarly, CompletionCompleted:
+			if c.PayloadHash == hash {
+				return DeliveryResult{Status: "already_completed", Recorded: c.Status}, nil
+			}
+			return DeliveryResult{Recorded: c.Status}, ErrCompletionConflict
+		case CompletionTimedOut, CompletionCancelled:
+			s.recordLate(ctx, c, in, hash)
+			return DeliveryResult{Recorded: c.Status}, ErrCompletionGone
+		case CompletionApproved:
+			return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAlreadyDecided, "the call was approved and its tool is running: it delivers its result itself"}
+		case CompletionPending:
+			if c.Reason == ReasonApproval {
+				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, `the call waits for approval: post a decision ({"decision": "approve"} or {"decision": "reject", "message": ...}), not a result`}
+			}
+			d.Completion = c
+			err = s.resolveDelivered(ctx, d, deliveryPayload(in), hash, CompletionPending)
+			if errors.Is(err, ErrCompletionState) {
+				if d, err = s.completions.GetDelivery(ctx, c.SessionID, c.KeyHash); err != nil {
+					return DeliveryResult{}, fmt.Errorf("reading completion: %w", err)
+				}
+				c = d.Completion
+				continue
+			}
+			if err != nil {
+				return DeliveryResult{}, err
+			}
+			return DeliveryResult{Status: "accepted", Recorded: CompletionCompleted}, nil
+		default:
+			return DeliveryResult{}, fmt.Errorf("completion in unknown status %q", c.Status)
+		}
+	}
+	return DeliveryResult{}, fmt.Errorf("completion kept changing state: %w", ErrUnavailable)
+}
+
+// recordLate records a delivery to a timed-out or cancelled key as a
+// completion_late line, once per distinct payload (hash) and for at most
+// MaxLateLines payloads of the key. The line holds the payload projected by
+// the session's budget, as a call's output is, and the full payload is kept
+// as an output when the projection cut it.
+func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery, hash [32]byte) {
+	ctx = context.WithoutCancel(ctx)
+	fp := completion.Hash(c.KeyHash).Fingerprint()
+	k := TurnKey{c.SessionID, c.TurnID}
+	sess, err := s.storedSession(ctx, k.SessionID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "recording a late completion failed: reading its session", "key", fp, "err", err)
+		return
+	}
+	res := Result{CallID: c.CallID}
+	out := s.project(k, projectorFor(s, sess), &res, dispatch.OK(deliveryPayload(d), true))
+	data := map[string]any{"status": c.Status, "key": fp, "payload": res.Output,
+		"truncated": res.Truncated, "original_bytes": res.OriginalBytes}
+	l := Late{KeyHash: c.KeyHash, PayloadHash: hash, Max: MaxLateLines}
+	if out != nil {
+		data["output_id"] = out.ID
+		l.Outputs = []Output{*out}
+	}
+	l.Line = Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCompletionLate, At: s.now(), Data: mustJSON(data)}
+	outcome, err := s.completions.RecordLate(ctx, k, l)
+	switch {
+	case err != nil:
+		s.log.ErrorContext(ctx, "recording a late completion failed", "key", fp, "err", err)
+	case outcome == LateDropped:
+		s.log.WarnContext(ctx, "late completion not recorded: its key has the most late payloads recorded", "key", fp, "max", MaxLateLines)
+	case outcome == LateRepeated:
+		s.log.DebugContext(ctx, "late completion already recorded", "key", fp)
+	}
+}
+
+// resolveDelivered applies a delivered payload to a parked (or early)
+// completion d: the output is budgeted by the session's projector, the
+// result row replaced, and the turn settled when it was its last pending
+// call.
+func (s *Service) resolveDelivered(ctx context.Context, d DeliveryTarget, payload json.RawMessage, hash [32]byte, expect CompletionStatus) error {
+	c := d.Completion
+	k := TurnKey{c.SessionID, c.TurnID}
+	sess, err := s.storedSession(ctx, k.SessionID)
+	if err != nil {
+		return fmt.Errorf("reading session: %w", err)
+	}
+	now := s.now()
+	res, outs, line, err := s.deliveredResult(d, sess, payload, now)
+	if err != nil {
+		return err
+	}
+	settled, err := s.completions.Resolve(ctx, ResolveBatch{
+		Key:           k,
+		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
+		Lines:         []Line{line},
+		SettleStatus:  StatusCompleted,
+		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
+		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
+		Now:           now,
+	})
+	if err != nil {
+		return fmt.Errorf("resolving completion: %w", err)
+	}
+	if settled {
+		s.observeSettled(StatusCompleted, d.TurnCreatedAt)
+		s.wakeWebhooks()
+	}
+	return nil
+}
+
+// deliveredResult is the result a delivered payload ({output} or {error})
+// gives the call of completion d, its kept outputs, and its call_answered
+// line.
+func (s *Service) deliveredResult(d DeliveryTarget, sess Session, payload json.RawMessage, now time.Time) (Result, []Output, Line, error) {
+	c := d.Completion
+	k := TurnKey{c.SessionID, c.TurnID}
+	base := d.base()
+	base.FinishedAt = now
+	res, out, err := s.applyPayload(k, s.completionProjector(sess, d.Calls, base.Name), base, payload)
+	if err != nil {
+		return Result{}, nil, Line{}, err
+	}
+	var outs []Output
+	if out != nil {
+		outs = append(outs, *out)
+	}
+	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
+		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
+			"truncated": res.Truncated, "error": res.Error})}
+	return res, outs, line, nil
+}
+
+// applyPayload returns base answered by a delivered payload ({output} or
+// {error}): the output projected by proj (with the full output to keep
+// when it was cut), or the error.
+func (s *Service) applyPayload(k TurnKey, proj *budget.Projector, base Result, payload json.RawMessage) (Result, *Output, error) {
+	var d struct {
+		Output json.RawMessage `json:"output"`
+		Error  *CallError      `json:"error"`
+	}
+	if err := json.Unmarshal(payload, &d); err != nil {
+		return Result{}, nil, fmt.Errorf("decoding completion payload: %w", err)
+	}
+	res := base
+	res.Output, res.Error, res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID, res.Repaired = nil, nil, false, 0, 0, "", 0
+	if d.Error != nil {
+		res.Status, res.Error = CallFailed, d.Error
+		return res, nil, nil
+	}
+	res.Status = CallOK
+	return res, s.project(k, proj, &res, dispatch.OK(d.Output, true)), nil
 }

@@ -31,7 +31,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.cfg.Notifier != nil {
 		s.startNotifier()
 	}
-	s.loops.Add(4)
+	s.loops.Add(5)
+	go s.every(time.Second, s.pollWaiting)
 	go s.webhookLoop()
 	go s.every(s.cfg.LeaseTTL/3, s.renew)
 	go s.every(s.cfg.OutputSweep, s.sweepOutputs)

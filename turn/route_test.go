@@ -89,7 +89,7 @@ func TestForgedRoutesRefused(t *testing.T) {
 // keys: the key hashes of legacy keys are known without their session
 // (the store's legacy_keys), here by a map from a legacy key's hash to
 // the session and the hash its call's row has. It records the sessions
-// GetCompletion is asked for.
+// GetCompletion (and GetDelivery) is asked for.
 type legacyKeys struct {
 	turn.Store
 	legacy map[[32]byte]turn.Completion
@@ -106,6 +106,12 @@ func (s legacyKeys) GetCompletion(ctx context.Context, sessionID string, h [32]b
 		return s.Store.GetCompletion(ctx, c.SessionID, c.KeyHash)
 	}
 	return s.Store.GetCompletion(ctx, sessionID, h)
+}
+
+// GetDelivery reads a legacy key's completion as GetCompletion does, and
+// its turn from the store.
+func (s legacyKeys) GetDelivery(ctx context.Context, sessionID string, h [32]byte) (turn.DeliveryTarget, error) {
+	return turn.ReadDelivery(ctx, s, sessionID, h)
 }
 
 // A key without a route (a legacy key, issued before keys carried their

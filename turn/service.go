@@ -57,6 +57,9 @@ type Service struct {
 	trace   *tracing // nil: tracing off (trace.go)
 	// progress holds the latest progress of calls running here (progress.go).
 	progress progressBoard
+	// waiting holds the turns WaitSettled waits on, polled together
+	// (waiting.go).
+	waiting waitSet
 }
 
 // New builds a Service.
@@ -488,12 +491,19 @@ func (s *Service) DefaultBudget() budget.Config { return s.cfg.Budget }
 // WaitSettled waits until the turn settles or ctx ends and returns its
 // latest state. It wakes on every change of the turn (Watch): made here, or
 // on another replica when a Notifier is configured. A poll every second
-// covers a lost notification and replicas without a Notifier.
+// covers a lost notification and replicas without a Notifier: in a started
+// service one read a second for every turn waited on here (pollWaiting).
 func (s *Service) WaitSettled(ctx context.Context, k TurnKey) (Turn, error) {
 	changed, stop := s.Watch(k)
 	defer stop()
-	poll := time.NewTicker(time.Second)
-	defer poll.Stop()
+	var poll <-chan time.Time
+	if s.started.Load() {
+		defer s.waiting.add(k)()
+	} else {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		t, err := s.Await(ctx, k)
 		if err != nil || t.Status.Settled() {
@@ -504,7 +514,7 @@ func (s *Service) WaitSettled(ctx context.Context, k TurnKey) (Turn, error) {
 		}
 		select {
 		case <-changed:
-		case <-poll.C:
+		case <-poll:
 		case <-ctx.Done():
 			return s.GetTurn(context.WithoutCancel(ctx), k)
 		}

@@ -163,6 +163,10 @@ type Store interface {
 	// CancelRequested returns those of keys whose turn is running with a
 	// cancel request, in the order given (none for unknown keys).
 	CancelRequested(ctx context.Context, keys []TurnKey) ([]TurnKey, error)
+	// Unsettled returns those of keys whose turn is recorded and not
+	// settled (running or waiting), in the order given: the turns a
+	// waiter still waits on (see WaitSettled).
+	Unsettled(ctx context.Context, keys []TurnKey) ([]TurnKey, error)
 
 	// Ping checks that the store is reachable and its schema current.
 	Ping(ctx context.Context) error

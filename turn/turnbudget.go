@@ -132,18 +132,19 @@ func appendProjection(b []byte, p *Projection) []byte {
 	return append(b, '}')
 }
 
-// completionProjector projects the delivered output of turn t's call of
-// tool name, which was accounted (pending) before: with the tool's
-// projection and, under a turn budget, within the least share of any of
-// t's calls (budget.Floor), whatever the other calls kept.
-func (s *Service) completionProjector(sess Session, t Turn, name string) *budget.Projector {
+// completionProjector projects the delivered output of a call of tool
+// name, of a turn of calls calls, which was accounted (pending) before:
+// with the tool's projection and, under a turn budget, within the least
+// share of any of the turn's calls (budget.Floor), whatever the other
+// calls kept.
+func (s *Service) completionProjector(sess Session, calls int, name string) *budget.Projector {
 	p := projectorFor(s, sess)
 	if spec, ok := s.cfg.Tools().Lookup(name); ok {
 		if q, err := p.With(spec.Projection); err == nil {
 			p = q
 		}
 	}
-	if l := budget.Floor(p.Config().TurnLimit, len(t.Calls)); l >= 0 {
+	if l := budget.Floor(p.Config().TurnLimit, calls); l >= 0 {
 		p = p.Within(l)
 	}
 	return p

@@ -52,6 +52,9 @@ func parseBench(args []string, stderr io.Writer, env func(string) (string, bool)
 	if err := c.checkLoad(set); err != nil {
 		return benchConfig{}, err
 	}
+	if err := c.checkCompletions(set); err != nil {
+		return benchConfig{}, err
+	}
 	if err := c.parseWorkloadText(t); err != nil {
 		return benchConfig{}, err
 	}
@@ -149,6 +152,8 @@ func benchWorkloadFlags(fs *flag.FlagSet, w *bench.Workload, t *benchText) {
 	fs.DurationVar(&w.Wait, "wait", 2*time.Minute, "how long turnd may hold a turn's answer for it to settle (Prefer: wait); a turn unsettled then is an error")
 	fs.StringVar(&w.Client, "client", bench.ClientTuned, "who posts the turns: tuned (bodies by appends, a lean HTTP client, most answers checked by their text: the least CPU) or ordinary (encoding/json bodies and answers, net/http's default transport but for keep-alive: what a user's program spends)")
 	fs.Uint64Var(&w.Seed, "seed", 0, "seed of the call kinds and latencies drawn (0: random)")
+	fs.BoolVar(&w.Completions, "completions", false, "run the completion workload instead: park --parked turns of one deferred call each (their waiters holding the answers), then deliver their results to /v1/complete/{key} from --concurrency clients as fast as turnd answers; reports completions/s against the INSERT baseline and delivery → answer latency; see BENCHMARKS.md")
+	fs.IntVar(&w.Parked, "parked", bench.DefaultParked, fmt.Sprintf("with --completions: the calls parked and delivered a round (1..%d; each waiter holds a connection)", bench.MaxParked))
 }
 
 // benchServerFlags adds the flags of the turnd the bench starts and of
@@ -211,6 +216,26 @@ func (c *benchConfig) checkLoad(set map[string]bool) error {
 	if !set["max-in-flight"] && w.Rate == 0 {
 		w.MaxInFlight = 0
 	}
+	return nil
+}
+
+// checkCompletions checks the flags of the completion workload, given
+// those set: its turns are one call each, and it parks --parked calls
+// rather than running for --duration or --turns.
+func (c *benchConfig) checkCompletions(set map[string]bool) error {
+	w := &c.Workload
+	if !w.Completions {
+		if set["parked"] {
+			return usageError{"--parked is for --completions"}
+		}
+		return nil
+	}
+	for _, f := range []string{"duration", "turns", "rate", "calls", "streamed", "resources"} {
+		if set[f] {
+			return usageError{fmt.Sprintf("--completions parks --parked calls of one call a turn each and delivers them from --concurrency clients: drop --%s", f)}
+		}
+	}
+	w.Calls, w.Duration, w.Turns = 1, 0, 0
 	return nil
 }
 

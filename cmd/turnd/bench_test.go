@@ -96,6 +96,12 @@ func TestParseBench(t *testing.T) {
 				t.Errorf("client %q", c.Workload.Client)
 			}
 		}},
+		{name: "the completion workload", args: []string{"--completions", "--parked", "300", "--concurrency", "16"}, check: func(t *testing.T, c benchConfig) {
+			w := c.Workload
+			if !w.Completions || w.Parked != 300 || w.Concurrency != 16 || w.Calls != 1 || w.Duration != 0 || w.Turns != 0 || w.Tools != bench.ToolHTTP {
+				t.Errorf("%+v", w)
+			}
+		}},
 		{name: "print the tool config", args: []string{"--print-tool-config", "--tool-addr", "127.0.0.1:9100"}, check: func(t *testing.T, c benchConfig) {
 			if !c.PrintToolConfig || c.ToolAddr != "127.0.0.1:9100" {
 				t.Errorf("%+v", c)
@@ -159,6 +165,12 @@ func TestParseBenchBadInput(t *testing.T) {
 		{"unknown tools", []string{"--tools", "grpc"}, nil, "tools"},
 		{"unknown client", []string{"--client", "curl"}, nil, "client"},
 		{"streamed by the ordinary client", []string{"--streamed", "--client", "ordinary"}, nil, "tuned client only"},
+		{"parked without completions", []string{"--parked", "10"}, nil, "--parked is for --completions"},
+		{"completions for a duration", []string{"--completions", "--duration", "5s"}, nil, "drop --duration"},
+		{"completions of several calls", []string{"--completions", "--calls", "4"}, nil, "drop --calls"},
+		{"completions open loop", []string{"--completions", "--rate", "100"}, nil, "drop --rate"},
+		{"completions on the builtins", []string{"--completions", "--tools", "builtin"}, nil, "--tools http"},
+		{"too many parked", []string{"--completions", "--parked", "1000000"}, nil, "parked"},
 		{"unknown store", []string{"--store", "mysql"}, nil, "store"},
 		{"sqlite with DATABASE_URL", []string{"--store", "sqlite"}, map[string]string{"DATABASE_URL": "postgres://x/y"}, "DATABASE_URL"},
 		{"store with a url", []string{"--url", "http://127.0.0.1:1", "--store", "sqlite"}, nil, "without --url"},
@@ -421,6 +433,42 @@ func TestBenchOrdinaryClient(t *testing.T) {
 				}
 			} else if rep.Turns.Truncated != want {
 				t.Errorf("%d results truncated, want none", rep.Turns.Truncated)
+			}
+		})
+	}
+}
+
+// TestBenchCompletions runs the completion workload on both stores: every
+// parked call delivered once, accepted, and its turn's waiter answered
+// with the delivered output, beside the INSERT baseline.
+func TestBenchCompletions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, store, baseline string
+		args                  []string
+	}{
+		{"sqlite", "sqlite", bench.BaselineSQLite, []string{"--store", "sqlite"}},
+		{"postgres in rounds", "postgres", bench.BaselinePostgres, []string{"--rounds", "2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := childEnv()
+			if tt.store == "postgres" {
+				env = childEnv("DATABASE_URL=" + pgtest.URL(t))
+			}
+			args := append([]string{"--completions", "--parked", "60", "--concurrency", "4", "--baseline", "1s"}, tt.args...)
+			rep := runBenchBinary(t, env, args...)
+			rounds := max(1, len(rep.Rounds))
+			checkReport(t, rep, 60*rounds, 1, tt.store, tt.baseline)
+			if w := rep.Workload; !w.Completions || w.Parked != 60 || w.Concurrency != 4 || w.Calls != 1 {
+				t.Errorf("workload %+v", w)
+			}
+			if rep.Turns.Deferred != int64(60*rounds) || rep.Tool == nil || rep.Tool.Delivered != 0 {
+				t.Errorf("turns %+v, tool %+v: the bench delivers the held calls itself", rep.Turns, rep.Tool)
+			}
+			if tt.store == "postgres" && len(rep.Rounds) != 2 {
+				t.Errorf("rounds %+v", rep.Rounds)
 			}
 		})
 	}

@@ -125,7 +125,7 @@ func (c Config) Validate() error {
 		bad("rounds %d: must be 1 to %d", c.Rounds, maxRounds)
 	case n > 1 && c.Workload.Turns > 0:
 		bad("rounds %d: the load is split by time, not with --turns", n)
-	case n > 1 && c.Workload.Duration/time.Duration(n) < time.Second:
+	case n > 1 && !c.Workload.Completions && c.Workload.Duration/time.Duration(n) < time.Second:
 		bad("rounds %d: a round's load would last %v; give at least 1s per round (--duration)", n, c.Workload.Duration/time.Duration(n))
 	case n > 1 && c.Baseline > 0 && c.Baseline/time.Duration(2*n) < 250*time.Millisecond:
 		bad("rounds %d: a slice of baseline would last %v; give at least 500ms of --baseline per round", n, c.Baseline/time.Duration(2*n))
@@ -376,7 +376,13 @@ func (e *execution) runRounds(ctx context.Context) (runErr error, report bool) {
 		}
 		e.logf("load: %s%s", describe(w), roundName(i, n, ""))
 		windowed, loadWindow := e.meter.watch(ctx)
-		load, runErr := Run(windowed, e.target, w, progressPrinter(e.c, e.stderr), e.c.ProgressEvery)
+		var runErr error
+		var load Load
+		if w.Completions {
+			load, runErr = RunCompletions(windowed, e.target, e.tools, w, progressPrinter(e.c, e.stderr), e.c.ProgressEvery)
+		} else {
+			load, runErr = Run(windowed, e.target, w, progressPrinter(e.c, e.stderr), e.c.ProgressEvery)
+		}
 		if runErr != nil && load.Result.Elapsed == 0 && i == 0 {
 			return runErr, false
 		}
@@ -565,6 +571,10 @@ func (r *Report) fill(load Load, tools *ToolServer) {
 // describe says what w does, in one line.
 func describe(w Workload) string {
 	var b strings.Builder
+	if w.Completions {
+		fmt.Fprintf(&b, "completions: %d calls parked, then delivered by %d clients", w.parked(), w.Concurrency)
+		return b.String()
+	}
 	if w.closedLoop() {
 		fmt.Fprintf(&b, "%d clients", w.Concurrency)
 	} else {

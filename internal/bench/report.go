@@ -127,6 +127,11 @@ type WorkloadInfo struct {
 	Client      string `json:"client"`
 	WaitSeconds int    `json:"wait_s"`
 	Seed        uint64 `json:"seed,omitempty"`
+	// Completions is the completion workload (--completions): the turns
+	// are its completions, Parked a round, and the latencies run from a
+	// delivery to its turn's answer.
+	Completions bool `json:"completions,omitempty"`
+	Parked      int  `json:"parked,omitempty"`
 }
 
 func workloadInfo(w Workload) WorkloadInfo {
@@ -139,6 +144,9 @@ func workloadInfo(w Workload) WorkloadInfo {
 	if !w.closedLoop() {
 		wi.Mode = "open"
 		wi.MaxInFlight = w.maxInFlight()
+	}
+	if w.Completions {
+		wi.Completions, wi.Parked = true, w.parked()
 	}
 	return wi
 }
@@ -233,14 +241,24 @@ func (r Report) WriteText(w io.Writer) {
 	p("turnd bench — %s", r.StartedAt.Format(time.RFC3339))
 	p("  target     %s (%s; store: %s, %s)", r.Target.URL, map[bool]string{true: "started by the bench", false: "running"}[r.Target.Started], r.Target.Store, r.Target.StoreDetail)
 	p("  machine    %d CPUs, GOMAXPROCS %d, %s/%s", r.Machine.CPUs, r.Machine.GOMAXPROCS, r.Machine.OS, r.Machine.Arch)
-	p("  workload   %s; %d calls/turn, reads %.0f%% deferred %.0f%%, latency %s, deferred delay %s, output %d B, %s tools, %s client",
-		load, wl.Calls, 100*wl.ReadFraction, 100*wl.DeferredFraction, wl.Latency, wl.DeferredDelay, wl.OutputBytes, wl.Tools, wl.Client)
+	if wl.Completions {
+		p("  workload   completions: %d calls parked a round, a turn each (its waiter holding the answer), delivered by %d clients", wl.Parked, wl.Concurrency)
+	} else {
+		p("  workload   %s; %d calls/turn, reads %.0f%% deferred %.0f%%, latency %s, deferred delay %s, output %d B, %s tools, %s client",
+			load, wl.Calls, 100*wl.ReadFraction, 100*wl.DeferredFraction, wl.Latency, wl.DeferredDelay, wl.OutputBytes, wl.Tools, wl.Client)
+	}
 	t := r.Turns
 	p("")
-	p("  turns      %d ok, %d failed of %d in %.2fs: %.1f turns/s, %.1f calls/s", t.OK, t.Failed, t.Started, t.ElapsedSeconds, t.PerSec, t.CallsPerSec)
-	p("  calls      %d: %d reads, %d writes, %d deferred; %d results truncated by the budget", t.Calls, t.Reads, t.Writes, t.Deferred, t.Truncated)
+	unit, latency := "turns", "latency"
+	if wl.Completions {
+		unit, latency = "completions", "deliv→ans"
+		p("  completions %d ok, %d failed of %d in %.2fs: %.1f completions/s", t.OK, t.Failed, t.Started, t.ElapsedSeconds, t.PerSec)
+	} else {
+		p("  turns      %d ok, %d failed of %d in %.2fs: %.1f turns/s, %.1f calls/s", t.OK, t.Failed, t.Started, t.ElapsedSeconds, t.PerSec, t.CallsPerSec)
+		p("  calls      %d: %d reads, %d writes, %d deferred; %d results truncated by the budget", t.Calls, t.Reads, t.Writes, t.Deferred, t.Truncated)
+	}
 	l := r.Latency
-	p("  latency    p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms  mean %.2fms", l.P50, l.P90, l.P99, l.Max, l.Mean)
+	p("  %-10s p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms  mean %.2fms", latency, l.P50, l.P90, l.P99, l.Max, l.Mean)
 	if len(r.Errors) == 0 {
 		p("  errors     none")
 	} else {
@@ -263,7 +281,7 @@ func (r Report) WriteText(w io.Writer) {
 		p("  server RSS unknown (turnd was not started by the bench and serves no /metrics)")
 	}
 	if r.CPU != nil {
-		p("  cpu/turn   %s", r.CPU.text("bench"))
+		p("  cpu/%-6s %s", strings.TrimSuffix(unit, "s"), r.CPU.text("bench"))
 	}
 	if b := r.Baseline; b != nil {
 		p("  baseline   %s (%s): %d single-row INSERT transactions from %d clients in %.2fs: %.1f tx/s, p50 %.2fms p99 %.2fms",
@@ -279,7 +297,7 @@ func (r Report) WriteText(w io.Writer) {
 		p("  baseline   none: %s", r.BaselineNote)
 	}
 	if r.Ratio != nil {
-		p("  ratio      %.3f (turns/s ÷ INSERT tx/s)", *r.Ratio)
+		p("  ratio      %.3f (%s/s ÷ INSERT tx/s)", *r.Ratio, unit)
 	}
 	if r.Note != "" {
 		p("  note       %s", r.Note)
@@ -305,6 +323,9 @@ func (r Report) WriteMarkdownRow(w io.Writer) {
 	label := r.Label
 	if label == "" {
 		label = fmt.Sprintf("%s loop, %d calls", r.Workload.Mode, r.Workload.Calls)
+		if r.Workload.Completions {
+			label = fmt.Sprintf("completions, %d deliverers", r.Workload.Concurrency)
+		}
 	}
 	baseline, ratio := "—", "—"
 	if r.Baseline != nil {

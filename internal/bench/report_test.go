@@ -73,6 +73,33 @@ func TestReportText(t *testing.T) {
 	}
 }
 
+// TestReportTextCompletions: the completion workload's report speaks of
+// completions and of the delivery → answer latency.
+func TestReportTextCompletions(t *testing.T) {
+	t.Parallel()
+	ratio := 0.305
+	r := Report{
+		Workload: workloadInfo(Workload{Concurrency: 32, Calls: 1, Tools: ToolHTTP, Completions: true, Parked: 500}),
+		Turns:    TurnStats{Started: 500, OK: 499, Failed: 1, ElapsedSeconds: 0.5, PerSec: 998},
+		Errors:   map[string]int{"delivery_http_410:completion_gone": 1},
+		Baseline: &BaselineInfo{Kind: BaselinePostgres, Clients: 32, PerSec: 3272},
+		Ratio:    &ratio,
+	}
+	var out bytes.Buffer
+	r.WriteText(&out)
+	for _, want := range []string{"completions: 500 calls parked a round", "499 ok, 1 failed of 500 in 0.50s: 998.0 completions/s",
+		"deliv→ans  p50", "delivery_http_410:completion_gone 1", "ratio      0.305 (completions/s ÷ INSERT tx/s)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	r.WriteMarkdownRow(&out)
+	if !strings.HasPrefix(out.String(), "| completions, 32 deliverers | ") {
+		t.Errorf("row %s", out.String())
+	}
+}
+
 // TestRounds: a run's rounds add up into one load, and the report lists
 // each round's ratio with their median.
 func TestRounds(t *testing.T) {

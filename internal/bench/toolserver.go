@@ -39,6 +39,10 @@ type toolArgs struct {
 	Bytes int64 `json:"bytes"`
 	// Resource is what a call of bench_write_keyed writes (its resource).
 	Resource string `json:"resource,omitempty"`
+	// Hold, for a deferred call, delivers nothing: the call's completion
+	// key goes to the bench that expects it (ToolServer.expect), which
+	// delivers the result itself (the completion workload).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // maxOutputBytes bounds the output a call may ask the ToolServer for.
@@ -50,7 +54,8 @@ const maxOutputBytes = 64 << 20
 //	POST /read, POST /write   sleep latency_us, then answer the output
 //	POST /deferred            answer 202 {"pending": {...}} at once, then
 //	                          after latency_us POST the output to the
-//	                          call's completion URL
+//	                          call's completion URL; with hold, hand the
+//	                          key to the bench instead (expect)
 //
 // An output of bytes > 0 is text/plain, lines of 64 characters, so that
 // turnd projects it while it streams in; otherwise {"output": {"ok": true}}.
@@ -76,6 +81,9 @@ type ToolServer struct {
 	deliverErrs atomic.Int64
 	mu          sync.Mutex
 	firstErr    error
+	// held are the keys expected by the completion workload, by
+	// "session/turn" (expect).
+	held map[string]chan string
 }
 
 // StartToolServer serves the bench tools on addr (a loopback host:port;
@@ -141,10 +149,51 @@ func (ts *ToolServer) Close() error {
 
 // toolRequest is what turnd POSTs to an HTTP tool (see package tool).
 type toolRequest struct {
+	SessionID  string   `json:"session_id"`
+	TurnID     string   `json:"turn_id"`
 	Arguments  toolArgs `json:"arguments"`
 	Completion *struct {
+		Key string `json:"key"`
 		URL string `json:"url"`
 	} `json:"completion"`
+}
+
+// expect returns a channel that receives the completion key of the held
+// call of turn sessionID/turnID (one call a turn), and a function that
+// forgets the turn (call it once the key arrived, or the turn gave up).
+func (ts *ToolServer) expect(sessionID, turnID string) (<-chan string, func()) {
+	id := sessionID + "/" + turnID
+	ch := make(chan string, 1)
+	ts.mu.Lock()
+	if ts.held == nil {
+		ts.held = map[string]chan string{}
+	}
+	ts.held[id] = ch
+	ts.mu.Unlock()
+	return ch, func() {
+		ts.mu.Lock()
+		if ts.held[id] == ch {
+			delete(ts.held, id)
+		}
+		ts.mu.Unlock()
+	}
+}
+
+// hand gives key to the bench expecting turn id's held call; false when
+// none does. A second key for one turn (a retried attempt) replaces none:
+// the first stays.
+func (ts *ToolServer) hand(id, key string) bool {
+	ts.mu.Lock()
+	ch, ok := ts.held[id]
+	ts.mu.Unlock()
+	if !ok || key == "" {
+		return false
+	}
+	select {
+	case ch <- key:
+	default:
+	}
+	return true
 }
 
 func (ts *ToolServer) decode(w http.ResponseWriter, r *http.Request) (toolRequest, bool) {
@@ -200,9 +249,16 @@ func (ts *ToolServer) serveDeferred(w http.ResponseWriter, r *http.Request) {
 			Output string `json:"output"`
 		}{string(textOutput(n))})
 	}
-	delay := time.Duration(req.Arguments.LatencyUS) * time.Microsecond
-	ts.wg.Add(1)
-	go ts.deliver(req.Completion.URL, delay, body)
+	if req.Arguments.Hold {
+		if !ts.hand(req.SessionID+"/"+req.TurnID, req.Completion.Key) {
+			toolError(w, "not_expected", "a held call of a turn the bench does not expect")
+			return
+		}
+	} else {
+		delay := time.Duration(req.Arguments.LatencyUS) * time.Microsecond
+		ts.wg.Add(1)
+		go ts.deliver(req.Completion.URL, delay, body)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusAccepted)
 	_, _ = w.Write([]byte(`{"pending":{"deadline":"15m"}}`))

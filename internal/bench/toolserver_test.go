@@ -132,6 +132,37 @@ func TestToolServerDelivers(t *testing.T) {
 	}
 }
 
+// TestToolServerHolds: a held call answers pending and hands its key to
+// the bench that expects its turn, delivering nothing itself; a held call
+// of a turn nobody expects is refused.
+func TestToolServerHolds(t *testing.T) {
+	t.Parallel()
+	ts := startTools(t)
+	keys, forget := ts.expect("s1", "c")
+	code, _, b := postJSON(t, ts.URL()+"/deferred",
+		`{"session_id":"s1","turn_id":"c","arguments":{"hold":true},"completion":{"key":"ck_1","url":"http://127.0.0.1:9/v1/complete/ck_1"}}`)
+	if code != http.StatusAccepted || string(b) != `{"pending":{"deadline":"15m"}}` {
+		t.Fatalf("pending answer: %d %s", code, b)
+	}
+	select {
+	case k := <-keys:
+		if k != "ck_1" {
+			t.Errorf("key %q", k)
+		}
+	default:
+		t.Fatal("the key was not handed over before the pending answer")
+	}
+	forget()
+	code, _, b = postJSON(t, ts.URL()+"/deferred",
+		`{"session_id":"s1","turn_id":"c","arguments":{"hold":true},"completion":{"key":"ck_2","url":"http://127.0.0.1:9/v1/complete/ck_2"}}`)
+	if code != http.StatusBadRequest || !strings.Contains(string(b), "not_expected") {
+		t.Errorf("a held call nobody expects: %d %s", code, b)
+	}
+	if _, delivered, failed, _ := ts.Stats(); delivered != 0 || failed != 0 {
+		t.Errorf("held calls delivered: %d delivered, %d failed", delivered, failed)
+	}
+}
+
 func TestToolServerCloseAbandonsWaitingDeliveries(t *testing.T) {
 	t.Parallel()
 	ts, err := StartToolServer("")

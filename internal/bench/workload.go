@@ -92,6 +92,31 @@ type Workload struct {
 	Streamed bool
 	// Client is ClientTuned ("" too) or ClientOrdinary.
 	Client string
+	// Completions runs the completion workload (RunCompletions) instead
+	// of posting turns: each round parks Parked turns of one deferred call
+	// (on the bench's HTTP tool, which hands their keys to the bench), then
+	// Concurrency deliverers POST their results to /v1/complete/{key} as
+	// fast as turnd answers, while a waiter per turn holds its answer.
+	// Calls is 1; Duration and Turns are not used.
+	Completions bool
+	// Parked is the calls the completion workload parks and delivers a
+	// round; 0 means DefaultParked.
+	Parked int
+}
+
+// DefaultParked is the completion workload's calls a round.
+const DefaultParked = 2000
+
+// MaxParked bounds Workload.Parked: each parked turn's waiter holds a
+// connection to turnd.
+const MaxParked = 8000
+
+// parked is the completion workload's calls a round.
+func (w Workload) parked() int {
+	if w.Parked == 0 {
+		return DefaultParked
+	}
+	return w.Parked
 }
 
 // client is the client that posts w's turns.
@@ -145,6 +170,8 @@ func (w Workload) Validate() error {
 		bad("max in flight %d: must be 0 (default) to 100000", w.MaxInFlight)
 	}
 	switch {
+	case w.Completions:
+		w.validateCompletions(bad)
 	case w.Duration < 0:
 		bad("duration %v: must be positive", w.Duration)
 	case w.Turns < 0:
@@ -196,4 +223,26 @@ func (w Workload) Validate() error {
 		bad("client %q: must be %q or %q", w.Client, ClientTuned, ClientOrdinary)
 	}
 	return errors.Join(errs...)
+}
+
+// validateCompletions reports, through bad, what the completion workload
+// cannot run with.
+func (w Workload) validateCompletions(bad func(string, ...any)) {
+	switch {
+	case w.Rate > 0:
+		bad("completions: deliverers run closed loop; give --concurrency, not --rate")
+	case w.Turns > 0:
+		bad("completions: give the calls parked a round with --parked, not --turns")
+	case w.Tools != ToolHTTP:
+		bad("completions: the calls park on the bench's HTTP tool; use --tools http")
+	case w.Calls != 1:
+		bad("completions: a parked turn has 1 call, not %d", w.Calls)
+	case w.Streamed || w.DeferredFraction > 0 || w.OutputBytes > 0:
+		bad("completions: its turns are one deferred call each; drop --deferred-fraction, --output-bytes and streaming")
+	case w.Client == ClientOrdinary:
+		bad("completions: posted by the tuned client only")
+	}
+	if w.Parked < 0 || w.Parked > MaxParked {
+		bad("parked %d: must be 1 to %d", w.Parked, MaxParked)
+	}
 }

@@ -56,6 +56,34 @@ func TestWorkloadValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want an error containing %q", tt.name, err, tt.want)
 		}
 	}
+	// The completion workload: one call a turn, parked on the bench's tool.
+	completions := func(w *Workload) { w.Completions, w.Turns, w.Calls = true, 0, 1 }
+	good := goodWorkload()
+	completions(&good)
+	if err := good.Validate(); err != nil {
+		t.Errorf("a good completion workload: %v", err)
+	}
+	for _, tt := range []struct {
+		name   string
+		change func(w *Workload)
+		want   string
+	}{
+		{"a count of turns", func(w *Workload) { w.Turns = 10 }, "--parked"},
+		{"open loop", func(w *Workload) { w.Rate, w.Concurrency = 10, 0 }, "closed loop"},
+		{"the builtins", func(w *Workload) { w.Tools = ToolBuiltin }, "--tools http"},
+		{"several calls", func(w *Workload) { w.Calls = 3 }, "1 call"},
+		{"a deferred fraction", func(w *Workload) { w.DeferredFraction = 0.5 }, "one deferred call"},
+		{"the ordinary client", func(w *Workload) { w.Client = ClientOrdinary }, "tuned client"},
+		{"too many parked", func(w *Workload) { w.Parked = MaxParked + 1 }, "parked"},
+		{"negative parked", func(w *Workload) { w.Parked = -1 }, "parked"},
+	} {
+		w := goodWorkload()
+		completions(&w)
+		tt.change(&w)
+		if err := w.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("completions, %s: Validate() = %v, want an error containing %q", tt.name, err, tt.want)
+		}
+	}
 	// Every problem is reported at once.
 	w := goodWorkload()
 	w.Calls, w.ReadFraction, w.OutputBytes = 0, 2, -1

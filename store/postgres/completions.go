@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
 )
@@ -26,6 +28,16 @@ VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7, $8)
 ON CONFLICT (session_id, key_hash) DO NOTHING`
 
 	sqlGetCompletion = `SELECT ` + completionColumns + ` FROM completions WHERE session_id = $1 AND key_hash = $2`
+
+	// sqlGetDelivery reads a completion with what a delivery needs of its
+	// turn: when it was created, its number of calls, and the call's
+	// result row (NULLs when it has none; its output and error are not
+	// read, see turn.DeliveryTarget).
+	sqlGetDelivery = `SELECT c.*, t.created_at, json_array_length(t.calls),
+    r.idx IS NOT NULL, r.name, r.effect, r.status, r.attempts, r.started_at, r.finished_at, r.replayed_from
+FROM (` + sqlGetCompletion + `) c
+JOIN turns t ON t.session_id = $1 AND t.id = c.turn_id
+LEFT JOIN results r ON r.session_id = $1 AND r.call_id = c.call_id AND r.turn_id = c.turn_id AND r.idx = c.call_idx`
 
 	// sqlLegacyKey finds the session of a key issued before keys were
 	// routed (migration 12); on Citus legacy_keys is a reference table,
@@ -92,6 +104,54 @@ func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32
 		return turn.Completion{}, wrap(op, err)
 	}
 	return c, nil
+}
+
+// GetDelivery returns the session's completion with that key hash and what
+// a delivery needs of its turn, in one statement; see turn.CompletionStore.
+func (s *Store) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
+	op := "getting completion " + sqlstore.Fingerprint(keyHash)
+	if sessionID == "" {
+		if err := s.pool.QueryRow(ctx, sqlLegacyKey, keyHash[:]).Scan(&sessionID); err != nil {
+			return turn.DeliveryTarget{}, wrap(op, err)
+		}
+	}
+	var (
+		r                    completionRow
+		created              pgtype.Timestamptz
+		calls                int32
+		name, effect, status *string
+		replayed             *string
+		attempts             *int32
+		started, finished    pgtype.Timestamptz
+		d                    turn.DeliveryTarget
+	)
+	err := s.pool.QueryRow(ctx, sqlGetDelivery, sessionID, keyHash[:]).Scan(append(r.dest(),
+		&created, &calls, &d.Recorded, &name, &effect, &status, &attempts, &started, &finished, &replayed)...)
+	if err == nil {
+		d.Completion, err = r.completion()
+	}
+	if err != nil {
+		return turn.DeliveryTarget{}, wrap(op, err)
+	}
+	d.Calls, d.TurnCreatedAt = int(calls), fromNullTime(created)
+	if d.Recorded {
+		c := d.Completion
+		d.Result = turn.Result{Index: c.CallIndex, CallID: c.CallID, Name: deref(name), Effect: dispatch.Effect(deref(effect)),
+			Status: turn.CallStatus(deref(status)), ReplayedFrom: deref(replayed),
+			StartedAt: fromNullTime(started), FinishedAt: fromNullTime(finished)}
+		if attempts != nil {
+			d.Result.Attempts = int(*attempts)
+		}
+	}
+	return d, nil
+}
+
+// deref is *p, or "" for nil (NULL).
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // DeliverEarly keeps payload on an issued completion and marks it early;
@@ -214,6 +274,11 @@ func lateArgs(k turn.TurnKey, l turn.Late) (lateParams, error) {
 	return p, nil
 }
 
+// resolveTx is READ COMMITTED whatever the server's default: each statement
+// then sees what the writers it queued behind committed (RecordLate's and
+// Resolve's, which begins its pipeline so).
+var resolveTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
 // RecordLate records a late delivery at most once per payload hash and at
 // most l.Max times per key; see turn.CompletionStore.
 func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (turn.LateOutcome, error) {
@@ -254,177 +319,83 @@ func (s *Store) RecordLate(ctx context.Context, k turn.TurnKey, l turn.Late) (tu
 	return outcome, nil
 }
 
-// Resolve's statements: one transaction that locks the turn and then the
-// batch's completions, writes the resolutions, and settles the turn when
-// nothing of it is pending. See ARCHITECTURE.md, "store/postgres:
-// statements", Resolve.
+// Resolve's statements: one transaction, sent as one pipeline (one round
+// trip), that locks the turn and then the batch's completions, and then, in
+// a statement of its own that sees what the resolvers it queued behind
+// committed, checks every item's status, writes the resolutions and settles
+// the turn when nothing of it is pending. See ARCHITECTURE.md,
+// "store/postgres: statements", Resolve.
 const (
-	sqlLockTurn = `SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE`
+	sqlBeginResolve = `begin isolation level read committed`
+	sqlCommit       = `commit`
 
-	sqlLockCompletions = `SELECT key_hash, status FROM completions
-WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
-ORDER BY key_hash
-FOR UPDATE`
+	// sqlLockResolve locks the turn's row, then (the lateral subquery runs
+	// for the row locked) the batch's completions in key order; it
+	// returns no row for an unknown turn, one row of NULL completion
+	// columns when none of the keys is the turn's (or there are none).
+	sqlLockResolve = `SELECT c.key_hash, c.status
+FROM (SELECT status FROM turns WHERE session_id = $2 AND id = $3 FOR NO KEY UPDATE) t
+LEFT JOIN LATERAL (
+    SELECT key_hash, status FROM completions
+    WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
+    ORDER BY key_hash
+    FOR UPDATE
+) c ON true`
 
-	resolveHead = `WITH gate AS (
-    SELECT FROM turns WHERE session_id = @session AND id = @turn
+	// The gate passes when the turn exists and every item's completion
+	// (locked by sqlLockResolve) is in its expected status; the settle
+	// counts as pending no completion this statement resolves, whose
+	// updates it cannot see. The items' lines take their seqs first, the
+	// settling lines (when it settles) after them, in one ledger batch.
+	resolveHead = `WITH items AS (
+    SELECT * FROM unnest(@c_key::bytea[], @c_expect::text[], @c_status::text[], @c_payload::text[], @c_hash::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = @session AND id = @turn
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = @session AND c.turn_id = @turn) = cardinality(@c_key::bytea[])
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = @now
-    FROM unnest(@c_key::bytea[], @c_status::text[], @c_payload::text[], @c_hash::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
+    FROM items r
     WHERE c.key_hash = r.key_hash AND c.session_id = @session AND c.turn_id = @turn AND EXISTS (SELECT FROM gate)
     RETURNING 1
+), settle AS (
+    UPDATE turns SET status = @status, settled_at = @settled
+    WHERE session_id = @session AND id = @turn AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = @session AND turn_id = @turn AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL (@c_key::bytea[]))
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN @n_all::bigint ELSE @n::bigint END
+    WHERE id = @session AND EXISTS (SELECT FROM gate) AND (@n::bigint > 0 OR EXISTS (SELECT FROM settle))
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT @session, @turn, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN @n_all::bigint ELSE @n::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN @l_all::json ELSE @l_lines::json END
+    FROM seq
 )`
 	resolveEnd = `
-SELECT count(*) FROM done`
-
-	settleHead = `WITH gate AS (
-    UPDATE turns SET status = @status, settled_at = @settled
-    WHERE session_id = @session AND id = @turn AND status = 'waiting'
-        AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = @session AND turn_id = @turn AND status IN ('pending', 'early', 'approved'))
-    RETURNING 1
-)`
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle)`
 )
 
-// resolveTx is READ COMMITTED whatever the server's default: each statement
-// then sees what the resolvers it queued behind on the turn's row
-// committed, so a lost race is a status mismatch (turn.ErrCompletionState)
-// rather than a serialization failure.
-var resolveTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+// resolveWebhook inserts the settling webhook when the statement settles
+// the turn: writeWebhook, gated by settle.
+var resolveWebhook = strings.Replace(writeWebhook, "EXISTS (SELECT FROM gate)", "EXISTS (SELECT FROM settle)", 1)
 
-var (
-	resolveSQL = writeVariants(resolveHead, resolveEnd, writeLines, writeResults, writeOutputs)
-	settleSQL  = writeVariants(settleHead, commitEnd, writeLines, writeWebhook)
-)
+// resolveSQL holds the resolving statement's variants, indexed by its
+// parts: results, outputs, webhook.
+var resolveSQL = writeVariants(resolveHead, resolveEnd, writeResults, writeOutputs, resolveWebhook)
 
-// The settling statement's parts (bits of its variant index).
+// The resolving statement's parts (bits of its variant index).
 const (
-	settleLines = 1 << iota
-	settleWebhook
+	resolveResults = 1 << iota
+	resolveOutputs
+	resolveHook
 )
-
-// Resolve applies b in one transaction; see turn.CompletionStore and the
-// steps above. A key that is not a completion of b's turn, or a turn that
-// does not exist, is turn.ErrNotFound; a completion not in its item's
-// Expect status is turn.ErrCompletionState, naming the completion and its
-// status. Either way nothing is written.
-func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
-	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
-	if err := sqlstore.CheckResolve(b); err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
-	}
-	wargs, err := resolveArgs(b)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
-	}
-	sargs, err := settleArgs(b)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
-	}
-	keys := wargs.completions.key
-
-	var settled bool
-	err = pgx.BeginTxFunc(ctx, s.pool, resolveTx, func(tx pgx.Tx) error {
-		if err := lockResolve(ctx, tx, b, keys); err != nil {
-			return err
-		}
-		var n int64
-		if err := tx.QueryRow(ctx, resolveSQL[wargs.variant()].sql, wargs.args()...).Scan(&n); err != nil {
-			return err
-		}
-		if n != int64(len(keys)) {
-			return fmt.Errorf("resolved %d completions of %d locked", n, len(keys))
-		}
-		return tx.QueryRow(ctx, settleSQL[sargs.variant()].sql, sargs.args()...).Scan(&settled)
-	})
-	if err != nil {
-		return false, wrap(op, err)
-	}
-	return settled, nil
-}
-
-// lockResolve takes step 1's locks and checks every item's Expect.
-func lockResolve(ctx context.Context, tx pgx.Tx, b turn.ResolveBatch, keys [][]byte) error {
-	batch := &pgx.Batch{}
-	batch.Queue(sqlLockTurn, b.Key.SessionID, b.Key.TurnID)
-	if len(keys) > 0 {
-		batch.Queue(sqlLockCompletions, keys, b.Key.SessionID, b.Key.TurnID)
-	}
-	br := tx.SendBatch(ctx, batch)
-	statuses, err := readLocks(br, len(keys) > 0)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return sqlstore.CheckExpected(b.Items, statuses)
-}
-
-func readLocks(br pgx.BatchResults, completions bool) (map[[32]byte]turn.CompletionStatus, error) {
-	var turnStatus string
-	if err := br.QueryRow().Scan(&turnStatus); err != nil {
-		return nil, err // pgx.ErrNoRows: the turn does not exist
-	}
-	statuses := make(map[[32]byte]turn.CompletionStatus)
-	if !completions {
-		return statuses, nil
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	var key []byte
-	var status string
-	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
-		h, err := sqlstore.DecodeHash(key)
-		if err != nil {
-			return err
-		}
-		statuses[h] = turn.CompletionStatus(status)
-		return nil
-	})
-	return statuses, err
-}
-
-// resolveArgs encodes step 2's statement parameters.
-func resolveArgs(b turn.ResolveBatch) (resolveParams, error) {
-	p := resolveParams{key: b.Key, now: b.Now}
-	for i := range b.Items {
-		it := &b.Items[i]
-		payload, err := sqlstore.PayloadJSON(it.KeyHash, it.Payload)
-		if err != nil {
-			return resolveParams{}, err
-		}
-		p.completions.add(it, nullText(payload))
-	}
-	results, outputs := sqlstore.ResolveWrites(b)
-	if err := p.writes.set(b.Key, b.Lines, results, outputs); err != nil {
-		return resolveParams{}, err
-	}
-	return p, nil
-}
-
-// settleArgs encodes step 3's statement parameters. As in Commit,
-// settled_at is set only for a settled status.
-func settleArgs(b turn.ResolveBatch) (settleParams, error) {
-	p := settleParams{key: b.Key, status: string(b.SettleStatus)}
-	if b.SettleStatus.Settled() {
-		p.settled = nullTime(b.Now)
-	}
-	if err := p.lines.set(b.Key, b.SettleLines); err != nil {
-		return settleParams{}, fmt.Errorf("settle %w", err)
-	}
-	if b.SettleWebhook != nil {
-		w, err := webhookArgs(b.Key, b.SettleWebhook)
-		if err != nil {
-			return settleParams{}, fmt.Errorf("settle %w", err)
-		}
-		p.webhook = w
-	}
-	return p, nil
-}
 
 // queryAll runs query on q and reads its rows with collect, which closes
 // them; an error of either is wrapped with op.

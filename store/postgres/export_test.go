@@ -23,6 +23,26 @@ func (s *Store) RecordBatch(ctx context.Context, rs []turn.Record) ([]error, err
 	return s.execRecord(ctx, batch)
 }
 
+// ResolveTogether resolves bs in one transaction, as the group commit
+// would for that batch, and returns what Resolve would for each.
+func (s *Store) ResolveTogether(ctx context.Context, bs []turn.ResolveBatch) ([]bool, []error) {
+	batch := make([]*resolveCall, len(bs))
+	settled, errs := make([]bool, len(bs)), make([]error, len(bs))
+	for i := range bs {
+		p, err := resolveArgs(bs[i])
+		if err != nil {
+			errs[i] = err
+			return settled, errs
+		}
+		batch[i] = &resolveCall{b: &bs[i], p: p, done: make(chan error, 1)}
+	}
+	s.resolveBatch(ctx, batch)
+	for i, c := range batch {
+		settled[i], errs[i] = c.outcome("resolving", <-c.done)
+	}
+	return settled, errs
+}
+
 // RecordStatements returns the recording statement's variants (see
 // recordSQL), as sent to the server.
 func RecordStatements() []string {

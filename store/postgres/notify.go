@@ -37,6 +37,10 @@ SELECT EXISTS (SELECT FROM t)`
 	sqlCancelRequested = `SELECT t.session_id, t.id FROM turns t
 JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
 WHERE t.status = 'running' AND t.cancel_requested_at IS NOT NULL`
+
+	sqlUnsettled = `SELECT t.session_id, t.id FROM turns t
+JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
+WHERE t.status IN ('running', 'waiting')`
 )
 
 // RequestCancel records a request to cancel a running turn; see turn.Store.
@@ -55,11 +59,23 @@ func (s *Store) RequestCancel(ctx context.Context, k turn.TurnKey, at time.Time)
 // CancelRequested returns those of keys whose turn is running with a cancel
 // request, in the order given; see turn.Store.
 func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	return s.keysAmong(ctx, "reading cancel requests", sqlCancelRequested, keys)
+}
+
+// Unsettled returns those of keys whose turn is running or waiting, in the
+// order given; see turn.Store.
+func (s *Store) Unsettled(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	return s.keysAmong(ctx, "reading unsettled turns", sqlUnsettled, keys)
+}
+
+// keysAmong returns those of keys that query ($1 session ids, $2 turn
+// ids) returns, in the order given; op says what it was doing.
+func (s *Store) keysAmong(ctx context.Context, op, query string, keys []turn.TurnKey) ([]turn.TurnKey, error) {
 	if len(keys) == 0 {
 		return []turn.TurnKey{}, nil
 	}
 	sids, tids := keyColumns(keys)
-	found, err := queryAll(ctx, s.pool, "reading cancel requests", collectKeys, sqlCancelRequested, sids, tids)
+	found, err := queryAll(ctx, s.pool, op, collectKeys, query, sids, tids)
 	if err != nil {
 		return nil, err
 	}

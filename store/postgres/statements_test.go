@@ -67,8 +67,7 @@ type family struct {
 var families = []family{
 	{"record", recordSQL, []string{"outputs", "webhooks", "on conflict"}},
 	{"commit", commitSQL, []string{"lines", "results", "outputs", "parks", "webhook"}},
-	{"resolve", resolveSQL, []string{"lines", "results", "outputs"}},
-	{"settle", settleSQL, []string{"lines", "webhook"}},
+	{"resolve", resolveSQL, []string{"results", "outputs", "webhook"}},
 	{"late", recordLateSQL, []string{"outputs"}},
 	{"record one", recordOneSQL, []string{"outputs", "webhook"}},
 	{"approve", approveSQL, []string{"lines"}},
@@ -121,36 +120,22 @@ func statementCases() ([]statementCase, error) {
 	for parts := range resolveSQL {
 		b := fullResolve
 		b.Items = slices.Clone(fullResolve.Items)
-		if parts&partLines == 0 {
-			b.Lines = nil
-		}
-		if parts&partResults == 0 {
+		if parts&resolveResults == 0 {
 			b.Items = nil // an item always carries its result
-		} else if parts&partOutputs == 0 {
+		} else if parts&resolveOutputs == 0 {
 			b.Items[0].Outputs = nil
 		}
-		if parts&partOutputs != 0 && parts&partResults == 0 {
+		if parts&resolveOutputs != 0 && parts&resolveResults == 0 {
 			continue
+		}
+		if parts&resolveHook == 0 {
+			b.SettleWebhook = nil
 		}
 		p, err := resolveArgs(b)
 		if err != nil {
 			return nil, err
 		}
 		add("resolve", resolveSQL, parts, p.variant(), p.args())
-	}
-	for parts := range settleSQL {
-		b := fullResolve
-		if parts&settleLines == 0 {
-			b.SettleLines = nil
-		}
-		if parts&settleWebhook == 0 {
-			b.SettleWebhook = nil
-		}
-		p, err := settleArgs(b)
-		if err != nil {
-			return nil, err
-		}
-		add("settle", settleSQL, parts, p.variant(), p.args())
 	}
 	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
 	l := turn.Late{Max: 8, Line: turn.Line{Kind: turn.LineCompletionLate, Data: []byte(`{}`)}}

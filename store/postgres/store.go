@@ -116,6 +116,8 @@ type Store struct {
 	// The statements that concurrent turns share (group.go).
 	lookups *group[*lookupCall, struct{}]
 	records *group[*recordCall, string]
+	// resolver shares transactions among concurrent Resolves (resolve.go).
+	resolver *group[*resolveCall, string]
 	// notifyPool sends turn notifications (Notifier): pool itself, or one
 	// of its own on Options.NotifyURL.
 	notifyPool *pgxpool.Pool
@@ -186,6 +188,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	st := &Store{pool: pool, groupPool: groupPool, notifyPool: notifyPool, sharded: opts.Sharded, binary: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	st.lookups, st.records = newLookups(st, opts.GroupStatements), newRecorder(st, opts.GroupStatements)
+	st.resolver = newResolver(st, opts.GroupStatements)
 	return st, nil
 }
 

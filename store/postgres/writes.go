@@ -291,19 +291,26 @@ func (w *writes) appendArgs(a []any) []any {
 	return a
 }
 
-// resolveParams are the parameters of Resolve's write statement
-// (resolveSQL): the head's, then its writes'.
+// resolveParams are the parameters of Resolve's resolving statement
+// (resolveSQL): the head's, then its writes' and its webhook's.
 type resolveParams struct {
 	key         turn.TurnKey
 	now         time.Time
 	completions completionCols
-	writes      writes
+	status      string
+	settled     pgtype.Timestamptz // NULL for a status that is not settled
+	// lines are the items' lines; all the same followed by the settling
+	// lines, written instead when the statement settles the turn.
+	lines, all linesParams
+	writes     writes         // results and outputs
+	webhook    *webhookParams // nil: none
 }
 
 // completionCols are the completions a resolution resolves, one column per
 // array of resolveHead (@c_key … @c_hash), in its order.
 type completionCols struct {
 	key     [][]byte
+	expect  []string
 	status  []string
 	payload []*string // NULL: no payload
 	hash    [][]byte
@@ -311,44 +318,32 @@ type completionCols struct {
 
 func (c *completionCols) add(it *turn.Resolution, payload *string) {
 	c.key = append(c.key, it.KeyHash[:])
+	c.expect = append(c.expect, string(it.Expect))
 	c.status = append(c.status, string(it.Status))
 	c.payload = append(c.payload, payload)
 	c.hash = append(c.hash, sqlstore.Hash(it.PayloadHash))
 }
 
-func (p *resolveParams) variant() int { return p.writes.parts() }
-
-func (p *resolveParams) args() []any {
-	a := append(writeKeyArgs(p.key, 64), p.now, p.completions.key, p.completions.status, p.completions.payload, p.completions.hash)
-	return p.writes.appendArgs(a)
-}
-
-// settleParams are the parameters of Resolve's settling statement
-// (settleSQL).
-type settleParams struct {
-	key     turn.TurnKey
-	status  string
-	settled pgtype.Timestamptz // NULL for a status that is not settled
-	lines   linesParams
-	webhook *webhookParams // nil: none
-}
-
-func (p *settleParams) variant() int {
+func (p *resolveParams) variant() int {
 	v := 0
-	if p.lines.n > 0 {
-		v |= settleLines
+	parts := p.writes.parts()
+	if parts&partResults != 0 {
+		v |= resolveResults
+	}
+	if parts&partOutputs != 0 {
+		v |= resolveOutputs
 	}
 	if p.webhook != nil {
-		v |= settleWebhook
+		v |= resolveHook
 	}
 	return v
 }
 
-func (p *settleParams) args() []any {
-	a := append(writeKeyArgs(p.key, 16), p.status, p.settled)
-	if p.lines.n > 0 {
-		a = p.lines.appendArgs(a)
-	}
+func (p *resolveParams) args() []any {
+	c := &p.completions
+	a := append(writeKeyArgs(p.key, 64), c.key, c.expect, c.status, c.payload, c.hash, p.now, p.status, p.settled,
+		p.all.n, p.lines.n, p.all.lines, p.lines.lines)
+	a = p.writes.appendArgs(a)
 	if p.webhook != nil {
 		a = p.webhook.appendArgs(a)
 	}

@@ -107,6 +107,13 @@ func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32
 	return c, nil
 }
 
+// GetDelivery returns the session's completion with that key hash and what
+// a delivery needs of its turn; see turn.CompletionStore. The embedded
+// store reads the two one after the other: a read costs it no round trip.
+func (s *Store) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
+	return turn.ReadDelivery(ctx, s, sessionID, keyHash)
+}
+
 // DeliverEarly keeps payload on an issued completion and marks it early;
 // see turn.CompletionStore. now is kept as the completion's ResolvedAt (when
 // the payload arrived) until the completion is resolved.

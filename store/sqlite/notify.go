@@ -29,6 +29,11 @@ RETURNING 1`
 WHERE status = 'running' AND cancel_requested_at IS NOT NULL AND (session_id, id) IN (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)
 )`
+
+	sqlUnsettled = `SELECT session_id, id FROM turns
+WHERE status IN ('running', 'waiting') AND (session_id, id) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1)
+)`
 )
 
 // RequestCancel records a request to cancel a running turn; see turn.Store.
@@ -44,14 +49,26 @@ func (s *Store) RequestCancel(ctx context.Context, k turn.TurnKey, at time.Time)
 // CancelRequested returns those of keys whose turn is running with a cancel
 // request, in the order given; see turn.Store.
 func (s *Store) CancelRequested(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	return s.keysAmong(ctx, "reading cancel requests", sqlCancelRequested, keys)
+}
+
+// Unsettled returns those of keys whose turn is running or waiting, in the
+// order given; see turn.Store.
+func (s *Store) Unsettled(ctx context.Context, keys []turn.TurnKey) ([]turn.TurnKey, error) {
+	return s.keysAmong(ctx, "reading unsettled turns", sqlUnsettled, keys)
+}
+
+// keysAmong returns those of keys that query (?1 the keys, keyPairs)
+// returns, in the order given; op says what it was doing.
+func (s *Store) keysAmong(ctx context.Context, op, query string, keys []turn.TurnKey) ([]turn.TurnKey, error) {
 	if len(keys) == 0 {
 		return []turn.TurnKey{}, nil
 	}
 	arg, err := keyPairs(keys)
 	if err != nil {
-		return nil, fmt.Errorf("reading cancel requests: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	found, err := queryAll(ctx, s.read, "reading cancel requests", collectKeys, sqlCancelRequested, arg)
+	found, err := queryAll(ctx, s.read, op, collectKeys, query, arg)
 	if err != nil {
 		return nil, err
 	}

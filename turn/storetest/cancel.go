@@ -105,3 +105,23 @@ func testCancelRequestsConcurrent(t *testing.T, s turn.Store) {
 	must(t, "CancelRequested", err)
 	same(t, "CancelRequested", got, []turn.TurnKey{k})
 }
+
+// testUnsettled: Unsettled lists the running and waiting turns among the
+// keys given, in their order; settled and unknown turns are left out.
+func testUnsettled(t *testing.T, s turn.Store) {
+	running := receiveLeased(t, s, "s1", "run", "owner-a", base.Add(time.Hour))
+	waitingTurn(t, s, "s1", "wait", 1)
+	waiting := turn.TurnKey{SessionID: "s1", TurnID: "wait"}
+	must(t, "RecordTurn", s.RecordTurn(ctx(t), record("s1", "done", 1)))
+	settled := turn.TurnKey{SessionID: "s1", TurnID: "done"}
+	unknown := turn.TurnKey{SessionID: "s9", TurnID: "run"}
+
+	got, err := s.Unsettled(ctx(t), []turn.TurnKey{settled, waiting, unknown, running})
+	must(t, "Unsettled", err)
+	same(t, "Unsettled", got, []turn.TurnKey{waiting, running})
+	got, err = s.Unsettled(ctx(t), nil)
+	must(t, "Unsettled of no keys", err)
+	if len(got) != 0 {
+		t.Errorf("Unsettled of no keys = %v", got)
+	}
+}

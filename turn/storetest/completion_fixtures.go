@@ -190,3 +190,18 @@ func getTurn(t *testing.T, s turn.Store, sid, tid string) turn.Turn {
 	must(t, "GetTurn "+sid+"/"+tid, err)
 	return tu
 }
+
+// WaitingTurn records turn sid/tid with n calls, each parked on a key of
+// its own, waiting, and returns the completions as stored (pending): the
+// fixture of a store's own resolution tests.
+func WaitingTurn(t *testing.T, s turn.Store, sid, tid string, n int) []turn.Completion {
+	t.Helper()
+	return waitingTurn(t, s, sid, tid, n)
+}
+
+// Delivered is the batch that delivers output to c at now (expected
+// pending), with its lines, settling the turn when nothing else of it is
+// pending.
+func Delivered(c turn.Completion, output string, now time.Time) turn.ResolveBatch {
+	return batch(c.SessionID, c.TurnID, now, resolution(c, output))
+}

@@ -362,3 +362,32 @@ func testPendingCount(t *testing.T, s turn.Store) {
 	must(t, "Resolve timed out", err)
 	count("after the third timed out", 2)
 }
+
+// testGetDelivery: a delivery's read is the completion with its call's
+// recorded result (identity, status, attempts and times) and its turn's
+// call count and creation time; a key without a result row reads as not
+// recorded; an unknown key is ErrNotFound.
+func testGetDelivery(t *testing.T, s turn.Store) {
+	cs := waitingTurn(t, s, "s1", "t1", 3)
+	tu := getTurn(t, s, "s1", "t1")
+	d, err := s.GetDelivery(ctx(t), "s1", cs[1].KeyHash)
+	must(t, "GetDelivery", err)
+	same(t, "completion", d.Completion, wantCompletion(cs[1]))
+	if !d.Recorded || d.Calls != 3 || !d.TurnCreatedAt.Equal(tu.CreatedAt) {
+		t.Errorf("recorded %v, %d calls, created %v; want a recorded result, 3 calls, created %v", d.Recorded, d.Calls, d.TurnCreatedAt, tu.CreatedAt)
+	}
+	want := tu.Results[1]
+	got := d.Result
+	got.Output, got.Error = want.Output, want.Error // a store may leave them out
+	same(t, "result", got, want)
+
+	mustReceive(t, s, receiveCalls("s1", "t2", "owner-a", 2))
+	x := issue(t, s, "s1", "t2", 1)
+	d, err = s.GetDelivery(ctx(t), "s1", x.KeyHash)
+	must(t, "GetDelivery of an issued key", err)
+	if d.Recorded || d.Calls != 2 || d.Status != turn.CompletionIssued {
+		t.Errorf("issued key: recorded %v, %d calls, status %s; want no result, 2 calls, issued", d.Recorded, d.Calls, d.Status)
+	}
+	_, err = s.GetDelivery(ctx(t), "s1", keyHash("s1", "t9", 0))
+	isErr(t, "GetDelivery of an unknown key", err, turn.ErrNotFound)
+}

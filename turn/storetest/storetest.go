@@ -76,6 +76,8 @@ func Run(t *testing.T, open func(t *testing.T) turn.Store) {
 		{"Secret", testSecret},
 		{"SecretConcurrent", testSecretConcurrent},
 		{"CompletionRoundTrip", testCompletionRoundTrip},
+		{"GetDelivery", testGetDelivery},
+		{"Unsettled", testUnsettled},
 		{"RecordLate", testRecordLate},
 		{"RecordLateConcurrent", testRecordLateConcurrent},
 		{"WebhookCommit", testWebhookCommit},

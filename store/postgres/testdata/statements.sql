@@ -2012,56 +2012,79 @@ WITH gate AS (
 SELECT EXISTS (SELECT FROM gate);
 
 -- resolve 0: no optional part
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines
 -- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
 ), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
     WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
     RETURNING 1
-)
-SELECT count(*) FROM done;
-
--- resolve 1: lines
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash $8 n
--- $9 l_lines
--- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
-), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
-    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
-    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
     FROM seq
 )
-SELECT count(*) FROM done;
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
 
--- resolve 2: results
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash
--- $8 r_idx $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output
--- $14 r_err_code $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines
--- $19 r_output_id $20 r_attempts $21 r_started $22 r_finished $23 r_replayed
+-- resolve 1: results
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 r_idx
+-- $16 r_call $17 r_name $18 r_effect $19 r_status $20 r_output $21 r_err_code
+-- $22 r_err_msg $23 r_truncated $24 r_bytes $25 r_lines $26 r_output_id
+-- $27 r_attempts $28 r_started $29 r_finished $30 r_replayed
 -- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
 ), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
     WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
     RETURNING 1
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
+    FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
@@ -2069,10 +2092,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
+    FROM unnest($15::integer[], $16::text[], $17::text[], $18::text[], $19::text[],
+        $20::text[], $21::text[], $22::text[], $23::boolean[],
+        $24::bigint[], $25::bigint[], $26::text[], $27::integer[],
+        $28::timestamptz[], $29::timestamptz[], $30::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -2085,30 +2108,90 @@ WITH gate AS (
         started_at = excluded.started_at, finished_at = excluded.finished_at,
         replayed_from = excluded.replayed_from
 )
-SELECT count(*) FROM done;
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
 
--- resolve 3: lines, results
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed
+-- resolve 2: outputs
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 o_id
+-- $16 o_turn_id $17 o_call $18 o_type $19 o_data $20 o_created $21 o_expires
 -- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
 ), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
     WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
     RETURNING 1
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
+    RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
-    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
+    FROM seq
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::bytea[],
+        $20::timestamptz[], $21::timestamptz[])
+        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
+    WHERE EXISTS (SELECT FROM gate)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
+
+-- resolve 3: results, outputs
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 r_idx
+-- $16 r_call $17 r_name $18 r_effect $19 r_status $20 r_output $21 r_err_code
+-- $22 r_err_msg $23 r_truncated $24 r_bytes $25 r_lines $26 r_output_id
+-- $27 r_attempts $28 r_started $29 r_finished $30 r_replayed $31 o_id
+-- $32 o_turn_id $33 o_call $34 o_type $35 o_data $36 o_created $37 o_expires
+-- routed: session $1
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
+    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
+    RETURNING 1
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
     FROM seq
 ), res AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
@@ -2117,160 +2200,10 @@ WITH gate AS (
     SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
-        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
-            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    WHERE EXISTS (SELECT FROM gate)
-    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
-        name = excluded.name, effect = excluded.effect,
-        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
-        error_message = excluded.error_message, truncated = excluded.truncated,
-        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
-        output_id = excluded.output_id, attempts = excluded.attempts,
-        started_at = excluded.started_at, finished_at = excluded.finished_at,
-        replayed_from = excluded.replayed_from
-)
-SELECT count(*) FROM done;
-
--- resolve 4: outputs
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash $8 o_id
--- $9 o_turn_id $10 o_call $11 o_type $12 o_data $13 o_created $14 o_expires
--- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
-), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
-    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
-    RETURNING 1
-), outs AS (
-    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[],
-        $13::timestamptz[], $14::timestamptz[])
-        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
-    WHERE EXISTS (SELECT FROM gate)
-)
-SELECT count(*) FROM done;
-
--- resolve 5: lines, outputs
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash $8 n
--- $9 l_lines $10 o_id $11 o_turn_id $12 o_call $13 o_type $14 o_data
--- $15 o_created $16 o_expires
--- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
-), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
-    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
-    RETURNING 1
-), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
-    WHERE id = $1 AND EXISTS (SELECT FROM gate)
-    RETURNING last_seq
-), lines AS (
-    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
-    FROM seq
-), outs AS (
-    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[],
-        $15::timestamptz[], $16::timestamptz[])
-        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
-    WHERE EXISTS (SELECT FROM gate)
-)
-SELECT count(*) FROM done;
-
--- resolve 6: results, outputs
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash
--- $8 r_idx $9 r_call $10 r_name $11 r_effect $12 r_status $13 r_output
--- $14 r_err_code $15 r_err_msg $16 r_truncated $17 r_bytes $18 r_lines
--- $19 r_output_id $20 r_attempts $21 r_started $22 r_finished $23 r_replayed
--- $24 o_id $25 o_turn_id $26 o_call $27 o_type $28 o_data $29 o_created
--- $30 o_expires
--- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
-), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
-    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
-    RETURNING 1
-), res AS (
-    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
-        error_code, error_message, truncated, original_bytes, original_lines, output_id,
-        attempts, started_at, finished_at, replayed_from)
-    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
-        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
-        r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($8::integer[], $9::text[], $10::text[], $11::text[], $12::text[],
-        $13::text[], $14::text[], $15::text[], $16::boolean[],
-        $17::bigint[], $18::bigint[], $19::text[], $20::integer[],
-        $21::timestamptz[], $22::timestamptz[], $23::text[])
-        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
-            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    WHERE EXISTS (SELECT FROM gate)
-    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
-        name = excluded.name, effect = excluded.effect,
-        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
-        error_message = excluded.error_message, truncated = excluded.truncated,
-        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
-        output_id = excluded.output_id, attempts = excluded.attempts,
-        started_at = excluded.started_at, finished_at = excluded.finished_at,
-        replayed_from = excluded.replayed_from
-), outs AS (
-    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[],
-        $29::timestamptz[], $30::timestamptz[])
-        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
-    WHERE EXISTS (SELECT FROM gate)
-)
-SELECT count(*) FROM done;
-
--- resolve 7: lines, results, outputs
--- $1 session $2 turn $3 now $4 c_key $5 c_status $6 c_payload $7 c_hash $8 n
--- $9 l_lines $10 r_idx $11 r_call $12 r_name $13 r_effect $14 r_status
--- $15 r_output $16 r_err_code $17 r_err_msg $18 r_truncated $19 r_bytes
--- $20 r_lines $21 r_output_id $22 r_attempts $23 r_started $24 r_finished
--- $25 r_replayed $26 o_id $27 o_turn_id $28 o_call $29 o_type $30 o_data
--- $31 o_created $32 o_expires
--- routed: session $1
-WITH gate AS (
-    SELECT FROM turns WHERE session_id = $1 AND id = $2
-), done AS (
-    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $3
-    FROM unnest($4::bytea[], $5::text[], $6::text[], $7::bytea[])
-        AS r (key_hash, status, payload, payload_hash)
-    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
-    RETURNING 1
-), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $8::bigint
-    WHERE id = $1 AND EXISTS (SELECT FROM gate)
-    RETURNING last_seq
-), lines AS (
-    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $8::bigint + 1, $9::json
-    FROM seq
-), res AS (
-    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
-        error_code, error_message, truncated, original_bytes, original_lines, output_id,
-        attempts, started_at, finished_at, replayed_from)
-    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
-        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
-        r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($10::integer[], $11::text[], $12::text[], $13::text[], $14::text[],
-        $15::text[], $16::text[], $17::text[], $18::boolean[],
-        $19::bigint[], $20::bigint[], $21::text[], $22::integer[],
-        $23::timestamptz[], $24::timestamptz[], $25::text[])
+    FROM unnest($15::integer[], $16::text[], $17::text[], $18::text[], $19::text[],
+        $20::text[], $21::text[], $22::text[], $23::boolean[],
+        $24::bigint[], $25::bigint[], $26::text[], $27::integer[],
+        $28::timestamptz[], $29::timestamptz[], $30::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     WHERE EXISTS (SELECT FROM gate)
@@ -2285,86 +2218,246 @@ WITH gate AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($26::text[], $27::text[], $28::text[], $29::text[], $30::bytea[],
-        $31::timestamptz[], $32::timestamptz[])
+    FROM unnest($31::text[], $32::text[], $33::text[], $34::text[], $35::bytea[],
+        $36::timestamptz[], $37::timestamptz[])
         AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
     WHERE EXISTS (SELECT FROM gate)
 )
-SELECT count(*) FROM done;
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
 
--- settle 0: no optional part
--- $1 session $2 turn $3 status $4 settled
+-- resolve 4: webhook
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 w_id
+-- $16 w_url $17 w_event $18 w_body $19 w_next $20 w_created
 -- routed: session $1
-WITH gate AS (
-    UPDATE turns SET status = $3, settled_at = $4
-    WHERE session_id = $1 AND id = $2 AND status = 'waiting'
-        AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
+    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
     RETURNING 1
-)
-SELECT EXISTS (SELECT FROM gate);
-
--- settle 1: lines
--- $1 session $2 turn $3 status $4 settled $5 n $6 l_lines
--- routed: session $1
-WITH gate AS (
-    UPDATE turns SET status = $3, settled_at = $4
-    WHERE session_id = $1 AND id = $2 AND status = 'waiting'
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
         AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
     RETURNING 1
 ), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $5::bigint
-    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $5::bigint + 1, $6::json
-    FROM seq
-)
-SELECT EXISTS (SELECT FROM gate);
-
--- settle 2: webhook
--- $1 session $2 turn $3 status $4 settled $5 w_id $6 w_url $7 w_event $8 w_body
--- $9 w_next $10 w_created
--- routed: session $1
-WITH gate AS (
-    UPDATE turns SET status = $3, settled_at = $4
-    WHERE session_id = $1 AND id = $2 AND status = 'waiting'
-        AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
-    RETURNING 1
-), hook AS (
-    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $5, $1, $2, $6, $7, $8::json, $9, $10
-    WHERE EXISTS (SELECT FROM gate)
-)
-SELECT EXISTS (SELECT FROM gate);
-
--- settle 3: lines, webhook
--- $1 session $2 turn $3 status $4 settled $5 n $6 l_lines $7 w_id $8 w_url
--- $9 w_event $10 w_body $11 w_next $12 w_created
--- routed: session $1
-WITH gate AS (
-    UPDATE turns SET status = $3, settled_at = $4
-    WHERE session_id = $1 AND id = $2 AND status = 'waiting'
-        AND NOT EXISTS (SELECT FROM completions
-            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved'))
-    RETURNING 1
-), seq AS (
-    UPDATE sessions SET last_seq = last_seq + $5::bigint
-    WHERE id = $1 AND EXISTS (SELECT FROM gate)
-    RETURNING last_seq
-), lines AS (
-    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
-    SELECT $1, $2, seq.last_seq, seq.last_seq - $5::bigint + 1, $6::json
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
     FROM seq
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT $7, $1, $2, $8, $9, $10::json, $11, $12
-    WHERE EXISTS (SELECT FROM gate)
+    SELECT $15, $1, $2, $16, $17, $18::json, $19, $20
+    WHERE EXISTS (SELECT FROM settle)
 )
-SELECT EXISTS (SELECT FROM gate);
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
+
+-- resolve 5: results, webhook
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 r_idx
+-- $16 r_call $17 r_name $18 r_effect $19 r_status $20 r_output $21 r_err_code
+-- $22 r_err_msg $23 r_truncated $24 r_bytes $25 r_lines $26 r_output_id
+-- $27 r_attempts $28 r_started $29 r_finished $30 r_replayed $31 w_id $32 w_url
+-- $33 w_event $34 w_body $35 w_next $36 w_created
+-- routed: session $1
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
+    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
+    RETURNING 1
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
+    FROM seq
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($15::integer[], $16::text[], $17::text[], $18::text[], $19::text[],
+        $20::text[], $21::text[], $22::text[], $23::boolean[],
+        $24::bigint[], $25::bigint[], $26::text[], $27::integer[],
+        $28::timestamptz[], $29::timestamptz[], $30::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM gate)
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT $31, $1, $2, $32, $33, $34::json, $35, $36
+    WHERE EXISTS (SELECT FROM settle)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
+
+-- resolve 6: outputs, webhook
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 o_id
+-- $16 o_turn_id $17 o_call $18 o_type $19 o_data $20 o_created $21 o_expires
+-- $22 w_id $23 w_url $24 w_event $25 w_body $26 w_next $27 w_created
+-- routed: session $1
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
+    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
+    RETURNING 1
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
+    FROM seq
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::bytea[],
+        $20::timestamptz[], $21::timestamptz[])
+        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
+    WHERE EXISTS (SELECT FROM gate)
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT $22, $1, $2, $23, $24, $25::json, $26, $27
+    WHERE EXISTS (SELECT FROM settle)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
+
+-- resolve 7: results, outputs, webhook
+-- $1 session $2 turn $3 c_key $4 c_expect $5 c_status $6 c_payload $7 c_hash
+-- $8 now $9 status $10 settled $11 n_all $12 n $13 l_all $14 l_lines $15 r_idx
+-- $16 r_call $17 r_name $18 r_effect $19 r_status $20 r_output $21 r_err_code
+-- $22 r_err_msg $23 r_truncated $24 r_bytes $25 r_lines $26 r_output_id
+-- $27 r_attempts $28 r_started $29 r_finished $30 r_replayed $31 o_id
+-- $32 o_turn_id $33 o_call $34 o_type $35 o_data $36 o_created $37 o_expires
+-- $38 w_id $39 w_url $40 w_event $41 w_body $42 w_next $43 w_created
+-- routed: session $1
+WITH items AS (
+    SELECT * FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+        AS r (key_hash, expect, status, payload, payload_hash)
+), gate AS (
+    SELECT FROM turns
+    WHERE session_id = $1 AND id = $2
+        AND (SELECT count(*) FROM completions c JOIN items r ON c.key_hash = r.key_hash AND c.status = r.expect
+            WHERE c.session_id = $1 AND c.turn_id = $2) = cardinality($3::bytea[])
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = $8
+    FROM items r
+    WHERE c.key_hash = r.key_hash AND c.session_id = $1 AND c.turn_id = $2 AND EXISTS (SELECT FROM gate)
+    RETURNING 1
+), settle AS (
+    UPDATE turns SET status = $9, settled_at = $10
+    WHERE session_id = $1 AND id = $2 AND status = 'waiting' AND EXISTS (SELECT FROM gate)
+        AND NOT EXISTS (SELECT FROM completions
+            WHERE session_id = $1 AND turn_id = $2 AND status IN ('pending', 'early', 'approved')
+                AND key_hash <> ALL ($3::bytea[]))
+    RETURNING 1
+), seq AS (
+    UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
+    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    RETURNING last_seq
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT $1, $2, seq.last_seq,
+        seq.last_seq - CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END + 1,
+        CASE WHEN EXISTS (SELECT FROM settle) THEN $13::json ELSE $14::json END
+    FROM seq
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT $1, $2, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($15::integer[], $16::text[], $17::text[], $18::text[], $19::text[],
+        $20::text[], $21::text[], $22::text[], $23::boolean[],
+        $24::bigint[], $25::bigint[], $26::text[], $27::integer[],
+        $28::timestamptz[], $29::timestamptz[], $30::text[])
+        AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    WHERE EXISTS (SELECT FROM gate)
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, $1, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($31::text[], $32::text[], $33::text[], $34::text[], $35::bytea[],
+        $36::timestamptz[], $37::timestamptz[])
+        AS o (id, turn_id, call_id, content_type, data, created_at, expires_at)
+    WHERE EXISTS (SELECT FROM gate)
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT $38, $1, $2, $39, $40, $41::json, $42, $43
+    WHERE EXISTS (SELECT FROM settle)
+)
+SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
 
 -- late 0: no optional part
 -- $1 session $2 turn $3 hash $4 key $5 n $6 l_lines
@@ -2809,6 +2902,16 @@ SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, dead
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
     created_at, resolved_at, reason FROM completions WHERE session_id = $1 AND key_hash = $2;
 
+-- sqlGetDelivery
+-- routed: session $1
+SELECT c.*, t.created_at, json_array_length(t.calls),
+    r.idx IS NOT NULL, r.name, r.effect, r.status, r.attempts, r.started_at, r.finished_at, r.replayed_from
+FROM (SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
+    heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
+    created_at, resolved_at, reason FROM completions WHERE session_id = $1 AND key_hash = $2) c
+JOIN turns t ON t.session_id = $1 AND t.id = c.turn_id
+LEFT JOIN results r ON r.session_id = $1 AND r.call_id = c.call_id AND r.turn_id = c.turn_id AND r.idx = c.call_idx;
+
 -- sqlDeliverEarly
 -- routed: session $1
 UPDATE completions SET status = 'early', payload = $3::json, payload_hash = $4, resolved_at = $5
@@ -2835,21 +2938,29 @@ SELECT key_hash, session_id, turn_id, call_idx, call_id, call_name, status, dead
 WHERE session_id = $1 AND turn_id = $2
 ORDER BY call_idx, created_at, key_hash;
 
--- sqlLockTurn
--- routed: session $1
-SELECT status FROM turns WHERE session_id = $1 AND id = $2 FOR NO KEY UPDATE;
-
--- sqlLockCompletions
+-- sqlLockResolve
 -- routed: session $2
-SELECT key_hash, status FROM completions
-WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
-ORDER BY key_hash
-FOR UPDATE;
+SELECT c.key_hash, c.status
+FROM (SELECT status FROM turns WHERE session_id = $2 AND id = $3 FOR NO KEY UPDATE) t
+LEFT JOIN LATERAL (
+    SELECT key_hash, status FROM completions
+    WHERE session_id = $2 AND key_hash = ANY($1::bytea[]) AND turn_id = $3
+    ORDER BY key_hash
+    FOR UPDATE
+) c ON true;
 
 -- sqlLockLate
 -- routed: session $1
 SELECT late_hashes FROM completions
 WHERE session_id = $1 AND key_hash = $2 AND turn_id = $3 FOR UPDATE;
+
+-- sqlBeginResolve
+-- local: transaction control: Resolve's pipeline, whose statements are routed by its session
+begin isolation level read committed;
+
+-- sqlCommit
+-- local: transaction control: Resolve's pipeline, whose statements are routed by its session
+commit;
 
 -- sqlDropLate
 -- routed: session $1
@@ -3055,6 +3166,12 @@ RETURNING t.session_id, t.id;
 SELECT t.session_id, t.id FROM turns t
 JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
 WHERE t.status = 'running' AND t.cancel_requested_at IS NOT NULL;
+
+-- sqlUnsettled
+-- fans out: the turns one replica's waiters wait on, of many sessions, in one statement a second (WaitSettled's poll)
+SELECT t.session_id, t.id FROM turns t
+JOIN unnest($1::text[], $2::text[]) AS k (session_id, id) ON t.session_id = k.session_id AND t.id = k.id
+WHERE t.status IN ('running', 'waiting');
 
 -- sqlLookupTurn
 -- routed: session $1
