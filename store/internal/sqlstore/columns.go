@@ -47,7 +47,7 @@ func SessionColumns(sess turn.Session) (SessionCols, error) {
 // (SessionColumns' encodings) and callback_url.
 type SessionRow struct {
 	Tools, Budget, Metadata, Approval []byte
-	CallbackURL             string
+	CallbackURL                       string
 }
 
 // Dest returns the scan destinations of the columns tools, budget,
