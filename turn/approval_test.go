@@ -595,3 +595,40 @@ func TestApprovedDeferredTool(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovedDeferredToolEarlyDelivery: the result of an approved
+// deferred call may arrive before the tool's pending answer (kept as
+// early, as for any deferred call) and answers the call.
+func TestApprovedDeferredToolEarlyDelivery(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		keys := make(chan string, 2)
+		var svc *turn.Service
+		early := make(chan error, 1)
+		d := deferring(keys, func(key string) {
+			_, err := svc.Complete(context.Background(), key, turn.Delivery{Output: json.RawMessage(`"fast"`)})
+			early <- err
+		})
+		d.Approval, d.Deferred = &tool.Approval{Always: true}, true
+		svc = approvalService(t, open(t), "a", mustRegistry(t, d))
+		got := submitAwait(t, svc, "s", turn.TurnRequest{ID: "t", Calls: []turn.Call{{ID: "d", Name: "defer", Arguments: json.RawMessage(`{}`)}}})
+		if s := statuses(got); s != "d=pending" {
+			t.Fatalf("before the decision: %s", s)
+		}
+		if _, err := svc.Decide(context.Background(), turn.TurnKey{SessionID: "s", TurnID: "t"}, "d", turn.Decision{Decision: turn.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-early:
+			if err != nil {
+				t.Fatalf("the early delivery: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the approved deferred tool never ran")
+		}
+		tr := waitSettled(t, svc, "s", "t")
+		if r := resultOf(t, tr, "d"); r.Status != turn.CallOK || string(r.Output) != `"fast"` {
+			t.Fatalf("after the early delivery: %s %s", r.Status, r.Output)
+		}
+	})
+}

@@ -169,6 +169,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 	c := d.Completion
 	defer s.delivering(ctx, c)(&res, &err)
 	hash := payloadHash(in)
+	approved := false // the key was approved: its call's run is under way
 	for range 3 {
 		switch c.Status {
 		case CompletionIssued:
@@ -179,7 +180,9 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 			if err != nil {
 				return DeliveryResult{}, fmt.Errorf("keeping an early completion: %w", err)
 			}
-			s.applyEarly(ctx, TurnKey{c.SessionID, c.TurnID})
+			if !approved {
+				s.applyEarly(ctx, TurnKey{c.SessionID, c.TurnID})
+			} // else the run of the approved call applies it once the call re-parks
 			return DeliveryResult{Status: "accepted", Recorded: CompletionEarly}, nil
 		case CompletionEarly, CompletionCompleted:
 			if c.PayloadHash == hash {
@@ -190,6 +193,12 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 			s.recordLate(ctx, c, in, hash)
 			return DeliveryResult{Recorded: c.Status}, ErrCompletionGone
 		case CompletionApproved:
+			if spec, ok := s.cfg.Tools().Lookup(c.CallName); ok && spec.Deferred {
+				// The approved call's tool handed out the key, and the
+				// result came before its pending answer: kept as early.
+				c.Status, approved = CompletionIssued, true
+				continue
+			}
 			return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAlreadyDecided, "the call was approved and its tool is running: it delivers its result itself"}
 		case CompletionPending:
 			if c.Reason == ReasonApproval {

@@ -45,9 +45,11 @@ LEFT JOIN results r ON r.session_id = $1 AND r.call_id = c.call_id AND r.turn_id
 	sqlLegacyKey = `SELECT session_id FROM legacy_keys WHERE key_hash = $1`
 
 	// resolved_at of an early completion records when its payload arrived;
-	// the final resolution overwrites it.
+	// the final resolution overwrites it. An approved key takes an early
+	// delivery too: its call's deferred tool hands the key out before its
+	// pending answer re-parks the call.
 	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = $3::json, payload_hash = $4, resolved_at = $5
-WHERE session_id = $1 AND key_hash = $2 AND status = 'issued'
+WHERE session_id = $1 AND key_hash = $2 AND status IN ('issued', 'approved')
 RETURNING ` + completionColumns
 
 	// The heartbeat clock only moves forward (a replica with a lagging

@@ -35,9 +35,11 @@ ON CONFLICT (session_id, key_hash) DO NOTHING`
 	sqlLegacyKey = `SELECT session_id FROM legacy_keys WHERE key_hash = ?`
 
 	// resolved_at of an early completion records when its payload arrived;
-	// the final resolution overwrites it.
+	// the final resolution overwrites it. An approved key takes an early
+	// delivery too: its call's deferred tool hands the key out before its
+	// pending answer re-parks the call.
 	sqlDeliverEarly = `UPDATE completions SET status = 'early', payload = ?3, payload_hash = ?4, resolved_at = ?5
-WHERE session_id = ?1 AND key_hash = ?2 AND status = 'issued'
+WHERE session_id = ?1 AND key_hash = ?2 AND status IN ('issued', 'approved')
 RETURNING ` + completionColumns
 
 	// The heartbeat clock only moves forward and never past the deadline,
