@@ -2915,7 +2915,7 @@ LEFT JOIN results r ON r.session_id = $1 AND r.call_id = c.call_id AND r.turn_id
 -- sqlDeliverEarly
 -- routed: session $1
 UPDATE completions SET status = 'early', payload = $3::json, payload_hash = $4, resolved_at = $5
-WHERE session_id = $1 AND key_hash = $2 AND status = 'issued'
+WHERE session_id = $1 AND key_hash = $2 AND status IN ('issued', 'approved')
 RETURNING key_hash, session_id, turn_id, call_idx, call_id, call_name, status, deadline,
     heartbeat_timeout, heartbeat_deadline, on_timeout, on_cancel, cancel_url, payload, payload_hash,
     created_at, resolved_at, reason;
