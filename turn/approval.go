@@ -231,8 +231,10 @@ func (s *Service) decide(ctx context.Context, c Completion, d Decision) (Decisio
 		switch {
 		case c.Reason != ReasonApproval && c.Status != CompletionApproved:
 			return DecisionResult{}, &DecisionError{CodeNotAwaitingApproval, fmt.Sprintf("call %q is waiting for its tool's result, not for approval", c.CallID)}
-		case c.Status == CompletionIssued || c.Status == CompletionEarly:
+		case c.Status == CompletionIssued:
 			return DecisionResult{}, &DecisionError{CodeNotAwaitingApproval, fmt.Sprintf("call %q is being parked for approval; decide again in a moment", c.CallID)}
+		case c.Status == CompletionEarly:
+			return DecisionResult{}, &DecisionError{CodeNotAwaitingApproval, fmt.Sprintf("call %q was approved and its tool's result has arrived: it waits for no decision", c.CallID)}
 		case c.Status == CompletionTimedOut || c.Status == CompletionCancelled:
 			s.recordLateDecision(ctx, c, payload, hash)
 			return DecisionResult{}, &DecisionError{CodeApprovalExpired, fmt.Sprintf("call %q no longer waits for a decision: it %s; the decision is recorded in the ledger as decision_late", c.CallID, expiredWhy(c.Status))}
