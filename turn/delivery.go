@@ -173,6 +173,9 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 	for range 3 {
 		switch c.Status {
 		case CompletionIssued:
+			if c.Reason == ReasonApproval && !approved {
+				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, "the call waits for approval: post a decision, not a result"}
+			}
 			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, deliveryPayload(in), hash, s.now())
 			if errors.Is(err, ErrCompletionState) {
 				continue // parked or resolved meanwhile: decide again
