@@ -182,8 +182,13 @@ func TestOrdinaryKeepsConnections(t *testing.T) {
 	if load.Result.Ops != 400 || load.Result.Errors != 0 || load.Calls != 1200 {
 		t.Fatalf("load %+v, errors %v %q", load.Result, load.Errors, load.FirstError)
 	}
-	if n := conns.Load(); n != int64(w.Concurrency) {
-		t.Errorf("%d connections opened for %d clients", n, w.Concurrency)
+	// net/http returns a connection to its idle pool from the goroutine
+	// that read the answer's end, a moment after the client has it: a
+	// client whose next request comes first may find no idle connection
+	// and dial one. So a loaded machine sees a few more than one per
+	// client; a client without keep-alive would open one per turn (400).
+	if n := conns.Load(); n < 1 || n > 2*int64(w.Concurrency) {
+		t.Errorf("%d connections opened for %d clients over %d turns: keep-alive does not hold", n, w.Concurrency, w.Turns)
 	}
 }
 
