@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -43,33 +42,6 @@ type decisionResultWire struct {
 func toDecisionResult(res turn.DecisionResult) decisionResultWire {
 	return decisionResultWire{Decision: res.Decision, Status: res.Status, SessionID: res.Key.SessionID,
 		TurnID: res.Key.TurnID, CallID: res.CallID, Edited: res.Edited}
-}
-
-// decodeStrict decodes a JSON object body into v, refusing fields v does
-// not have: a misspelt "mesage" must not approve silently.
-func decodeStrict(body []byte, v any) error {
-	if err := checkUTF8(body); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var syntax *json.SyntaxError
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.Is(err, io.EOF):
-			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
-		case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error())
-		case errors.As(err, &typeErr):
-			return errHTTP(http.StatusBadRequest, "invalid_request", "the decision's "+typeErr.Field+" has the wrong type")
-		}
-		return errHTTP(http.StatusBadRequest, "invalid_request", "the decision is not valid: "+err.Error())
-	}
-	if dec.More() {
-		return errHTTP(http.StatusBadRequest, "malformed_json", "the request body has data after its JSON object")
-	}
-	return nil
 }
 
 // decide answers POST /v1/sessions/{s}/turns/{t}/calls/{c}/decision.

@@ -239,9 +239,25 @@ func decodeJSONFrom(body io.Reader, v any) error {
 	return decodeStream(bytes.NewReader(data), v)
 }
 
+// decodeStrict is decodeJSONFrom of a body already read, refusing fields v
+// does not have (400 invalid_request, as are values of the wrong type):
+// for bodies where a misspelt field must not pass silently.
+func decodeStrict(body []byte, v any) error {
+	if err := checkUTF8(body); err != nil {
+		return err
+	}
+	return decodeJSONValue(bytes.NewReader(body), v, true)
+}
+
 // decodeStream decodes one JSON value and checks that nothing follows it.
-func decodeStream(body io.Reader, v any) error {
+func decodeStream(body io.Reader, v any) error { return decodeJSONValue(body, v, false) }
+
+// decodeJSONValue is decodeStream, refusing unknown fields when strict.
+func decodeJSONValue(body io.Reader, v any, strict bool) error {
 	dec := json.NewDecoder(body)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		if e := bodyReadLimit(err); e != nil {
 			return e
@@ -250,6 +266,12 @@ func decodeStream(body io.Reader, v any) error {
 			return errHTTP(http.StatusBadRequest, "malformed_json", "the request body is empty; a JSON object is expected")
 		}
 		var typeErr *json.UnmarshalTypeError
+		if strict && errors.As(err, &typeErr) {
+			return errHTTP(http.StatusBadRequest, "invalid_request", "the field "+typeErr.Field+" has the wrong type")
+		}
+		if strict && strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return errHTTP(http.StatusBadRequest, "invalid_request", "the body is not valid: "+err.Error())
+		}
 		if errors.As(err, &typeErr) {
 			return errHTTP(http.StatusBadRequest, "malformed_json", fmt.Sprintf("field %q: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value))
 		}
