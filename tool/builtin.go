@@ -205,7 +205,7 @@ func (a *approvalTool) Invoke(ctx context.Context, call dispatch.Call, at *dispa
 		slog.Time("deadline", r.Deadline),
 	}
 	msg := "approval requested; its completion key is not logged (turnd serve --demo logs the complete_url)"
-	parked := dispatch.Defer(pendingOf(r))
+	parked := dispatch.Defer(PendingOf(r))
 	if a.logURL {
 		u := cc.completeURL(key)
 		msg = "approval requested; complete_url carries the completion key: POST the answer to it"

@@ -80,7 +80,7 @@ func (t *httpTool) pendingAnswer(status int, raw json.RawMessage, d *deferral) d
 		_, msg := optionsProblem(err)
 		return dispatch.Fail(CodeInvalidToolResponse, "the tool's pending options are invalid: "+msg)
 	}
-	return dispatch.Defer(pendingOf(r))
+	return dispatch.Defer(PendingOf(r))
 }
 
 // decodePending reads the options of a pending answer strictly: a field
@@ -103,8 +103,8 @@ func decodePending(raw json.RawMessage) (completion.Options, string) {
 	return o, ""
 }
 
-// pendingOf is the dispatch form of resolved options.
-func pendingOf(r completion.Resolved) dispatch.Pending {
+// PendingOf is the dispatch form of resolved options.
+func PendingOf(r completion.Resolved) dispatch.Pending {
 	return dispatch.Pending{
 		Deadline:         r.Deadline,
 		HeartbeatTimeout: r.HeartbeatTimeout,

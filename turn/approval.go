@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/turnd/turnd/completion"
@@ -219,11 +220,8 @@ func (s *Service) Decide(ctx context.Context, k TurnKey, callID string, d Decisi
 	return s.decide(ctx, *found, d)
 }
 
-// decide takes decision d on completion c.
+// decide takes decision d, checked (checkDecision), on completion c.
 func (s *Service) decide(ctx context.Context, c Completion, d Decision) (DecisionResult, error) {
-	if err := checkDecision(d); err != nil {
-		return DecisionResult{}, err
-	}
 	k := TurnKey{c.SessionID, c.TurnID}
 	payload, hash := d.stored()
 	res := DecisionResult{Decision: d.past(), Status: "accepted", Edited: d.Arguments != nil, Key: k, CallID: c.CallID}
@@ -252,8 +250,11 @@ func (s *Service) decide(ctx context.Context, c Completion, d Decision) (Decisio
 			return DecisionResult{}, &DecisionError{CodeAlreadyDecided, fmt.Sprintf("call %q was already %s by another decision", c.CallID, what)}
 		}
 		// Pending for approval.
-		if now := s.now(); !c.Deadline.IsZero() && !now.Before(c.Deadline) {
-			s.expireDue(ctx) // the deadline passed: apply its policy now
+		if now := s.now(); overdue(c, now) {
+			// Its deadline passed before the sweep came by: apply it now.
+			if err := s.expire(ctx, c, now); err != nil && !errors.Is(err, ErrCompletionState) {
+				s.log.ErrorContext(ctx, "timing out an approval failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
+			}
 			s.recordLateDecision(ctx, c, payload, hash)
 			return DecisionResult{}, &DecisionError{CodeApprovalExpired, fmt.Sprintf("call %q no longer waits for a decision: its deadline passed; the decision is recorded in the ledger as decision_late", c.CallID)}
 		}
@@ -277,6 +278,11 @@ func (s *Service) decide(ctx context.Context, c Completion, d Decision) (Decisio
 	return DecisionResult{}, fmt.Errorf("the approval kept changing state: %w", ErrUnavailable)
 }
 
+// overdue reports whether one of c's clocks ran out by now.
+func overdue(c Completion, now time.Time) bool {
+	return (!c.Deadline.IsZero() && !now.Before(c.Deadline)) || (!c.HeartbeatDeadline.IsZero() && !now.Before(c.HeartbeatDeadline))
+}
+
 func expiredWhy(st CompletionStatus) string {
 	if st == CompletionTimedOut {
 		return "timed out"
@@ -284,9 +290,9 @@ func expiredWhy(st CompletionStatus) string {
 	return "was cancelled"
 }
 
-// decidedLine is the call_decided line of d on c's call, whose arguments
-// as posted are original.
-func decidedLine(c Completion, d Decision, original json.RawMessage, now Line) Line {
+// decidedLine is the call_decided line, at at, of d on c's call, whose
+// arguments as posted are original.
+func decidedLine(c Completion, d Decision, original json.RawMessage, at time.Time) Line {
 	data := map[string]any{"decision": d.past(), "edited": d.Arguments != nil}
 	if d.By != "" {
 		data["by"] = d.By
@@ -301,8 +307,7 @@ func decidedLine(c Completion, d Decision, original json.RawMessage, now Line) L
 		}
 		data["original_arguments"] = original
 	}
-	now.CallID, now.Kind, now.Data = c.CallID, LineCallDecided, mustJSON(data)
-	return now
+	return Line{SessionID: c.SessionID, TurnID: c.TurnID, CallID: c.CallID, Kind: LineCallDecided, At: at, Data: mustJSON(data)}
 }
 
 // decidedTurn reads the turn of the call c decides, and the call's
@@ -338,7 +343,7 @@ func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload
 	}
 	st := s.store
 	now := s.now()
-	line := decidedLine(c, d, original, Line{SessionID: k.SessionID, TurnID: k.TurnID, At: now})
+	line := decidedLine(c, d, original, now)
 	got, err := st.Approve(ctx, Approve{Key: k, KeyHash: c.KeyHash, Decision: payload, DecisionHash: hash,
 		Lines: []Line{line}, Owner: s.cfg.Owner, LeaseUntil: now.Add(s.cfg.LeaseTTL)})
 	if err != nil {
@@ -369,7 +374,7 @@ func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload 
 	res.Output = mustJSON(map[string]any{"rejected": true, "message": d.Message})
 	res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID = false, 0, 0, ""
 	lines := []Line{
-		decidedLine(c, d, original, Line{SessionID: k.SessionID, TurnID: k.TurnID, At: now}),
+		decidedLine(c, d, original, now),
 		{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
 			Data: mustJSON(map[string]any{"status": CallRejected, "completed_by": "decision", "key": completion.Hash(c.KeyHash).Fingerprint()})},
 	}

@@ -106,16 +106,14 @@ type approvalGate struct {
 }
 
 func (g approvalGate) Invoke(ctx context.Context, call dispatch.Call, at *dispatch.Attempt) dispatch.Outcome {
-	key, err := at.CompletionKey(ctx)
-	if err != nil {
+	if _, err := at.CompletionKey(ctx); err != nil {
 		return dispatch.Fail("approval_unavailable", "the call needs approval, but turnd could not park it: "+err.Error())
 	}
 	r, err := completion.Resolve(g.svc.now(), g.pending, completion.Options{})
 	if err != nil {
 		return dispatch.Fail("approval_unavailable", "the tool's pending options are invalid: "+err.Error())
 	}
-	return dispatch.Defer(dispatch.Pending{Key: key, Deadline: r.Deadline, HeartbeatTimeout: r.HeartbeatTimeout,
-		OnTimeout: string(r.OnTimeout), OnCancel: string(r.OnCancel)})
+	return dispatch.Defer(tool.PendingOf(r)) // dispatch fills in the key it took
 }
 
 // approvalNeeded says why call i (of spec, arguments args) must wait for
@@ -195,13 +193,7 @@ func (r *run) approvalWebhook(parks []Park) *Webhook {
 		TurnID    string            `json:"turn_id"`
 		Approvals []approvalRequest `json:"approvals"`
 	}
-	body := mustJSON(struct {
-		Type      string    `json:"type"`
-		Timestamp time.Time `json:"timestamp"`
-		Data      data      `json:"data"`
-	}{EventApprovalRequested, at, data{r.key.SessionID, r.key.TurnID, calls}})
-	return &Webhook{ID: completion.NewMessageID(), SessionID: r.key.SessionID, TurnID: r.key.TurnID,
-		URL: r.session.CallbackURL, Event: EventApprovalRequested, Body: body, NextAttemptAt: at, CreatedAt: at}
+	return newWebhook(r.key, r.session.CallbackURL, EventApprovalRequested, at, data{r.key.SessionID, r.key.TurnID, calls})
 }
 
 // runApproved resumes turn k, claimed at epoch, to run its approved calls;

@@ -112,17 +112,23 @@ func settledWebhook(callbackURL string, k TurnKey, status Status, at time.Time) 
 		Status    Status    `json:"status"`
 		SettledAt time.Time `json:"settled_at"`
 	}
+	return newWebhook(k, callbackURL, EventTurnSettled, at, data{k.SessionID, k.TurnID, status, at.UTC()})
+}
+
+// newWebhook is a webhook of turn k to url, due at at: its body is the
+// Standard Webhooks envelope {"type": event, "timestamp": at, "data": data}.
+func newWebhook(k TurnKey, url, event string, at time.Time, data any) *Webhook {
 	body := mustJSON(struct {
 		Type      string    `json:"type"`
 		Timestamp time.Time `json:"timestamp"`
-		Data      data      `json:"data"`
-	}{EventTurnSettled, at.UTC(), data{k.SessionID, k.TurnID, status, at.UTC()}})
+		Data      any       `json:"data"`
+	}{event, at.UTC(), data})
 	return &Webhook{
 		ID:            completion.NewMessageID(),
 		SessionID:     k.SessionID,
 		TurnID:        k.TurnID,
-		URL:           callbackURL,
-		Event:         EventTurnSettled,
+		URL:           url,
+		Event:         event,
 		Body:          body,
 		NextAttemptAt: at,
 		CreatedAt:     at,
