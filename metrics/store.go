@@ -259,7 +259,7 @@ func (t *timedStore) ClaimApproved(ctx context.Context, k turn.TurnKey, owner st
 }
 
 // ListApprovals implements turn.Store.
-func (t *timedStore) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+func (t *timedStore) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.Approval, error) {
 	defer t.since("list_approvals", time.Now())
 	return t.Store.ListApprovals(ctx, after, limit)
 }

@@ -434,39 +434,21 @@ func (s *Service) ListApprovals(ctx context.Context, after Cursor, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("listing approvals: %w", err)
 	}
-	turns := map[TurnKey]Turn{}
-	sessions := map[string]Session{}
 	reg := s.cfg.Tools()
-	out := make([]Approval, 0, len(rows))
-	for _, p := range rows {
-		a := Approval{ParkedCall: p}
-		k := TurnKey{p.SessionID, p.TurnID}
-		t, ok := turns[k]
+	for i := range rows {
+		a := &rows[i]
+		spec, ok := reg.Lookup(a.CallName)
 		if !ok {
-			if t, err = s.store.GetTurn(ctx, k); err != nil && !errors.Is(err, ErrNotFound) {
-				return nil, fmt.Errorf("reading turn of an approval: %w", err)
-			}
-			turns[k] = t
+			continue
 		}
-		if p.CallIndex >= 0 && p.CallIndex < len(t.Calls) {
-			a.Arguments = t.Calls[p.CallIndex].Arguments
-		}
-		if spec, ok := reg.Lookup(p.CallName); ok {
-			a.Rule, _ = spec.NeedsApproval(a.Arguments)
-			if a.Rule == "" {
-				sess, ok := sessions[p.SessionID]
-				if !ok {
-					sess, _ = s.storedSession(ctx, p.SessionID)
-					sessions[p.SessionID] = sess
-				}
-				if sess.Approval != nil {
-					a.Rule, _ = sess.Approval.Needs(spec, a.Arguments)
-				}
+		if a.Rule, ok = spec.NeedsApproval(a.Arguments); !ok {
+			// The session's own policy (its row is cached).
+			if sess, err := s.storedSession(ctx, a.SessionID); err == nil && sess.Approval != nil {
+				a.Rule, _ = sess.Approval.Needs(spec, a.Arguments)
 			}
 		}
-		out = append(out, a)
 	}
-	return out, nil
+	return rows, nil
 }
 
 // sessionApproval reads a session's approval policy: nil for none (or

@@ -53,6 +53,7 @@ type ApprovalStore interface {
 	// (nothing written) otherwise.
 	ClaimApproved(ctx context.Context, k TurnKey, owner string, until time.Time) (epoch int, ok bool, err error)
 	// ListApprovals returns up to limit calls pending for approval across
-	// sessions, newest first, before after (the pending listing's cursor).
-	ListApprovals(ctx context.Context, after Cursor, limit int) ([]ParkedCall, error)
+	// sessions, newest first, before after (the pending listing's cursor),
+	// each with its call's arguments as posted (Rule is left empty).
+	ListApprovals(ctx context.Context, after Cursor, limit int) ([]Approval, error)
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,13 +41,15 @@ WHERE session_id = $1 AND id = $2 AND status = 'waiting'
 RETURNING resumes`
 
 	// ListApprovalsSQL is exported for the plan tests; the partial index
-	// completions_approvals serves it.
-	ListApprovalsSQL = `SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
-    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
-FROM completions
-WHERE status = 'pending' AND reason = 'approval'
-    AND (created_at, session_id, turn_id, call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
-ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
+	// completions_approvals serves it. Each row carries its call's
+	// arguments, read from its turn's calls.
+	ListApprovalsSQL = `SELECT c.session_id, c.turn_id, c.call_idx, c.call_id, c.call_name, c.deadline, c.heartbeat_timeout,
+    c.heartbeat_deadline, c.on_timeout, c.on_cancel, c.created_at, c.reason, t.calls->c.call_idx->'arguments'
+FROM completions c
+JOIN turns t ON t.session_id = c.session_id AND t.id = c.turn_id
+WHERE c.status = 'pending' AND c.reason = 'approval'
+    AND (c.created_at, c.session_id, c.turn_id, c.call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
+ORDER BY c.created_at DESC, c.session_id DESC, c.turn_id DESC, c.call_idx DESC
 LIMIT $5`
 )
 
@@ -144,11 +147,18 @@ func (s *Store) ClaimApproved(ctx context.Context, k turn.TurnKey, owner string,
 
 // ListApprovals returns a page of the calls pending for approval; see
 // turn.ApprovalStore.
-func (s *Store) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+func (s *Store) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.Approval, error) {
 	const op = "listing approvals"
 	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return queryAll(ctx, s.pool, op, collectParked, ListApprovalsSQL, at, sid, tid, idx, limit)
+	collect := func(rows pgx.Rows) ([]turn.Approval, error) {
+		var r parkedRow
+		var args []byte
+		return forEach(rows, append(r.dest(), &args), func() (turn.Approval, error) {
+			return turn.Approval{ParkedCall: r.parked(), Arguments: bytes.Clone(args)}, nil
+		})
+	}
+	return queryAll(ctx, s.pool, op, collect, ListApprovalsSQL, at, sid, tid, idx, limit)
 }

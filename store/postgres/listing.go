@@ -93,16 +93,25 @@ func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([
 }
 
 func collectParked(rows pgx.Rows) ([]turn.ParkedCall, error) {
-	var (
-		p                             turn.ParkedCall
-		deadline, hbDeadline, created pgtype.Timestamptz
-		hbTimeout                     int64
-	)
-	return forEach(rows, []any{&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created, &p.Reason}, func() (turn.ParkedCall, error) {
-		x := p
-		x.Deadline, x.HeartbeatDeadline, x.CreatedAt = fromNullTime(deadline), fromNullTime(hbDeadline), fromNullTime(created)
-		x.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
-		return x, nil
-	})
+	var r parkedRow
+	return forEach(rows, r.dest(), func() (turn.ParkedCall, error) { return r.parked(), nil })
+}
+
+// parkedRow scans the pending listing's columns.
+type parkedRow struct {
+	p                             turn.ParkedCall
+	deadline, hbDeadline, created pgtype.Timestamptz
+	hbTimeout                     int64
+}
+
+func (r *parkedRow) dest() []any {
+	return []any{&r.p.SessionID, &r.p.TurnID, &r.p.CallIndex, &r.p.CallID, &r.p.CallName, &r.deadline, &r.hbTimeout,
+		&r.hbDeadline, &r.p.OnTimeout, &r.p.OnCancel, &r.created, &r.p.Reason}
+}
+
+func (r *parkedRow) parked() turn.ParkedCall {
+	x := r.p
+	x.Deadline, x.HeartbeatDeadline, x.CreatedAt = fromNullTime(r.deadline), fromNullTime(r.hbDeadline), fromNullTime(r.created)
+	x.HeartbeatTimeout = sqlstore.FromMicros(r.hbTimeout)
+	return x
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -25,11 +26,13 @@ WHERE session_id = ?1 AND id = ?2 AND status = 'waiting'
     AND EXISTS (SELECT 1 FROM completions WHERE session_id = ?1 AND turn_id = ?2 AND status = 'approved')
 RETURNING resumes`
 
-	sqlListApprovals = `SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
-    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
-FROM completions
-WHERE status = 'pending' AND reason = 'approval' AND (created_at, session_id, turn_id, call_idx) < (?, ?, ?, ?)
-ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
+	sqlListApprovals = `SELECT c.session_id, c.turn_id, c.call_idx, c.call_id, c.call_name, c.deadline, c.heartbeat_timeout,
+    c.heartbeat_deadline, c.on_timeout, c.on_cancel, c.created_at, c.reason,
+    json_extract(t.calls, '$[' || c.call_idx || '].arguments')
+FROM completions c
+JOIN turns t ON t.session_id = c.session_id AND t.id = c.turn_id
+WHERE c.status = 'pending' AND c.reason = 'approval' AND (c.created_at, c.session_id, c.turn_id, c.call_idx) < (?, ?, ?, ?)
+ORDER BY c.created_at DESC, c.session_id DESC, c.turn_id DESC, c.call_idx DESC
 LIMIT ?`
 )
 
@@ -95,11 +98,20 @@ func (s *Store) ClaimApproved(ctx context.Context, k turn.TurnKey, owner string,
 
 // ListApprovals returns a page of the calls pending for approval; see
 // turn.ApprovalStore.
-func (s *Store) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.ParkedCall, error) {
+func (s *Store) ListApprovals(ctx context.Context, after turn.Cursor, limit int) ([]turn.Approval, error) {
 	const op = "listing approvals"
 	at, sid, tid, idx, err := sqlstore.ParkedCursor(after)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return queryAll(ctx, s.read, op, collectRows(scanParked), sqlListApprovals, micros(at), sid, tid, idx, limit)
+	scan := func(rows scanner) (turn.Approval, error) {
+		var args sql.NullString
+		p, err := scanParkedWith(rows, &args)
+		a := turn.Approval{ParkedCall: p}
+		if args.Valid {
+			a.Arguments = json.RawMessage(args.String)
+		}
+		return a, err
+	}
+	return queryAll(ctx, s.read, op, collectRows(scan), sqlListApprovals, micros(at), sid, tid, idx, limit)
 }

@@ -83,12 +83,15 @@ func (s *Store) ListParked(ctx context.Context, after turn.Cursor, limit int) ([
 	return queryAll(ctx, s.read, op, collectRows(scanParked), sqlListParked, micros(at), sid, tid, idx, limit)
 }
 
-func scanParked(rows scanner) (turn.ParkedCall, error) {
+func scanParked(rows scanner) (turn.ParkedCall, error) { return scanParkedWith(rows) }
+
+// scanParkedWith scans a row of the pending listing's columns, then extra.
+func scanParkedWith(rows scanner, extra ...any) (turn.ParkedCall, error) {
 	var p turn.ParkedCall
 	var deadline, hbDeadline sql.NullInt64
 	var created, hbTimeout int64
-	err := rows.Scan(&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
-		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created, &p.Reason)
+	err := rows.Scan(append([]any{&p.SessionID, &p.TurnID, &p.CallIndex, &p.CallID, &p.CallName, &deadline, &hbTimeout,
+		&hbDeadline, &p.OnTimeout, &p.OnCancel, &created, &p.Reason}, extra...)...)
 	p.Deadline, p.HeartbeatDeadline, p.CreatedAt = fromNullMicros(deadline), fromNullMicros(hbDeadline), fromMicros(created)
 	p.HeartbeatTimeout = sqlstore.FromMicros(hbTimeout)
 	return p, err

@@ -3086,12 +3086,13 @@ LIMIT $5;
 
 -- ListApprovalsSQL
 -- fans out: listing across sessions (GET /v1/sessions, GET /v1/pending): one query per shard, merged by the coordinator
-SELECT session_id, turn_id, call_idx, call_id, call_name, deadline, heartbeat_timeout,
-    heartbeat_deadline, on_timeout, on_cancel, created_at, reason
-FROM completions
-WHERE status = 'pending' AND reason = 'approval'
-    AND (created_at, session_id, turn_id, call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
-ORDER BY created_at DESC, session_id DESC, turn_id DESC, call_idx DESC
+SELECT c.session_id, c.turn_id, c.call_idx, c.call_id, c.call_name, c.deadline, c.heartbeat_timeout,
+    c.heartbeat_deadline, c.on_timeout, c.on_cancel, c.created_at, c.reason, t.calls->c.call_idx->'arguments'
+FROM completions c
+JOIN turns t ON t.session_id = c.session_id AND t.id = c.turn_id
+WHERE c.status = 'pending' AND c.reason = 'approval'
+    AND (c.created_at, c.session_id, c.turn_id, c.call_idx) < ($1::timestamptz, $2::text, $3::text, $4::integer)
+ORDER BY c.created_at DESC, c.session_id DESC, c.turn_id DESC, c.call_idx DESC
 LIMIT $5;
 
 -- sqlLockApproval
