@@ -168,16 +168,29 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 	}
 	c := d.Completion
 	defer s.delivering(ctx, c)(&res, &err)
-	hash := payloadHash(in)
+	hash, payload := payloadHash(in), deliveryPayload(in)
 	approved := false // the key was approved: its call's run is under way
+	// reread reads the key again, with its call's result as it is now, after
+	// a write found it changed (parked, resolved) meanwhile.
+	reread := func() error {
+		var err error
+		if d, err = s.completions.GetDelivery(ctx, c.SessionID, c.KeyHash); err != nil {
+			return fmt.Errorf("reading completion: %w", err)
+		}
+		c = d.Completion
+		return nil
+	}
 	for range 3 {
 		switch c.Status {
 		case CompletionIssued:
 			if c.Reason == ReasonApproval && !approved {
 				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, "the call waits for approval: post a decision, not a result"}
 			}
-			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, deliveryPayload(in), hash, s.now())
+			c, err = s.completions.DeliverEarly(ctx, c.SessionID, c.KeyHash, payload, hash, s.now())
 			if errors.Is(err, ErrCompletionState) {
+				if err := reread(); err != nil {
+					return DeliveryResult{}, err
+				}
 				continue // parked or resolved meanwhile: decide again
 			}
 			if err != nil {
@@ -208,12 +221,11 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, `the call waits for approval: post a decision ({"decision": "approve"} or {"decision": "reject", "message": ...}), not a result`}
 			}
 			d.Completion = c
-			err = s.resolveDelivered(ctx, d, deliveryPayload(in), hash, CompletionPending)
+			err = s.resolveDelivered(ctx, d, payload, hash, CompletionPending)
 			if errors.Is(err, ErrCompletionState) {
-				if d, err = s.completions.GetDelivery(ctx, c.SessionID, c.KeyHash); err != nil {
-					return DeliveryResult{}, fmt.Errorf("reading completion: %w", err)
+				if err := reread(); err != nil {
+					return DeliveryResult{}, err
 				}
-				c = d.Completion
 				continue
 			}
 			if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,10 +95,9 @@ func (s *Store) IssueCompletion(ctx context.Context, c turn.Completion) error {
 // legacy_keys first.
 func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32]byte) (turn.Completion, error) {
 	op := "getting completion " + sqlstore.Fingerprint(keyHash)
-	if sessionID == "" {
-		if err := s.pool.QueryRow(ctx, sqlLegacyKey, keyHash[:]).Scan(&sessionID); err != nil {
-			return turn.Completion{}, wrap(op, err)
-		}
+	sessionID, err := s.keySession(ctx, sessionID, keyHash)
+	if err != nil {
+		return turn.Completion{}, wrap(op, err)
 	}
 	c, err := scanCompletion(s.pool.QueryRow(ctx, sqlGetCompletion, sessionID, keyHash[:]))
 	if err != nil {
@@ -112,22 +110,20 @@ func (s *Store) GetCompletion(ctx context.Context, sessionID string, keyHash [32
 // a delivery needs of its turn, in one statement; see turn.CompletionStore.
 func (s *Store) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
 	op := "getting completion " + sqlstore.Fingerprint(keyHash)
-	if sessionID == "" {
-		if err := s.pool.QueryRow(ctx, sqlLegacyKey, keyHash[:]).Scan(&sessionID); err != nil {
-			return turn.DeliveryTarget{}, wrap(op, err)
-		}
+	sessionID, err := s.keySession(ctx, sessionID, keyHash)
+	if err != nil {
+		return turn.DeliveryTarget{}, wrap(op, err)
 	}
 	var (
-		r                    completionRow
-		created              pgtype.Timestamptz
-		calls                int32
-		name, effect, status *string
-		replayed             *string
-		attempts             *int32
-		started, finished    pgtype.Timestamptz
-		d                    turn.DeliveryTarget
+		r                              completionRow
+		created                        pgtype.Timestamptz
+		calls                          int32
+		name, effect, status, replayed pgtype.Text
+		attempts                       pgtype.Int4
+		started, finished              pgtype.Timestamptz
+		d                              turn.DeliveryTarget
 	)
-	err := s.pool.QueryRow(ctx, sqlGetDelivery, sessionID, keyHash[:]).Scan(append(r.dest(),
+	err = s.pool.QueryRow(ctx, sqlGetDelivery, sessionID, keyHash[:]).Scan(append(r.dest(),
 		&created, &calls, &d.Recorded, &name, &effect, &status, &attempts, &started, &finished, &replayed)...)
 	if err == nil {
 		d.Completion, err = r.completion()
@@ -138,22 +134,21 @@ func (s *Store) GetDelivery(ctx context.Context, sessionID string, keyHash [32]b
 	d.Calls, d.TurnCreatedAt = int(calls), fromNullTime(created)
 	if d.Recorded {
 		c := d.Completion
-		d.Result = turn.Result{Index: c.CallIndex, CallID: c.CallID, Name: deref(name), Effect: dispatch.Effect(deref(effect)),
-			Status: turn.CallStatus(deref(status)), ReplayedFrom: deref(replayed),
+		d.Result = turn.Result{Index: c.CallIndex, CallID: c.CallID, Name: name.String, Effect: dispatch.Effect(effect.String),
+			Status: turn.CallStatus(status.String), ReplayedFrom: replayed.String, Attempts: int(attempts.Int32),
 			StartedAt: fromNullTime(started), FinishedAt: fromNullTime(finished)}
-		if attempts != nil {
-			d.Result.Attempts = int(*attempts)
-		}
 	}
 	return d, nil
 }
 
-// deref is *p, or "" for nil (NULL).
-func deref(p *string) string {
-	if p == nil {
-		return ""
+// keySession is sessionID, or for "" (a legacy key's lookup) the session
+// legacy_keys maps keyHash to.
+func (s *Store) keySession(ctx context.Context, sessionID string, keyHash [32]byte) (string, error) {
+	if sessionID != "" {
+		return sessionID, nil
 	}
-	return *p
+	err := s.pool.QueryRow(ctx, sqlLegacyKey, keyHash[:]).Scan(&sessionID)
+	return sessionID, err
 }
 
 // DeliverEarly keeps payload on an issued completion and marks it early;
@@ -278,7 +273,8 @@ func lateArgs(k turn.TurnKey, l turn.Late) (lateParams, error) {
 
 // resolveTx is READ COMMITTED whatever the server's default: each statement
 // then sees what the writers it queued behind committed (RecordLate's and
-// Resolve's, which begins its pipeline so).
+// Approve's; Resolve's pipeline begins with sqlBeginResolve, the same
+// level).
 var resolveTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // RecordLate records a late delivery at most once per payload hash and at
@@ -386,7 +382,7 @@ SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle)`
 
 // resolveWebhook inserts the settling webhook when the statement settles
 // the turn: writeWebhook, gated by settle.
-var resolveWebhook = strings.Replace(writeWebhook, "EXISTS (SELECT FROM gate)", "EXISTS (SELECT FROM settle)", 1)
+var resolveWebhook = webhookFragment("settle")
 
 // resolveSQL holds the resolving statement's variants, indexed by its
 // parts: results, outputs, webhook.

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -200,8 +199,19 @@ func resolveArgs(b turn.ResolveBatch) (resolveParams, error) {
 	if err := p.lines.set(b.Key, b.Lines); err != nil {
 		return resolveParams{}, err
 	}
-	if err := p.all.set(b.Key, append(slices.Clip(b.Lines), b.SettleLines...)); err != nil {
+	var settle linesParams
+	if err := settle.set(b.Key, b.SettleLines); err != nil {
 		return resolveParams{}, fmt.Errorf("settle %w", err)
+	}
+	// The items' lines then the settling ones, as one batch: the two
+	// encodings spliced ("[a,b]" and "[s]" make "[a,b,s]"), not encoded again.
+	switch {
+	case p.lines.n == 0:
+		p.all = settle
+	case settle.n == 0:
+		p.all = p.lines
+	default:
+		p.all = linesParams{n: p.lines.n + settle.n, lines: p.lines.lines[:len(p.lines.lines)-1] + "," + settle.lines[1:]}
 	}
 	// The statement casts both to json whether it writes them or not.
 	for _, l := range []*linesParams{&p.lines, &p.all} {

@@ -16,11 +16,17 @@ import (
 // settlement's webhook into the outbox: Commit's gate is its lease check,
 // the settling statement's gate the turn's move from waiting to settled, so
 // the webhook is written exactly when the settlement is.
-const writeWebhook = `, hook AS (
+var writeWebhook = webhookFragment("gate")
+
+// webhookFragment is the webhook's write fragment, writing when the CTE
+// named gate returned a row.
+func webhookFragment(gate string) string {
+	return `, hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT @w_id, @session, @turn, @w_url, @w_event, @w_body::json, @w_next, @w_created
-    WHERE EXISTS (SELECT FROM gate)
+    WHERE EXISTS (SELECT FROM ` + gate + `)
 )`
+}
 
 // webhookArgs encodes w, written under k, as the arguments of writeWebhook.
 func webhookArgs(k turn.TurnKey, w *turn.Webhook) (*webhookParams, error) {
