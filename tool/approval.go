@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -202,7 +203,7 @@ func ruleOf(v any) (ApprovalRule, error) {
 		switch k {
 		case "annotation":
 			s, _ := val.(string)
-			if !contains(hintNames, s) {
+			if !slices.Contains(hintNames, s) {
 				return r, &approvalError{field: "annotation", msg: fmt.Sprintf("must be one of %s", strings.Join(hintNames, ", "))}
 			}
 			r.Annotation = s
@@ -214,7 +215,7 @@ func ruleOf(v any) (ApprovalRule, error) {
 			}
 			r.Pointer, r.toks = s, toks
 		case "equals":
-			b, err := json.Marshal(normalizeYAML(val))
+			b, err := json.Marshal(val)
 			if err != nil {
 				return r, &approvalError{field: "equals", msg: "cannot be written as JSON"}
 			}
@@ -258,47 +259,6 @@ func ruleOf(v any) (ApprovalRule, error) {
 	return r, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// normalizeYAML turns the YAML decoder's maps and numbers into what JSON
-// encoding takes.
-func normalizeYAML(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = normalizeYAML(e)
-		}
-		return out
-	case map[any]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[fmt.Sprint(k)] = normalizeYAML(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = normalizeYAML(e)
-		}
-		return out
-	case uint64:
-		return json.Number(strconv.FormatUint(x, 10))
-	case int64:
-		return json.Number(strconv.FormatInt(x, 10))
-	case int:
-		return json.Number(strconv.Itoa(x))
-	}
-	return v
-}
-
 // decodeLoose decodes JSON with numbers as float64, the one form equality
 // compares (7 and 7.0 are equal).
 func decodeLoose(b []byte) any {
@@ -319,7 +279,7 @@ func (a Approval) Needs(spec *Spec, args json.RawMessage) (why string, needs boo
 	if a.Always {
 		return "always", true
 	}
-	if contains(a.Tools, spec.Name) {
+	if slices.Contains(a.Tools, spec.Name) {
 		return "tool " + spec.Name, true
 	}
 	var decoded any
@@ -417,7 +377,7 @@ func (e entry) approval(raw any, path ...any) *Approval {
 	if raw == nil {
 		return nil
 	}
-	a, err := approvalOf(normalizeYAML(raw), false)
+	a, err := approvalOf(raw, false)
 	if err != nil {
 		e.fail(e.at(path...), "approval: %v", err)
 		return nil
@@ -427,7 +387,7 @@ func (e entry) approval(raw any, path ...any) *Approval {
 
 // defaultApproval checks the config's top-level approval: value.
 func (l *loader) defaultApproval(raw any) *Approval {
-	a, err := approvalOf(normalizeYAML(raw), false)
+	a, err := approvalOf(raw, false)
 	if err != nil {
 		l.fail(l.pos("approval"), "", "approval: %v", err)
 		return nil
