@@ -502,19 +502,7 @@ func TestReadsThatNeedApproval(t *testing.T) {
 			}
 			var tr turn.Turn
 			if streamed {
-				st := f.svc.OpenStream("s", "t", "ndjson")
-				for _, c := range calls {
-					if err := st.Add(c); err != nil {
-						t.Fatal(err)
-					}
-				}
-				sub, err := st.Submit(t.Context(), turn.TurnRequest{ID: "t"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tr, err = f.svc.Await(t.Context(), turn.TurnKey{SessionID: "s", TurnID: sub.Turn.ID}); err != nil {
-					t.Fatal(err)
-				}
+				tr = streamAwait(t, f.svc, "s", "t", calls)
 			} else {
 				tr = submitAwait(t, f.svc, "s", turn.TurnRequest{ID: "t", Calls: calls})
 			}
@@ -631,4 +619,26 @@ func TestApprovedDeferredToolEarlyDelivery(t *testing.T) {
 			t.Fatalf("after the early delivery: %s %s", r.Status, r.Output)
 		}
 	})
+}
+
+// streamAwait streams turn id of session with calls, one by one as a
+// provider stream adds them (reads may start early), submits it and
+// awaits its answer.
+func streamAwait(t *testing.T, svc *turn.Service, session, id string, calls []turn.Call) turn.Turn {
+	t.Helper()
+	st := svc.OpenStream(session, id, "ndjson")
+	for _, c := range calls {
+		if err := st.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := st.Submit(t.Context(), turn.TurnRequest{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := svc.Await(t.Context(), turn.TurnKey{SessionID: session, TurnID: sub.Turn.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

@@ -62,19 +62,7 @@ func TestTurnBudgetIndependentOfCompletionOrder(t *testing.T) {
 		var tr turn.Turn
 		if streamed {
 			// The calls arrive one by one and their reads start early.
-			st := f.svc.OpenStream("s", "t", "ndjson")
-			for _, c := range reqCalls {
-				if err := st.Add(c); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sub, err := st.Submit(t.Context(), turn.TurnRequest{ID: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tr, err = f.svc.Await(t.Context(), turn.TurnKey{SessionID: "s", TurnID: sub.Turn.ID}); err != nil {
-				t.Fatal(err)
-			}
+			tr = streamAwait(t, f.svc, "s", "t", reqCalls)
 		} else {
 			tr = f.run(f.svc, "s", turn.TurnRequest{ID: "t", Calls: reqCalls})
 		}

@@ -7,8 +7,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -25,11 +23,7 @@ func approvalCrashConfig(t *testing.T, ts *toolServer) string {
     approval: always
     http: {url: %[1]s/write, timeout: 30s}
 `, ts.srv.URL)
-	p := filepath.Join(t.TempDir(), "tools.yaml")
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeConfigFile(t, cfg)
 }
 
 func TestApprovalAcrossKilledProcesses(t *testing.T) {

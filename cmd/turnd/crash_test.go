@@ -154,6 +154,13 @@ tools:
     idempotent: true
     http: {url: %[1]s/iwrite, timeout: 30s}
 `, ts.srv.URL)
+	return writeConfigFile(t, cfg)
+}
+
+// writeConfigFile writes cfg as a tool config in the test's temp dir and
+// returns its path.
+func writeConfigFile(t *testing.T, cfg string) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "tools.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
