@@ -82,19 +82,19 @@ func openStore(ctx context.Context, c config, log *slog.Logger) (turn.MigratedSt
 // Go's default; GOMEMLIMIT caps the heap whatever the target.
 const serveGCPercent = 400
 
-// serveMemoryLimit is the Go runtime's soft memory limit while serving,
-// unless GOMEMLIMIT is set. At GOGC=400 a burst of large bodies (late
-// deliveries of 256 KiB, for instance) let the heap grow to five times what
-// was live, over 400 MiB in the chaos suite; near this limit the collector
-// runs sooner instead. Under ordinary load turnd stays far below it (about
-// 60 MiB), where it changes nothing.
+// serveMemoryLimit is the floor of the Go runtime's soft memory limit while
+// serving, unless GOMEMLIMIT is set (memlimit.go). At GOGC=400 a burst of
+// large bodies (late deliveries of 256 KiB, for instance) let the heap grow
+// to five times what was live, over 400 MiB in the chaos suite; near the
+// limit the collector runs sooner instead. Under ordinary load turnd stays
+// far below it (about 60 MiB), where it changes nothing.
 const serveMemoryLimit = 192 << 20
 
 // serve runs turnd until ctx ends: it builds everything (tools, store,
 // service, HTTP servers), serves, and shuts down in reverse order.
 func serve(ctx context.Context, c config, stderr io.Writer) error {
 	log := newLogger(c, stderr)
-	tuneRuntime(c)
+	defer tuneRuntime(c)()
 	logStartWarnings(c, log)
 	if err := checkTokens(c); err != nil {
 		return err
@@ -131,14 +131,17 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 }
 
 // tuneRuntime sets the garbage collector's target and the soft memory
-// limit to turnd's defaults, unless GOGC and GOMEMLIMIT are set.
-func tuneRuntime(c config) {
+// limit to turnd's defaults, unless GOGC and GOMEMLIMIT are set; stop ends
+// the limit's governing (governMemory).
+func tuneRuntime(c config) (stop func()) {
 	if !c.KeepGC {
 		debug.SetGCPercent(serveGCPercent)
 	}
-	if c.GOMEMLIMIT == "" {
-		debug.SetMemoryLimit(serveMemoryLimit)
+	if c.GOMEMLIMIT != "" {
+		return func() {}
 	}
+	_, stop = governMemory(serveMemoryLimit)
+	return stop
 }
 
 // logStartWarnings logs what an operator should know about the settings:
@@ -366,7 +369,7 @@ func (s *server) logServing(addr string) {
 	c := s.c
 	gomemlimit := c.GOMEMLIMIT
 	if gomemlimit == "" {
-		gomemlimit = fmt.Sprintf("%dMiB (turnd's default; GOMEMLIMIT overrides it)", serveMemoryLimit>>20)
+		gomemlimit = fmt.Sprintf("%dMiB or more, following what turnd holds (turnd's default; GOMEMLIMIT overrides it)", serveMemoryLimit>>20)
 	}
 	gogc, gogcFrom := fmt.Sprint(serveGCPercent), "turnd's default (GOGC overrides it)"
 	if c.KeepGC {

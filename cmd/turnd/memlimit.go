@@ -1,0 +1,99 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+)
+
+// The soft memory limit turnd serves under when GOMEMLIMIT is unset. A
+// fixed limit bounds more than garbage: goroutine stacks and the live heap
+// count too, and a turnd holding thousands of answers open (Prefer: wait)
+// holds tens of KiB of stack and buffers for each. Once what it holds nears
+// a fixed limit the collector runs back to back (at 4,000 waiting answers
+// and 192 MiB, it took three quarters of turnd's CPU and halved the
+// completion rate; BENCHMARKS.md). So the limit follows what turnd holds:
+// after every collection it is set to what is in use but garbage and free
+// heap pages, plus
+// room for garbage of the live heap's size (at least a quarter of the
+// floor), and never below the floor. A burst of large bodies is then
+// collected at about Go's default pace, not at GOGC=400's, which is what
+// the limit is for; a lasting rise in what turnd holds raises the limit
+// with it instead of starving the collector.
+
+// memSamples are the runtime/metrics the governor reads, in this order.
+var memSamples = []string{
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/gc/heap/live:bytes",
+}
+
+// memoryLimitFor is the limit for memory held (mapped and not released to
+// the OS, less garbage) with live bytes of live heap, at a floor.
+func memoryLimitFor(held, live, floor uint64) uint64 {
+	return max(floor, held+max(live, floor/4))
+}
+
+// memoryGovernor sets the soft memory limit after every collection
+// (memoryLimitFor) until stopped.
+type memoryGovernor struct {
+	floor   uint64
+	samples []metrics.Sample
+	mu      sync.Mutex // guards samples
+	stopped atomic.Bool
+	limit   atomic.Uint64 // the last limit set, for tests and the log
+}
+
+// governMemory sets the soft memory limit to floor now and then after
+// every collection as memoryLimitFor says, until stop is called.
+func governMemory(floor uint64) (g *memoryGovernor, stop func()) {
+	g = &memoryGovernor{floor: floor, samples: make([]metrics.Sample, len(memSamples))}
+	for i, name := range memSamples {
+		g.samples[i].Name = name
+	}
+	g.adjust()
+	g.arm()
+	return g, func() { g.stopped.Store(true) }
+}
+
+// adjust reads what the runtime holds and sets the limit.
+func (g *memoryGovernor) adjust() {
+	g.mu.Lock()
+	metrics.Read(g.samples)
+	v := func(i int) uint64 {
+		if g.samples[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return g.samples[i].Value.Uint64()
+	}
+	total, released, free, objects, live := v(0), v(1), v(2), v(3), v(4)
+	g.mu.Unlock()
+	// Free heap pages (released to the OS or not) are reused before the
+	// heap grows, and heap objects not live are garbage (or not yet swept).
+	held := total - min(total, released+free)
+	held -= min(held, objects-min(objects, live))
+	limit := memoryLimitFor(held, live, g.floor)
+	debug.SetMemoryLimit(int64(min(limit, uint64(1)<<62)))
+	g.limit.Store(limit)
+}
+
+// gcSentinel is arm's object: it holds a pointer, so it is never one of
+// the tiny allocator's blocks, whose finalizers may never run.
+type gcSentinel struct{ g *memoryGovernor }
+
+// arm runs adjust after the next collection, and arms again after it: a
+// finalizer runs once the collector found its object unreachable, that is
+// after a cycle.
+func (g *memoryGovernor) arm() {
+	runtime.SetFinalizer(&gcSentinel{g}, func(*gcSentinel) {
+		if g.stopped.Load() {
+			return
+		}
+		g.adjust()
+		g.arm()
+	})
+}
