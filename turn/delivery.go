@@ -298,6 +298,7 @@ func (s *Service) resolveDelivered(ctx context.Context, d DeliveryTarget, payloa
 		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
 		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
 		Now:           now,
+		settles:       &settledHere{result: res.stored(), status: StatusCompleted, at: now},
 	})
 	if err != nil {
 		return fmt.Errorf("resolving completion: %w", err)

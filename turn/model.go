@@ -139,6 +139,13 @@ type Result struct {
 	kept      []budget.Span
 }
 
+// stored is r as a store reads it back: without what is not stored with a
+// result (Repaired, Projection, the projection's bookkeeping).
+func (r Result) stored() Result {
+	r.Repaired, r.Projection, r.keptBytes, r.kept = 0, nil, 0, nil
+	return r
+}
+
 // LineKind names a ledger line.
 type LineKind string
 

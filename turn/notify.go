@@ -366,6 +366,9 @@ func (o observed) Commit(ctx context.Context, c Commit) error {
 func (o observed) Resolve(ctx context.Context, b ResolveBatch) (bool, error) {
 	settled, err := o.Store.Resolve(ctx, b)
 	if err == nil {
+		if settled && b.settles != nil {
+			o.svc.waiting.settle(b.Key, *b.settles)
+		}
 		o.svc.changed(b.Key)
 	}
 	return settled, err

@@ -58,8 +58,10 @@ type Service struct {
 	// progress holds the latest progress of calls running here (progress.go).
 	progress progressBoard
 	// waiting holds the turns WaitSettled waits on, polled together
-	// (waiting.go).
-	waiting waitSet
+	// (waiting.go); settledHere counts the waiters answered with what a
+	// delivery here left them, not a read.
+	waiting     waitSet
+	settledHere atomic.Int64
 }
 
 // New builds a Service.
@@ -514,6 +516,11 @@ func (s *Service) WaitSettled(ctx context.Context, k TurnKey) (Turn, error) {
 		}
 		select {
 		case <-changed:
+			// A delivery here that settled the turn left what it changed.
+			if st, ok := s.waiting.settledTurn(k, t); ok {
+				s.settledHere.Add(1)
+				return st, nil
+			}
 		case <-poll:
 		case <-ctx.Done():
 			return s.GetTurn(context.WithoutCancel(ctx), k)
