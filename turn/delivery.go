@@ -162,9 +162,11 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 			return DeliveryResult{}, err
 		}
 	}
-	d, err := s.lookupDelivery(ctx, rawKey)
-	if err != nil {
-		return DeliveryResult{}, err
+	d, ok := s.parked.take(completion.HashOf(rawKey))
+	if !ok {
+		if d, err = s.lookupDelivery(ctx, rawKey); err != nil {
+			return DeliveryResult{}, err
+		}
 	}
 	c := d.Completion
 	defer s.delivering(ctx, c)(&res, &err)

@@ -62,6 +62,9 @@ type Service struct {
 	// delivery here left them, not a read.
 	waiting     waitSet
 	settledHere atomic.Int64
+	// parked holds what deliveries need of the keys parked here
+	// (parkedhere.go).
+	parked parkedHere
 }
 
 // New builds a Service.

@@ -137,6 +137,7 @@ func (r *run) settled(ctx context.Context, status Status, settledAt time.Time, w
 		}
 		if t, err := s.store.GetTurn(ctx, r.key); err == nil {
 			r.final = t
+			r.keepParked(t)
 		}
 	}
 	if !whole && (status == StatusCancelled || status == StatusFailed) && r.parked {

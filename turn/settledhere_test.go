@@ -3,9 +3,11 @@ package turn_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,4 +147,88 @@ func normalTimes(t turn.Turn) turn.Turn {
 	}
 	t.Results = rs
 	return t
+}
+
+// deliveryReads counts GetDelivery reads.
+type deliveryReads struct {
+	turn.Store
+	reads atomic.Int64
+}
+
+func (c *deliveryReads) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
+	c.reads.Add(1)
+	return c.Store.GetDelivery(ctx, sessionID, keyHash)
+}
+
+// A delivery to a key parked here takes what it needs of the key from
+// the run that parked it, not from a read; a key that changed since (its
+// turn cancelled, or resolved by another replica) is read then and
+// answered as it is.
+func TestDeliveryToAKeyParkedHere(t *testing.T) {
+	t.Parallel()
+	teststores.Each(t, func(t *testing.T, open func(testing.TB) turn.Store) {
+		keys := make(chan string, 8)
+		f := newFixture(t, deferring(keys, nil))
+		st := &deliveryReads{Store: open(t)}
+		cfg := func(owner string) turn.Config {
+			return turn.Config{Store: st, Tools: func() *tool.Registry { return f.reg }, Owner: owner}
+		}
+		a, b := startService(t, cfg("a")), startService(t, cfg("b"))
+		ctx := context.Background()
+		park := func(id string) (turn.TurnKey, string) {
+			t.Helper()
+			k := turn.TurnKey{SessionID: "s", TurnID: id}
+			if _, err := a.Submit(ctx, "s", turn.TurnRequest{ID: id, Calls: []turn.Call{{ID: "c" + id, Name: "defer"}}}); err != nil {
+				t.Fatal(err)
+			}
+			key := takeKey(t, a, keys, k)
+			// Await returns once the run ended, the turn left waiting.
+			if tr, err := a.Await(ctx, k); err != nil || tr.Status != turn.StatusWaiting {
+				t.Fatalf("parking %s: %s %v", id, tr.Status, err)
+			}
+			return k, key
+		}
+
+		// Parked and delivered here: no read.
+		k, key := park("here")
+		before := st.reads.Load()
+		if res, err := a.Complete(ctx, key, turn.Delivery{Output: json.RawMessage(`1`)}); err != nil || res.Status != "accepted" {
+			t.Fatalf("deliver: %+v %v", res, err)
+		}
+		if n := st.reads.Load() - before; n != 0 {
+			t.Errorf("a delivery to a key parked here read it %d times", n)
+		}
+		if tr := waitSettled(t, a, "s", k.TurnID); statuses(tr) != "chere=ok" {
+			t.Fatalf("after delivery: %s", statuses(tr))
+		}
+		// Again (the key is read now): the same payload is a repeat.
+		if res, err := a.Complete(ctx, key, turn.Delivery{Output: json.RawMessage(` 1 `)}); err != nil || res.Status != "already_completed" {
+			t.Fatalf("repeat: %+v %v", res, err)
+		}
+
+		// Cancelled after it parked: gone, and recorded late.
+		k, key = park("cancelled")
+		if _, err := a.Cancel(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Complete(ctx, key, turn.Delivery{Output: json.RawMessage(`2`)}); !errors.Is(err, turn.ErrCompletionGone) {
+			t.Fatalf("delivery to a cancelled key: %v, want ErrCompletionGone", err)
+		}
+		if tr := waitSettled(t, a, "s", k.TurnID); tr.Status != turn.StatusCancelled {
+			t.Fatalf("cancelled turn: %s", tr.Status)
+		}
+
+		// Delivered to the other replica first: here it is a repeat, or a
+		// conflict with another payload; the turn keeps the first.
+		k, key = park("elsewhere")
+		if res, err := b.Complete(ctx, key, turn.Delivery{Output: json.RawMessage(`3`)}); err != nil || res.Status != "accepted" {
+			t.Fatalf("deliver to b: %+v %v", res, err)
+		}
+		if _, err := a.Complete(ctx, key, turn.Delivery{Output: json.RawMessage(`4`)}); !errors.Is(err, turn.ErrCompletionConflict) {
+			t.Fatalf("another payload to a: %v, want ErrCompletionConflict", err)
+		}
+		if tr := waitSettled(t, a, "s", k.TurnID); len(tr.Results) != 1 || string(tr.Results[0].Output) != `3` {
+			t.Fatalf("turn resolved elsewhere: %+v", tr.Results)
+		}
+	})
 }
