@@ -137,7 +137,7 @@ func (s *Service) applyEarly(ctx context.Context, k TurnKey) (parked bool) {
 			}
 			t = &got
 		}
-		err := s.resolveDelivered(ctx, targetOf(*t, c), c.Payload, c.PayloadHash, CompletionEarly)
+		err := s.resolveDelivered(ctx, targetOf(*t, c), nil, c.Payload, c.PayloadHash, CompletionEarly)
 		if err != nil && !errors.Is(err, ErrCompletionState) {
 			s.log.ErrorContext(ctx, "applying an early completion failed", "key", completion.Hash(c.KeyHash).Fingerprint(), "err", err)
 		}

@@ -162,7 +162,8 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 			return DeliveryResult{}, err
 		}
 	}
-	d, ok := s.parked.take(completion.HashOf(rawKey))
+	pk, ok := s.parked.take(completion.HashOf(rawKey))
+	d, sess := pk.target, pk.session
 	if !ok {
 		if d, err = s.lookupDelivery(ctx, rawKey); err != nil {
 			return DeliveryResult{}, err
@@ -223,7 +224,7 @@ func (s *Service) Complete(ctx context.Context, rawKey string, in Delivery) (res
 				return DeliveryResult{Recorded: c.Status}, &DecisionError{CodeAwaitingApproval, `the call waits for approval: post a decision ({"decision": "approve"} or {"decision": "reject", "message": ...}), not a result`}
 			}
 			d.Completion = c
-			err = s.resolveDelivered(ctx, d, payload, hash, CompletionPending)
+			err = s.resolveDelivered(ctx, d, sess, payload, hash, CompletionPending)
 			if errors.Is(err, ErrCompletionState) {
 				if err := reread(); err != nil {
 					return DeliveryResult{}, err
@@ -279,13 +280,18 @@ func (s *Service) recordLate(ctx context.Context, c Completion, d Delivery, hash
 // resolveDelivered applies a delivered payload to a parked (or early)
 // completion d: the output is budgeted by the session's projector, the
 // result row replaced, and the turn settled when it was its last pending
-// call.
-func (s *Service) resolveDelivered(ctx context.Context, d DeliveryTarget, payload json.RawMessage, hash [32]byte, expect CompletionStatus) error {
+// call. known is d's session when the caller has it (nil: read it).
+func (s *Service) resolveDelivered(ctx context.Context, d DeliveryTarget, known *Session, payload json.RawMessage, hash [32]byte, expect CompletionStatus) error {
 	c := d.Completion
 	k := TurnKey{c.SessionID, c.TurnID}
-	sess, err := s.storedSession(ctx, k.SessionID)
-	if err != nil {
-		return fmt.Errorf("reading session: %w", err)
+	var sess Session
+	if known != nil {
+		sess = *known
+	} else {
+		var err error
+		if sess, err = s.storedSession(ctx, k.SessionID); err != nil {
+			return fmt.Errorf("reading session: %w", err)
+		}
 	}
 	now := s.now()
 	res, outs, line, err := s.deliveredResult(d, sess, payload, now)

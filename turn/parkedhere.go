@@ -14,7 +14,8 @@ import "sync"
 // answered as it is (ARCHITECTURE.md, "Deliveries").
 
 // parkedHereMax is the most keys one generation of parkedHere holds: at
-// most twice as many are held, about 1 KiB each.
+// most twice as many are held, about 1 KiB each (sessions are shared with
+// the runs and the session cache).
 const parkedHereMax = 16384
 
 // parkedHere holds the DeliveryTargets of keys parked here, in two
@@ -22,35 +23,43 @@ const parkedHereMax = 16384
 // is dropped, so that keys delivered elsewhere or never are forgotten.
 type parkedHere struct {
 	mu       sync.Mutex
-	cur, old map[[32]byte]DeliveryTarget
+	cur, old map[[32]byte]parkedKey
 }
 
-// put keeps d under its key hash.
-func (p *parkedHere) put(d DeliveryTarget) {
+// parkedKey is what parkedHere keeps of a key: its target, and its
+// session (sessions never change), which a delivery would otherwise read
+// again once the session cache no longer holds it.
+type parkedKey struct {
+	target  DeliveryTarget
+	session *Session
+}
+
+// put keeps k under its key hash.
+func (p *parkedHere) put(k parkedKey) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cur == nil {
-		p.cur = make(map[[32]byte]DeliveryTarget)
+		p.cur = make(map[[32]byte]parkedKey)
 	}
 	if len(p.cur) >= parkedHereMax {
-		p.old, p.cur = p.cur, make(map[[32]byte]DeliveryTarget)
+		p.old, p.cur = p.cur, make(map[[32]byte]parkedKey)
 	}
-	p.cur[d.KeyHash] = d
+	p.cur[k.target.KeyHash] = k
 }
 
-// take returns and forgets the target kept for h.
-func (p *parkedHere) take(h [32]byte) (DeliveryTarget, bool) {
+// take returns and forgets what is kept for h.
+func (p *parkedHere) take(h [32]byte) (parkedKey, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d, ok := p.cur[h]; ok {
+	if k, ok := p.cur[h]; ok {
 		delete(p.cur, h)
-		return d, true
+		return k, true
 	}
-	if d, ok := p.old[h]; ok {
+	if k, ok := p.old[h]; ok {
 		delete(p.old, h)
-		return d, true
+		return k, true
 	}
-	return DeliveryTarget{}, false
+	return parkedKey{}, false
 }
 
 // keepParked keeps the targets of the keys r parked in t, its turn read
@@ -58,6 +67,7 @@ func (p *parkedHere) take(h [32]byte) (DeliveryTarget, bool) {
 func (r *run) keepParked(t Turn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sess := r.session // a copy: the entries do not hold the run
 	for idx, h := range r.keyed {
 		if idx < 0 || idx >= len(t.Calls) || r.keyReason(t.Calls[idx].ID) != "" {
 			continue
@@ -66,7 +76,7 @@ func (r *run) keepParked(t Turn) {
 			CallID: t.Calls[idx].ID, CallName: t.Calls[idx].Name, Status: CompletionPending}
 		d := targetOf(t, c)
 		if d.Recorded && d.Result.Status == CallPending {
-			r.svc.parked.put(d)
+			r.svc.parked.put(parkedKey{target: d, session: &sess})
 		}
 	}
 }
