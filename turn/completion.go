@@ -159,11 +159,12 @@ func (s *Service) settleResolved(ctx context.Context, k TurnKey, callbackURL str
 		return
 	}
 	now := s.now()
+	hook := settledWebhook(callbackURL, k, StatusCompleted, now)
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
 		Key:           k,
 		SettleStatus:  StatusCompleted,
 		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
-		SettleWebhook: settledWebhook(callbackURL, k, StatusCompleted, now),
+		SettleWebhook: hook,
 		Now:           now,
 	})
 	if err != nil {
@@ -172,7 +173,9 @@ func (s *Service) settleResolved(ctx context.Context, k TurnKey, callbackURL str
 	}
 	if settled {
 		s.observeSettled(StatusCompleted, created)
-		s.wakeWebhooks()
+		if hook != nil {
+			s.wakeWebhooks()
+		}
 	}
 }
 
@@ -284,7 +287,9 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
 		s.observeSettled(b.SettleStatus, t.CreatedAt)
-		s.wakeWebhooks()
+		if b.SettleWebhook != nil {
+			s.wakeWebhooks()
+		}
 	}
 	return nil
 }
@@ -431,7 +436,9 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
 		s.observeSettled(StatusCancelled, t.CreatedAt)
-		s.wakeWebhooks()
+		if b.SettleWebhook != nil {
+			s.wakeWebhooks()
+		}
 	}
 	return s.GetTurn(ctx, k)
 }

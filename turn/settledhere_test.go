@@ -39,8 +39,7 @@ func TestWaiterTakesTheSettledTurnFromTheDelivery(t *testing.T) {
 			}
 			key := takeKey(t, svc, keys, k)
 			waitStatus(t, svc, k, turn.StatusWaiting)
-			got := make(chan turn.Turn, 1)
-			go func() { got <- waitSettled(t, svc, "s", id) }()
+			got := waitAnswer(svc, k)
 			// Let the waiter read the waiting turn first (when it has not,
 			// it reads the settled one, which the comparison covers too).
 			time.Sleep(20 * time.Millisecond)
@@ -56,14 +55,7 @@ func TestWaiterTakesTheSettledTurnFromTheDelivery(t *testing.T) {
 			if _, err := svc.Complete(ctx, key, d); err != nil {
 				t.Fatal(err)
 			}
-			answer := <-got
-			read, err := svc.GetTurn(ctx, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a, r := normalTimes(answer), normalTimes(read); !reflect.DeepEqual(a, r) {
-				t.Fatalf("round %d: the waiter's answer differs from the turn read:\n got %+v\nread %+v", i, a, r)
-			}
+			answer := answerIsRead(t, svc, k, got, fmt.Sprintf("round %d", i))
 			if i == 1 && (!answer.Results[1].Truncated || answer.Results[1].OutputID == "") {
 				t.Fatalf("round 1: the 1.2 MB output was not cut and kept: %+v", answer.Results[1])
 			}
@@ -84,22 +76,14 @@ func TestWaiterTakesTheSettledTurnFromTheDelivery(t *testing.T) {
 		k := turn.TurnKey{SessionID: "s", TurnID: "two"}
 		k1, k2 := takeKey(t, svc, keys, k), takeKey(t, svc, keys, k)
 		waitStatus(t, svc, k, turn.StatusWaiting)
-		got := make(chan turn.Turn, 1)
-		go func() { got <- waitSettled(t, svc, "s", "two") }()
+		got := waitAnswer(svc, k)
 		time.Sleep(20 * time.Millisecond)
 		for _, key := range []string{k1, k2} {
 			if _, err := svc.Complete(ctx, key, turn.Delivery{Output: json.RawMessage(`2`)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		answer := <-got
-		read, err := svc.GetTurn(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a, r := normalTimes(answer), normalTimes(read); !reflect.DeepEqual(a, r) {
-			t.Fatalf("two open calls: the waiter's answer differs from the turn read:\n got %+v\nread %+v", a, r)
-		}
+		answer := answerIsRead(t, svc, k, got, "two open calls")
 		if statuses(answer) != "a=ok b=ok" {
 			t.Fatalf("two open calls: %s", statuses(answer))
 		}
@@ -117,6 +101,42 @@ func takeKey(t *testing.T, svc *turn.Service, keys <-chan string, k turn.TurnKey
 		t.Fatalf("no completion key within 10 s; turn %s: %s %s %v", k.TurnID, tr.Status, statuses(tr), err)
 		return ""
 	}
+}
+
+// answer is a waiter's answer.
+type answer struct {
+	turn turn.Turn
+	err  error
+}
+
+// waitAnswer waits for turn k to settle, as a waiter, up to 20 s.
+func waitAnswer(svc *turn.Service, k turn.TurnKey) <-chan answer {
+	got := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		tr, err := svc.WaitSettled(ctx, k)
+		got <- answer{tr, err}
+	}()
+	return got
+}
+
+// answerIsRead takes the waiter's answer from got and fails unless it is
+// turn k as read now, field for field; what names the case.
+func answerIsRead(t *testing.T, svc *turn.Service, k turn.TurnKey, got <-chan answer, what string) turn.Turn {
+	t.Helper()
+	a := <-got
+	if a.err != nil || !a.turn.Status.Settled() {
+		t.Fatalf("%s: the waiter's answer: %s %v", what, a.turn.Status, a.err)
+	}
+	read, err := svc.GetTurn(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, r := normalTimes(a.turn), normalTimes(read); !reflect.DeepEqual(x, r) {
+		t.Fatalf("%s: the waiter's answer differs from the turn read:\n got %+v\nread %+v", what, x, r)
+	}
+	return a.turn
 }
 
 // waitStatus waits, up to 10 s, for turn k to reach status.
