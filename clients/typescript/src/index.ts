@@ -3,8 +3,12 @@
 // against it by `npm run check-types`).
 
 import type { components } from "./openapi.js";
+import { Pipe, bodyOf, eventsOf, ndjsonLine, rawChunk, sseEvent, sseLines } from "./body.js";
+import { newTurnId } from "./ids.js";
+import { importSigningKey, signHeaders } from "./webhook.js";
 
 export type { components, paths, operations } from "./openapi.js";
+export { newTurnId };
 
 type Schemas = components["schemas"];
 export type Session = Schemas["Session"];
@@ -176,15 +180,6 @@ interface Req {
   noAuth?: boolean;
   sign?: boolean;
   signal?: AbortSignal;
-}
-
-/** A fresh turn id: "turn_" and 26 base32 characters (128 random bits). */
-export function newTurnId(): string {
-  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-  const bytes = crypto.getRandomValues(new Uint8Array(26));
-  let s = "turn_";
-  for (const b of bytes) s += alphabet[b & 31];
-  return s;
 }
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -641,178 +636,8 @@ async function* paged<P extends { next_after: string }, T>(opts: ListOptions, pa
   }
 }
 
-const utf8 = new TextEncoder();
-
-function rawChunk(c: unknown): Uint8Array {
-  if (c instanceof Uint8Array) return c;
-  if (typeof c === "string") return utf8.encode(c);
-  throw new TypeError(`turnd client: a stream chunk must be a string or a Uint8Array, not ${typeof c}`);
-}
-
-function ndjsonLine(c: unknown): Uint8Array {
-  return c instanceof Uint8Array || typeof c === "string" ? rawChunk(c) : utf8.encode(JSON.stringify(c) + "\n");
-}
-
-/** An SDK event as the API sent it: `event: type` (not for openai.chat) and `data: json`. */
-function sseEvent(format: ProviderFormat, ev: unknown): Uint8Array {
-  if (ev instanceof Uint8Array || typeof ev === "string") return rawChunk(ev);
-  const type = (ev as { type?: unknown } | null)?.type;
-  const name = format !== "openai.chat" && typeof type === "string" ? `event: ${type}\n` : "";
-  return utf8.encode(`${name}data: ${JSON.stringify(ev)}\n\n`);
-}
-
-/** A request body of the source's chunks, each encoded, read as fetch sends it. */
-function bodyOf(source: TurnStreamSource, encode: (c: unknown) => Uint8Array): ReadableStream<Uint8Array> {
-  if (source instanceof ReadableStream && encode === rawChunk) return source as ReadableStream<Uint8Array>;
-  const it = source instanceof ReadableStream ? readerIterable(source) : (source as AsyncIterable<unknown> | Iterable<unknown>);
-  return eventsOf(it, encode, "");
-}
-
-async function* readerIterable<T>(rs: ReadableStream<T>): AsyncGenerator<T> {
-  const reader = rs.getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    reader.releaseLock();
-  }
-}
-
-/** A pull-based body: each item encoded, then end (if any) after a clean end. */
-function eventsOf(items: AsyncIterable<unknown> | Iterable<unknown>, encode: (c: unknown) => Uint8Array, end: string): ReadableStream<Uint8Array> {
-  let it: AsyncIterator<unknown> | Iterator<unknown> | undefined;
-  return new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
-      it ??= Symbol.asyncIterator in items ? (items as AsyncIterable<unknown>)[Symbol.asyncIterator]() : (items as Iterable<unknown>)[Symbol.iterator]();
-      const { value, done } = await it.next();
-      if (done) {
-        if (end) ctrl.enqueue(utf8.encode(end));
-        ctrl.close();
-      } else ctrl.enqueue(encode(value));
-    },
-    async cancel() {
-      await it?.return?.();
-    },
-  });
-}
-
-/** A push-based body: written as the caller reads a teed iterable. */
-class Pipe {
-  private ctrl!: ReadableStreamDefaultController<Uint8Array>;
-  private open = true;
-  readonly readable = new ReadableStream<Uint8Array>({ start: (c) => void (this.ctrl = c) });
-
-  write(b: Uint8Array | string) {
-    if (!this.open) return;
-    try {
-      this.ctrl.enqueue(typeof b === "string" ? utf8.encode(b) : b);
-    } catch {
-      this.open = false; // turnd stopped reading: the caller goes on
-    }
-  }
-  close() {
-    if (this.open) {
-      this.open = false;
-      try {
-        this.ctrl.close();
-      } catch {}
-    }
-  }
-  fail(e: unknown) {
-    if (this.open) {
-      this.open = false;
-      try {
-        this.ctrl.error(e);
-      } catch {}
-    }
-  }
-  dead() {
-    this.open = false;
-  }
-}
-
 function prefer(opts: PostOptions): Record<string, string> {
   if (opts.async) return { Prefer: "respond-async" };
   if (opts.waitSeconds && opts.waitSeconds > 0) return { Prefer: `wait=${Math.ceil(opts.waitSeconds)}` };
   return {};
-}
-
-/** Parses an SSE body into the LedgerLines of its events. */
-async function* sseLines(body: ReadableStream<Uint8Array>): AsyncGenerator<LedgerLine> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buf = "";
-  let data: string[] = [];
-  let event = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buf += decoder.decode(value, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      let line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (line.endsWith("\r")) line = line.slice(0, -1);
-      if (line === "") {
-        // call_progress events (asked for with ?progress=true) are not ledger lines.
-        if (data.length > 0 && event !== "call_progress") yield JSON.parse(data.join("\n")) as LedgerLine;
-        data = [];
-        event = "";
-        continue;
-      }
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let v = colon < 0 ? "" : line.slice(colon + 1);
-      if (v.startsWith(" ")) v = v.slice(1);
-      if (field === "data") data.push(v);
-      else if (field === "event") event = v;
-    }
-  }
-}
-
-// Standard Webhooks: HMAC-SHA256 over "id.timestamp.body", sent as
-// "v1,<base64>". The secret's forms are the server's: "whsec_" + base64,
-// bare padded base64 of at least 24 bytes, or a raw string of at least 32.
-
-function fromBase64(s: string): Uint8Array | undefined {
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s)) return undefined;
-  try {
-    const bin = atob(s.padEnd(Math.ceil(s.length / 4) * 4, "="));
-    return Uint8Array.from(bin, (c) => c.charCodeAt(0));
-  } catch {
-    return undefined;
-  }
-}
-
-function signingKeyBytes(secret: string): Uint8Array {
-  secret = secret.trim();
-  if (secret.startsWith("whsec_")) {
-    const key = fromBase64(secret.slice(6));
-    if (!key || key.length < 24) throw new Error("turnd client: the signing secret after whsec_ must be base64 of at least 24 bytes");
-    return key;
-  }
-  if (secret.length % 4 === 0) {
-    const key = fromBase64(secret);
-    if (key && key.length >= 24) return key;
-  }
-  const raw = utf8.encode(secret);
-  if (raw.length < 32) throw new Error("turnd client: a signing secret is whsec_ + base64 of at least 24 bytes, or at least 32 bytes of text");
-  return raw;
-}
-
-async function importSigningKey(secret: string): Promise<CryptoKey> {
-  const bytes = signingKeyBytes(secret);
-  return crypto.subtle.importKey("raw", bytes as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-}
-
-async function signHeaders(key: CryptoKey, body: string): Promise<Record<string, string>> {
-  const id = "msg_" + newTurnId().slice(5);
-  const ts = String(Math.floor(Date.now() / 1000));
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, utf8.encode(`${id}.${ts}.${body}`)));
-  let bin = "";
-  for (const b of mac) bin += String.fromCharCode(b);
-  return { "webhook-id": id, "webhook-timestamp": ts, "webhook-signature": `v1,${btoa(bin)}` };
 }
