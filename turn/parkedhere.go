@@ -63,8 +63,14 @@ func (p *parkedHere) take(h [32]byte) (parkedKey, bool) {
 }
 
 // keepParked keeps the targets of the keys r parked in t, its turn read
-// back once it was left waiting.
+// back once it was left waiting. A resumed run keeps none: an attempt
+// before it may have issued its keys, under another configuration (a key
+// issued waiting for approval keeps that reason), and what the delivery
+// checks of the key would then not be what the store holds.
 func (r *run) keepParked(t Turn) {
+	if r.resumed {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sess := r.session // a copy: the entries do not hold the run
