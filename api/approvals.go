@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/turn"
 )
 
@@ -80,15 +81,6 @@ func (s *server) completeDecision(w http.ResponseWriter, r *http.Request, body [
 	s.answerDecision(w, r, res, err)
 }
 
-// isDecision reports whether a body posted to a completion key is a
-// decision ({"decision": …}) rather than a result.
-func isDecision(body []byte) bool {
-	var probe struct {
-		Decision json.RawMessage `json:"decision"`
-	}
-	return json.Unmarshal(body, &probe) == nil && probe.Decision != nil
-}
-
 // approvalWire is a call waiting for approval, as listed: never its key.
 type approvalWire struct {
 	SessionID   string          `json:"session_id"`
@@ -120,12 +112,8 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		},
 		cursor: func(a turn.Approval) turn.Cursor { return a.Cursor() },
 		wire: func(a turn.Approval) approvalWire {
-			args := a.Arguments
-			if len(args) == 0 {
-				args = json.RawMessage(`{}`)
-			}
 			return approvalWire{SessionID: a.SessionID, TurnID: a.TurnID, CallIndex: a.CallIndex, CallID: a.CallID, Tool: a.CallName,
-				Arguments: args, RequestedAt: a.CreatedAt.UTC(), Deadline: timePtr(a.Deadline), OnTimeout: a.OnTimeout, Rule: a.Rule}
+				Arguments: rawOr(a.Arguments, `{}`), RequestedAt: a.CreatedAt.UTC(), Deadline: timePtr(a.Deadline), OnTimeout: a.OnTimeout, Rule: a.Rule}
 		},
 		body: func(rows []approvalWire, next string) any { return approvalsPageWire{rows, next} },
 	}.serve(s, w, r)
@@ -136,7 +124,7 @@ func decisionStatus(code string) int {
 	switch code {
 	case turn.CodeApprovalExpired:
 		return http.StatusGone
-	case "invalid_arguments":
+	case dispatch.CodeInvalidArguments:
 		return http.StatusUnprocessableEntity
 	}
 	return http.StatusConflict // not_awaiting_approval, already_decided, awaiting_approval

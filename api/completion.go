@@ -15,6 +15,9 @@ import (
 type deliveryWire struct {
 	Output json.RawMessage `json:"output"`
 	Error  *turn.CallError `json:"error"`
+	// Decision, when present, makes the body a decision on a call waiting
+	// for approval (completeDecision), not a result.
+	Decision json.RawMessage `json:"decision"`
 }
 
 type completionInfoWire struct {
@@ -63,10 +66,6 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if isDecision(body) {
-		s.completeDecision(w, r, body)
-		return
-	}
 	var d deliveryWire
 	if err := checkUTF8(body); err != nil {
 		s.writeError(w, r, err)
@@ -74,6 +73,10 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.Unmarshal(body, &d); err != nil {
 		s.writeError(w, r, errHTTP(http.StatusBadRequest, "malformed_json", "the request body is not a JSON object: "+err.Error()))
+		return
+	}
+	if d.Decision != nil {
+		s.completeDecision(w, r, body)
 		return
 	}
 	res, err := s.svc.Complete(r.Context(), chi.URLParam(r, "key"), turn.Delivery{Output: d.Output, Error: d.Error})

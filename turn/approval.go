@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turnd/turnd/completion"
+	"github.com/turnd/turnd/dispatch"
 	"github.com/turnd/turnd/tool"
 )
 
@@ -169,10 +170,9 @@ func isJSONObject(b json.RawMessage) bool {
 // leaves out who decided, so that two people taking the same decision are
 // one decision.
 func (d Decision) stored() (json.RawMessage, [32]byte) {
-	st := decided{Decision: d.past(), Arguments: d.Arguments, Message: d.Message}
-	var args any
-	if d.Arguments != nil && json.Unmarshal(d.Arguments, &args) == nil {
-		st.Arguments = mustJSON(args) // canonical: sorted keys, no spaces
+	st := decided{Decision: d.past(), Message: d.Message}
+	if d.Arguments != nil {
+		st.Arguments = canonicalJSON(d.Arguments)
 	}
 	h := sha256.Sum256(mustJSON(st))
 	st.By, st.Arguments = d.By, d.Arguments // the tool gets the arguments as the approver wrote them
@@ -236,7 +236,7 @@ func (s *Service) decide(ctx context.Context, c Completion, d Decision) (Decisio
 		case c.Status == CompletionTimedOut || c.Status == CompletionCancelled:
 			s.recordLateDecision(ctx, c, payload, hash)
 			return DecisionResult{}, &DecisionError{CodeApprovalExpired, fmt.Sprintf("call %q no longer waits for a decision: it %s; the decision is recorded in the ledger as decision_late", c.CallID, expiredWhy(c.Status))}
-		case c.Status == CompletionApproved || c.Status == CompletionCompleted || (c.Status == CompletionPending && c.Reason != ReasonApproval):
+		case c.Status == CompletionApproved || c.Status == CompletionCompleted:
 			var won decided
 			_ = json.Unmarshal(c.Payload, &won)
 			if c.PayloadHash == hash {
@@ -310,17 +310,16 @@ func decidedLine(c Completion, d Decision, original json.RawMessage, at time.Tim
 	return Line{SessionID: c.SessionID, TurnID: c.TurnID, CallID: c.CallID, Kind: LineCallDecided, At: at, Data: mustJSON(data)}
 }
 
-// decidedTurn reads the turn of the call c decides, and the call's
-// arguments as posted.
-func (s *Service) decidedTurn(ctx context.Context, c Completion) (Turn, json.RawMessage, error) {
+// postedArguments reads the arguments of the call c decides, as posted.
+func (s *Service) postedArguments(ctx context.Context, c Completion) (json.RawMessage, error) {
 	t, err := s.store.GetTurn(ctx, TurnKey{c.SessionID, c.TurnID})
 	if err != nil {
-		return Turn{}, nil, fmt.Errorf("reading turn: %w", err)
+		return nil, fmt.Errorf("reading turn: %w", err)
 	}
 	if c.CallIndex < 0 || c.CallIndex >= len(t.Calls) {
-		return Turn{}, nil, fmt.Errorf("completion of call %d of a turn of %d calls: %w", c.CallIndex, len(t.Calls), ErrNotFound)
+		return nil, fmt.Errorf("completion of call %d of a turn of %d calls: %w", c.CallIndex, len(t.Calls), ErrNotFound)
 	}
-	return t, t.Calls[c.CallIndex].Arguments, nil
+	return t.Calls[c.CallIndex].Arguments, nil
 }
 
 // approve validates d's edited arguments against the tool, stores the
@@ -328,17 +327,18 @@ func (s *Service) decidedTurn(ctx context.Context, c Completion) (Turn, json.Raw
 // waiting, else once its wave ends.
 func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload json.RawMessage, hash [32]byte) error {
 	k := TurnKey{c.SessionID, c.TurnID}
-	_, original, err := s.decidedTurn(ctx, c)
-	if err != nil {
-		return err
-	}
+	var original json.RawMessage // read only for edited arguments, which the line shows beside them
 	if d.Arguments != nil {
 		spec, ok := s.cfg.Tools().Lookup(c.CallName)
 		if !ok {
-			return &DecisionError{"invalid_arguments", fmt.Sprintf("tool %q is no longer registered: its arguments cannot be checked", c.CallName)}
+			return &DecisionError{dispatch.CodeInvalidArguments, fmt.Sprintf("tool %q is no longer registered: its arguments cannot be checked", c.CallName)}
 		}
 		if _, err := spec.Check(d.Arguments); err != nil {
-			return &DecisionError{"invalid_arguments", err.Error()}
+			return &DecisionError{dispatch.CodeInvalidArguments, err.Error()}
+		}
+		var err error
+		if original, err = s.postedArguments(ctx, c); err != nil {
+			return err
 		}
 	}
 	st := s.store
@@ -360,40 +360,44 @@ func (s *Service) approve(ctx context.Context, c Completion, d Decision, payload
 // turn when nothing else of it is pending.
 func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload json.RawMessage, hash [32]byte) error {
 	k := TurnKey{c.SessionID, c.TurnID}
-	t, original, err := s.decidedTurn(ctx, c)
+	dt, err := s.completions.GetDelivery(ctx, c.SessionID, c.KeyHash)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading completion: %w", err)
 	}
 	sess, err := s.storedSession(ctx, k.SessionID)
 	if err != nil {
 		return fmt.Errorf("reading session: %w", err)
 	}
 	now := s.now()
-	res := resultAt(t, c)
+	res := dt.base()
 	res.Status, res.Error, res.FinishedAt = CallRejected, nil, now
 	res.Output = mustJSON(map[string]any{"rejected": true, "message": d.Message})
 	res.Truncated, res.OriginalBytes, res.OriginalLines, res.OutputID = false, 0, 0, ""
 	lines := []Line{
-		decidedLine(c, d, original, now),
+		decidedLine(c, d, nil, now), // a reject carries no arguments
 		{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
 			Data: mustJSON(map[string]any{"status": CallRejected, "completed_by": "decision", "key": completion.Hash(c.KeyHash).Fingerprint()})},
 	}
+	hook := settledWebhook(sess.CallbackURL, k, StatusCompleted, now)
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
 		Key:           k,
 		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: CompletionPending, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res}},
 		Lines:         lines,
 		SettleStatus:  StatusCompleted,
 		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
-		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
+		SettleWebhook: hook,
 		Now:           now,
+		settles:       &settledHere{result: res.stored(), status: StatusCompleted, at: now},
 	})
 	if err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "call rejected", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "by", d.By)
 	if settled {
-		s.observeSettled(StatusCompleted, t.CreatedAt)
-		s.wakeWebhooks()
+		s.observeSettled(StatusCompleted, dt.TurnCreatedAt)
+		if hook != nil {
+			s.wakeWebhooks()
+		}
 	}
 	return nil
 }

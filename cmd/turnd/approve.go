@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -102,12 +101,7 @@ func editedArguments(arg string, stdin io.Reader) (json.RawMessage, error) {
 	data, where := []byte(arg), "--arguments"
 	if name, ok := strings.CutPrefix(arg, "@"); ok {
 		var err error
-		if name == "-" {
-			data, err = io.ReadAll(stdin)
-		} else {
-			data, err = os.ReadFile(name)
-		}
-		if err != nil {
+		if data, err = readInput([]string{name}, stdin); err != nil {
 			return nil, fmt.Errorf("turnd approve: reading --arguments: %w", err)
 		}
 		where = "--arguments " + arg

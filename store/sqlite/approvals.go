@@ -14,7 +14,7 @@ import (
 
 // Approvals; see turn.ApprovalStore and the PostgreSQL store's statements.
 const (
-	sqlApprovalState = `SELECT c.status, c.reason, t.status, t.resumes FROM turns t
+	sqlApprovalState = `SELECT c.status, c.reason, t.status FROM turns t
 JOIN completions c ON c.session_id = t.session_id AND c.turn_id = t.id
 WHERE t.session_id = ? AND t.id = ? AND c.key_hash = ?`
 
@@ -50,9 +50,8 @@ func (s *Store) Approve(ctx context.Context, a turn.Approve) (turn.Approved, err
 	var out turn.Approved
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var status, reason, turnStatus string
-		var resumes int
 		if err := tx.QueryRowContext(ctx, sqlApprovalState, a.Key.SessionID, a.Key.TurnID, a.KeyHash[:]).
-			Scan(&status, &reason, &turnStatus, &resumes); err != nil {
+			Scan(&status, &reason, &turnStatus); err != nil {
 			return err // sql.ErrNoRows: no such turn or key
 		}
 		if err := sqlstore.CheckApprovable(a.KeyHash, status, reason); err != nil {
