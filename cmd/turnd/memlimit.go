@@ -4,24 +4,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
 	"sync/atomic"
 )
 
-// The soft memory limit turnd serves under when GOMEMLIMIT is unset. A
-// fixed limit bounds more than garbage: goroutine stacks and the live heap
-// count too, and a turnd holding thousands of answers open (Prefer: wait)
-// holds tens of KiB of stack and buffers for each. Once what it holds nears
-// a fixed limit the collector runs back to back (at 4,000 waiting answers
-// and 192 MiB, it took three quarters of turnd's CPU and halved the
-// completion rate; BENCHMARKS.md). So the limit follows what turnd holds:
-// after every collection it is set to what is in use but garbage and free
-// heap pages, plus
-// room for garbage of the live heap's size (at least a quarter of the
-// floor), and never below the floor. A burst of large bodies is then
-// collected at about Go's default pace, not at GOGC=400's, which is what
-// the limit is for; a lasting rise in what turnd holds raises the limit
-// with it instead of starving the collector.
+// The soft memory limit turnd serves under when GOMEMLIMIT is unset: after
+// every collection, what turnd holds but garbage, plus room for garbage of
+// the live heap's size, never below a floor (ARCHITECTURE.md, "The soft
+// memory limit", says why a fixed limit was not enough).
 
 // memSamples are the runtime/metrics the governor reads, in this order.
 var memSamples = []string{
@@ -42,8 +31,7 @@ func memoryLimitFor(held, live, floor uint64) uint64 {
 // (memoryLimitFor) until stopped.
 type memoryGovernor struct {
 	floor   uint64
-	samples []metrics.Sample
-	mu      sync.Mutex // guards samples
+	samples []metrics.Sample // read by adjust: first in governMemory, then on the finalizer goroutine only
 	stopped atomic.Bool
 	limit   atomic.Uint64 // the last limit set, for tests and the log
 }
@@ -62,7 +50,6 @@ func governMemory(floor uint64) (g *memoryGovernor, stop func()) {
 
 // adjust reads what the runtime holds and sets the limit.
 func (g *memoryGovernor) adjust() {
-	g.mu.Lock()
 	metrics.Read(g.samples)
 	v := func(i int) uint64 {
 		if g.samples[i].Value.Kind() != metrics.KindUint64 {
@@ -71,7 +58,6 @@ func (g *memoryGovernor) adjust() {
 		return g.samples[i].Value.Uint64()
 	}
 	total, released, free, objects, live := v(0), v(1), v(2), v(3), v(4)
-	g.mu.Unlock()
 	// Free heap pages (released to the OS or not) are reused before the
 	// heap grows, and heap objects not live are garbage (or not yet swept).
 	held := total - min(total, released+free)
