@@ -378,16 +378,14 @@ func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload 
 		{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
 			Data: mustJSON(map[string]any{"status": CallRejected, "completed_by": "decision", "key": completion.Hash(c.KeyHash).Fingerprint()})},
 	}
-	hook := settledWebhook(sess.CallbackURL, k, StatusCompleted, now)
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
 		Key:           k,
 		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: CompletionPending, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res}},
 		Lines:         lines,
 		SettleStatus:  StatusCompleted,
 		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
-		SettleWebhook: hook,
+		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
 		Now:           now,
-		settles:       &settledHere{result: res.stored(), status: StatusCompleted, at: now},
 	})
 	if err != nil {
 		return err
@@ -395,9 +393,6 @@ func (s *Service) reject(ctx context.Context, c Completion, d Decision, payload 
 	s.log.InfoContext(ctx, "call rejected", "session_id", k.SessionID, "turn_id", k.TurnID, "call_id", c.CallID, "by", d.By)
 	if settled {
 		s.observeSettled(StatusCompleted, dt.TurnCreatedAt)
-		if hook != nil {
-			s.wakeWebhooks()
-		}
 	}
 	return nil
 }

@@ -34,19 +34,16 @@ func (s *Service) closeApprovedKey(ctx context.Context, k TurnKey, ap *approvedC
 	b := ResolveBatch{Key: k, SettleStatus: StatusCompleted, Now: s.now(), Items: []Resolution{
 		{KeyHash: ap.key, Expect: CompletionApproved, Status: CompletionCompleted, Payload: ap.payload, PayloadHash: ap.hash, KeepResult: true},
 	}}
-	settled, err := s.completions.Resolve(ctx, b)
+	_, err := s.completions.Resolve(ctx, b)
 	if errors.Is(err, ErrCompletionState) {
 		// A delivery reached the key (early) while the tool ran, and the
 		// tool answered without parking: its answer stands, and the key
 		// takes no more deliveries.
 		b.Items[0].Expect = CompletionEarly
-		settled, err = s.completions.Resolve(ctx, b)
+		_, err = s.completions.Resolve(ctx, b)
 	}
 	if err != nil && !errors.Is(err, ErrCompletionState) {
 		s.log.ErrorContext(ctx, "closing the key of an approved call failed; the turn's next resume closes it", "session_id", k.SessionID, "turn_id", k.TurnID, "err", err)
-	}
-	if settled {
-		s.wakeWebhooks()
 	}
 }
 

@@ -159,12 +159,11 @@ func (s *Service) settleResolved(ctx context.Context, k TurnKey, callbackURL str
 		return
 	}
 	now := s.now()
-	hook := settledWebhook(callbackURL, k, StatusCompleted, now)
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
 		Key:           k,
 		SettleStatus:  StatusCompleted,
 		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
-		SettleWebhook: hook,
+		SettleWebhook: settledWebhook(callbackURL, k, StatusCompleted, now),
 		Now:           now,
 	})
 	if err != nil {
@@ -173,9 +172,6 @@ func (s *Service) settleResolved(ctx context.Context, k TurnKey, callbackURL str
 	}
 	if settled {
 		s.observeSettled(StatusCompleted, created)
-		if hook != nil {
-			s.wakeWebhooks()
-		}
 	}
 }
 
@@ -287,9 +283,6 @@ func (s *Service) expire(ctx context.Context, c Completion, now time.Time) error
 	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
 		s.observeSettled(b.SettleStatus, t.CreatedAt)
-		if b.SettleWebhook != nil {
-			s.wakeWebhooks()
-		}
 	}
 	return nil
 }
@@ -436,9 +429,6 @@ func (s *Service) Cancel(ctx context.Context, k TurnKey) (Turn, error) {
 	s.observeResolved(CompletionAborted, len(cancelled))
 	if settled {
 		s.observeSettled(StatusCancelled, t.CreatedAt)
-		if b.SettleWebhook != nil {
-			s.wakeWebhooks()
-		}
 	}
 	return s.GetTurn(ctx, k)
 }

@@ -161,10 +161,6 @@ type ResolveBatch struct {
 	// settlement, and only when the batch settles the turn.
 	SettleWebhook *Webhook
 	Now           time.Time
-	// settles is what this process's waiters of the turn take the settled
-	// turn to be when the batch settles it (waitSet.settle); no store
-	// reads it.
-	settles *settledHere
 }
 
 // Late is a delivery to a key already timed out or cancelled, to record

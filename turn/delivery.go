@@ -298,25 +298,20 @@ func (s *Service) resolveDelivered(ctx context.Context, d DeliveryTarget, known 
 	if err != nil {
 		return err
 	}
-	hook := settledWebhook(sess.CallbackURL, k, StatusCompleted, now)
 	settled, err := s.completions.Resolve(ctx, ResolveBatch{
 		Key:           k,
 		Items:         []Resolution{{KeyHash: c.KeyHash, Expect: expect, Status: CompletionCompleted, Payload: payload, PayloadHash: hash, Result: res, Outputs: outs}},
 		Lines:         []Line{line},
 		SettleStatus:  StatusCompleted,
 		SettleLines:   []Line{settledLine(k, StatusCompleted, now)},
-		SettleWebhook: hook,
+		SettleWebhook: settledWebhook(sess.CallbackURL, k, StatusCompleted, now),
 		Now:           now,
-		settles:       &settledHere{result: res.stored(), status: StatusCompleted, at: now},
 	})
 	if err != nil {
 		return fmt.Errorf("resolving completion: %w", err)
 	}
 	if settled {
 		s.observeSettled(StatusCompleted, d.TurnCreatedAt)
-		if hook != nil {
-			s.wakeWebhooks() // it wrote one
-		}
 	}
 	return nil
 }

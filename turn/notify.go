@@ -366,8 +366,13 @@ func (o observed) Commit(ctx context.Context, c Commit) error {
 func (o observed) Resolve(ctx context.Context, b ResolveBatch) (bool, error) {
 	settled, err := o.Store.Resolve(ctx, b)
 	if err == nil {
-		if settled && b.settles != nil {
-			o.svc.waiting.settle(b.Key, *b.settles)
+		if settled {
+			if h, ok := settledBy(b); ok {
+				o.svc.waiting.settle(b.Key, h)
+			}
+			if b.SettleWebhook != nil {
+				o.svc.wakeWebhooks() // the settlement wrote one
+			}
 		}
 		o.svc.changed(b.Key)
 	}

@@ -58,10 +58,10 @@ type Service struct {
 	// progress holds the latest progress of calls running here (progress.go).
 	progress progressBoard
 	// waiting holds the turns WaitSettled waits on, polled together
-	// (waiting.go); settledHere counts the waiters answered with what a
+	// (waiting.go); handedOff counts the waiters answered with what a
 	// delivery here left them, not a read.
-	waiting     waitSet
-	settledHere atomic.Int64
+	waiting   waitSet
+	handedOff atomic.Int64
 	// parked holds what deliveries need of the keys parked here
 	// (parkedhere.go).
 	parked parkedHere
@@ -521,7 +521,7 @@ func (s *Service) WaitSettled(ctx context.Context, k TurnKey) (Turn, error) {
 		case <-changed:
 			// A delivery here that settled the turn left what it changed.
 			if st, ok := s.waiting.settledTurn(k, t); ok {
-				s.settledHere.Add(1)
+				s.handedOff.Add(1)
 				return st, nil
 			}
 		case <-poll:

@@ -35,6 +35,16 @@ type settledHere struct {
 	at     time.Time
 }
 
+// settledBy is what b, a batch that settled its turn, changed when it
+// resolved one call and wrote its result: that result as stored, the
+// status and settled_at; ok is false for any other batch.
+func settledBy(b ResolveBatch) (h settledHere, ok bool) {
+	if len(b.Items) != 1 || b.Items[0].KeepResult {
+		return settledHere{}, false
+	}
+	return settledHere{result: b.Items[0].Result.stored(), status: b.SettleStatus, at: b.Now}, true
+}
+
 // add counts a waiter of k until the returned function is called.
 func (w *waitSet) add(k TurnKey) (remove func()) {
 	w.mu.Lock()
