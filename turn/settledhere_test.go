@@ -87,6 +87,26 @@ func TestWaiterTakesTheSettledTurnFromTheDelivery(t *testing.T) {
 		if statuses(answer) != "a=ok b=ok" {
 			t.Fatalf("two open calls: %s", statuses(answer))
 		}
+
+		// A cancel of the turn's one open call settles it too: its waiter
+		// answers with the cancelled turn, as read.
+		before := svc.SettledHere()
+		if _, err := svc.Submit(ctx, "s", turn.TurnRequest{ID: "cancelled", Calls: []turn.Call{{ID: "x", Name: "defer"}}}); err != nil {
+			t.Fatal(err)
+		}
+		k = turn.TurnKey{SessionID: "s", TurnID: "cancelled"}
+		takeKey(t, svc, keys, k)
+		waitStatus(t, svc, k, turn.StatusWaiting)
+		got = waitAnswer(svc, k)
+		time.Sleep(20 * time.Millisecond)
+		if _, err := svc.Cancel(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		answer = answerIsRead(t, svc, k, got, "cancelled")
+		if answer.Status != turn.StatusCancelled {
+			t.Fatalf("cancelled: %s %s", answer.Status, statuses(answer))
+		}
+		t.Logf("cancel answered from the resolution: %v", svc.SettledHere() > before)
 	})
 }
 
