@@ -121,3 +121,17 @@ func (g *group[C, K]) take(ended bool) []C {
 	}
 	return batch
 }
+
+// eachAlone runs exec for each call of batch alone when err, batch's
+// failure as a whole (a deadlock with another writer, say), is set and
+// batch holds several calls, so that one call's failure is not everyone's;
+// it reports whether it did (the caller then answers nothing itself).
+func eachAlone[C any](ctx context.Context, batch []C, err error, exec func(context.Context, []C)) bool {
+	if err == nil || len(batch) < 2 {
+		return false
+	}
+	for _, c := range batch {
+		exec(ctx, []C{c})
+	}
+	return true
+}

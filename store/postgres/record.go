@@ -223,15 +223,10 @@ func (s *Store) RecordTurn(ctx context.Context, r turn.Record) error {
 }
 
 // recordBatch runs one recording statement for batch and answers every
-// call. When the statement fails as a whole (a deadlock with another
-// writer, say), each call of a batch of several is tried alone, so that one
-// failure is not everyone's.
+// call; a batch that fails as a whole is tried call by call (eachAlone).
 func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
 	outcomes, err := s.execRecord(ctx, batch)
-	if err != nil && len(batch) > 1 {
-		for _, c := range batch {
-			s.recordBatch(ctx, []*recordCall{c})
-		}
+	if eachAlone(ctx, batch, err, s.recordBatch) {
 		return
 	}
 	for i, c := range batch {

@@ -94,16 +94,11 @@ func (c *resolveCall) outcome(op string, err error) (bool, error) {
 	return c.settled, nil
 }
 
-// resolveBatch resolves batch in one transaction and answers every call.
-// When the transaction fails as a whole (a deadlock with another writer,
-// say), each call of a batch of several is tried alone, so that one
-// failure is not everyone's.
+// resolveBatch resolves batch in one transaction and answers every call;
+// a batch that fails as a whole is tried call by call (eachAlone).
 func (s *Store) resolveBatch(ctx context.Context, batch []*resolveCall) {
 	err := s.execResolve(ctx, batch)
-	if err != nil && len(batch) > 1 {
-		for _, c := range batch {
-			s.resolveBatch(ctx, []*resolveCall{c})
-		}
+	if eachAlone(ctx, batch, err, s.resolveBatch) {
 		return
 	}
 	for _, c := range batch {
@@ -220,9 +215,10 @@ func resolveArgs(b turn.ResolveBatch) (resolveParams, error) {
 		}
 	}
 	results, outputs := sqlstore.ResolveWrites(b)
-	if err := p.writes.set(b.Key, nil, results, outputs); err != nil {
+	if err := p.results.set(results); err != nil {
 		return resolveParams{}, err
 	}
+	p.outputs.set(b.Key, outputs)
 	if b.SettleWebhook != nil {
 		w, err := webhookArgs(b.Key, b.SettleWebhook)
 		if err != nil {

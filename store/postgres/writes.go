@@ -9,8 +9,8 @@ import (
 	"github.com/turnd/turnd/turn"
 )
 
-// The write statements — Commit (turns.go), Resolve's write and settle
-// statements and RecordLate's (completions.go) — are a head defining a CTE
+// The write statements — Commit (turns.go), Resolve's resolving statement
+// and RecordLate's (completions.go) — are a head defining a CTE
 // named gate, the fragments below (and writeWebhook, commitParks) and a
 // tail; every fragment writes only when gate returned a row. Each
 // statement's variants are compiled once (writeVariants) and listed in
@@ -71,7 +71,7 @@ const (
 	partResults
 	partOutputs
 	partParks   // Commit only
-	partWebhook // Commit only; the settling statement numbers its parts itself
+	partWebhook // Commit only; the resolving statement numbers its parts itself
 )
 
 // writeVariants compiles a write statement's variants (see variants) with
@@ -302,7 +302,8 @@ type resolveParams struct {
 	// lines are the items' lines; all the same followed by the settling
 	// lines, written instead when the statement settles the turn.
 	lines, all linesParams
-	writes     writes         // results and outputs
+	results    resultCols
+	outputs    outputCols
 	webhook    *webhookParams // nil: none
 }
 
@@ -326,11 +327,10 @@ func (c *completionCols) add(it *turn.Resolution, payload *string) {
 
 func (p *resolveParams) variant() int {
 	v := 0
-	parts := p.writes.parts()
-	if parts&partResults != 0 {
+	if len(p.results.idx) > 0 {
 		v |= resolveResults
 	}
-	if parts&partOutputs != 0 {
+	if p.outputs.len() > 0 {
 		v |= resolveOutputs
 	}
 	if p.webhook != nil {
@@ -343,7 +343,12 @@ func (p *resolveParams) args() []any {
 	c := &p.completions
 	a := append(writeKeyArgs(p.key, 64), c.key, c.expect, c.status, c.payload, c.hash, p.now, p.status, p.settled,
 		p.all.n, p.lines.n, p.all.lines, p.lines.lines)
-	a = p.writes.appendArgs(a)
+	if len(p.results.idx) > 0 {
+		a = p.results.appendArgs(a)
+	}
+	if p.outputs.len() > 0 {
+		a = p.outputs.appendArgs(a)
+	}
 	if p.webhook != nil {
 		a = p.webhook.appendArgs(a)
 	}
