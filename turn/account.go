@@ -55,10 +55,10 @@ func (r *run) Account(_ context.Context, a dispatch.Accounted) error {
 		r.closeAfter = append(r.closeAfter, ap)
 		delete(r.keyed, i)
 	}
-	if h, keyed := r.keyed[i]; keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
+	if kc, keyed := r.keyed[i]; keyed && a.Verdict == dispatch.Run && res.Status != CallPending {
 		// Closing the key reads and writes the store: not under mu.
 		r.mu.Unlock()
-		res, out = r.closeKey(h, res, out)
+		res, out = r.closeKey(kc.KeyHash, res, out)
 		r.mu.Lock()
 	}
 	defer r.observeAccounted(a, res.Status)

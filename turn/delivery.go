@@ -38,13 +38,7 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 	if r.resumed {
 		key = s.resumedKey(context.WithoutCancel(ctx), r.key, call.ID, key)
 	}
-	r.mu.Lock()
-	if r.keyed == nil {
-		r.keyed = make(map[int][32]byte)
-	}
-	r.keyed[r.index[call.ID]] = key.Hash()
-	r.mu.Unlock()
-	err := s.completions.IssueCompletion(context.WithoutCancel(ctx), Completion{
+	c := Completion{
 		KeyHash:   key.Hash(),
 		SessionID: r.key.SessionID,
 		TurnID:    r.key.TurnID,
@@ -54,7 +48,14 @@ func (k keyIssuer) IssueKey(ctx context.Context, call dispatch.Call) (string, er
 		Status:    CompletionIssued,
 		Reason:    r.keyReason(call.ID),
 		CreatedAt: s.now(),
-	})
+	}
+	r.mu.Lock()
+	if r.keyed == nil {
+		r.keyed = make(map[int]Completion)
+	}
+	r.keyed[c.CallIndex] = c
+	r.mu.Unlock()
+	err := s.completions.IssueCompletion(context.WithoutCancel(ctx), c)
 	if err != nil {
 		return "", fmt.Errorf("recording completion key: %w", err)
 	}

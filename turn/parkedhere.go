@@ -74,12 +74,11 @@ func (r *run) keepParked(t Turn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sess := r.session // a copy: the entries do not hold the run
-	for idx, h := range r.keyed {
-		if idx < 0 || idx >= len(t.Calls) || r.keyReason(t.Calls[idx].ID) != "" {
+	for _, c := range r.keyed {
+		if c.Reason != "" {
 			continue
 		}
-		c := Completion{KeyHash: h, SessionID: t.SessionID, TurnID: t.ID, CallIndex: idx,
-			CallID: t.Calls[idx].ID, CallName: t.Calls[idx].Name, Status: CompletionPending}
+		c.Status = CompletionPending
 		d := targetOf(t, c)
 		if d.Recorded && d.Result.Status == CallPending {
 			r.svc.parked.put(parkedKey{target: d, session: &sess})

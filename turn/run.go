@@ -83,9 +83,10 @@ type run struct {
 	// inline: the wave runs on the goroutine that launches it (every call
 	// is a read of an inline tool, see readsOnly), set before launch.
 	inline bool
-	// keyed holds the completion key hashes issued to calls, by index
-	// (under mu): Account closes the key of a call that did not park.
-	keyed map[int][32]byte
+	// keyed holds the completion keys issued to calls, as recorded, by
+	// index (under mu): Account closes the key of a call that did not
+	// park; keepParked keeps those that did.
+	keyed map[int]Completion
 	// parked: a call of this wave parked (driving goroutine only).
 	parked bool
 	// early holds the reads a streamed turn started before it was

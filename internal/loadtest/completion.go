@@ -607,6 +607,7 @@ type completionOp int
 const (
 	opIssueCompletion completionOp = iota
 	opGetCompletion
+	opGetDelivery
 	opDeliverEarly
 	opResolve
 	opTurnCompletions
@@ -615,7 +616,7 @@ const (
 )
 
 var completionOpNames = [numCompletionOps]string{
-	"IssueCompletion", "GetCompletion", "DeliverEarly", "Resolve", "TurnCompletions", "DueCompletions",
+	"IssueCompletion", "GetCompletion", "GetDelivery", "DeliverEarly", "Resolve", "TurnCompletions", "DueCompletions",
 }
 
 func (s *TimedCompletions) record(op completionOp, t0 time.Time, err error) {
@@ -641,6 +642,14 @@ func (s *TimedCompletions) GetCompletion(ctx context.Context, sessionID string, 
 	c, err := s.Store.GetCompletion(ctx, sessionID, keyHash)
 	s.record(opGetCompletion, t0, err)
 	return c, err
+}
+
+// GetDelivery implements turn.CompletionStore.
+func (s *TimedCompletions) GetDelivery(ctx context.Context, sessionID string, keyHash [32]byte) (turn.DeliveryTarget, error) {
+	t0 := time.Now()
+	d, err := s.Store.GetDelivery(ctx, sessionID, keyHash)
+	s.record(opGetDelivery, t0, err)
+	return d, err
 }
 
 // DeliverEarly implements turn.CompletionStore.
