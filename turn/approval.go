@@ -440,12 +440,11 @@ func (s *Service) ListApprovals(ctx context.Context, after Cursor, limit int) ([
 		if !ok {
 			continue
 		}
-		if a.Rule, ok = spec.NeedsApproval(a.Arguments); !ok {
-			// The session's own policy (its row is cached).
-			if sess, err := s.storedSession(ctx, a.SessionID); err == nil && sess.Approval != nil {
-				a.Rule, _ = sess.Approval.Needs(spec, a.Arguments)
-			}
+		var policy *tool.Approval // the session's own (its row is cached)
+		if sess, err := s.storedSession(ctx, a.SessionID); err == nil {
+			policy = sess.Approval
 		}
+		a.Rule, _ = approvalRule(spec, policy, a.Arguments)
 	}
 	return rows, nil
 }

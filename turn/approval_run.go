@@ -120,11 +120,17 @@ func (r *run) approvalNeeded(i int, spec *tool.Spec, args json.RawMessage) (stri
 	if _, ok := r.approved[i]; ok {
 		return "", false
 	}
+	return approvalRule(spec, r.session.Approval, args)
+}
+
+// approvalRule says why a call of spec with arguments args needs approval,
+// or false: the tool's policy asks, or else the session's (nil: none).
+func approvalRule(spec *tool.Spec, session *tool.Approval, args json.RawMessage) (string, bool) {
 	if why, ok := spec.NeedsApproval(args); ok {
 		return why, true
 	}
-	if r.session.Approval != nil {
-		return r.session.Approval.Needs(spec, args)
+	if session != nil {
+		return session.Needs(spec, args)
 	}
 	return "", false
 }
