@@ -329,20 +329,8 @@ func (r ApprovalRule) String() string {
 // pointAt follows toks into v.
 func pointAt(v any, toks []string) (any, bool) {
 	for _, tok := range toks {
-		switch n := v.(type) {
-		case map[string]any:
-			c, ok := n[tok]
-			if !ok {
-				return nil, false
-			}
-			v = c
-		case []any:
-			k, err := strconv.Atoi(tok)
-			if err != nil || k < 0 || k >= len(n) {
-				return nil, false
-			}
-			v = n[k]
-		default:
+		var ok bool
+		if v, ok = step(v, tok); !ok {
 			return nil, false
 		}
 	}

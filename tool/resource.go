@@ -185,33 +185,38 @@ func (r Resource) expand(out []string, args any) ([]string, error) {
 	return append(out, prefixes...), nil
 }
 
+// step is the member tok of v, a decoded JSON object or array (an index
+// for an array), as a JSON pointer's token names it; false when v has none.
+func step(v any, tok string) (any, bool) {
+	switch n := v.(type) {
+	case map[string]any:
+		c, ok := n[tok]
+		return c, ok
+	case []any:
+		k, err := strconv.Atoi(tok)
+		if err != nil || k < 0 || k >= len(n) {
+			return nil, false
+		}
+		return n[k], true
+	}
+	return nil, false
+}
+
 // resolve follows toks into v and returns the text of each value reached
 // (several under a "*").
 func resolve(v any, toks []string, out []string) ([]string, error) {
 	for i, tok := range toks {
-		switch n := v.(type) {
-		case map[string]any:
-			c, ok := n[tok]
-			if !ok {
-				return out, errors.New("is missing")
-			}
-			v = c
-		case []any:
-			if tok == "*" {
-				for _, e := range n {
-					var err error
-					if out, err = resolve(e, toks[i+1:], out); err != nil {
-						return out, err
-					}
+		if n, ok := v.([]any); ok && tok == "*" {
+			for _, e := range n {
+				var err error
+				if out, err = resolve(e, toks[i+1:], out); err != nil {
+					return out, err
 				}
-				return out, nil
 			}
-			k, err := strconv.Atoi(tok)
-			if err != nil || k < 0 || k >= len(n) {
-				return out, errors.New("is missing")
-			}
-			v = n[k]
-		default:
+			return out, nil
+		}
+		var ok bool
+		if v, ok = step(v, tok); !ok {
 			return out, errors.New("is missing")
 		}
 	}
