@@ -244,7 +244,7 @@ func (s *Store) recordBatch(ctx context.Context, batch []*recordCall) {
 // and, when a turn id of the batch was taken, again with it (see
 // recordSafe).
 func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, error) {
-	if err := distinctSessions(batch); err != nil {
+	if err := distinctSessions(batch, func(c *recordCall) string { return c.rec.key.SessionID }); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -261,19 +261,20 @@ func (s *Store) execRecord(ctx context.Context, batch []*recordCall) ([]error, e
 	return outcomes, err
 }
 
-// distinctSessions checks that no two calls of batch record turns of one
-// session: the statement gives each turn all of its session's seqs of the
-// statement. The recorder's key keeps them apart (see newRecorder); a
-// batch that breaks this is refused whole rather than written wrong.
-func distinctSessions(batch []*recordCall) error {
+// distinctSessions checks that no two calls of batch (whose sessions
+// session gives) are of one session: the group statements give each call
+// all of its session's seqs of the statement. The groups' keys keep them
+// apart (see newRecorder, newResolver); a batch that breaks this is
+// refused whole rather than written wrong.
+func distinctSessions[C any](batch []C, session func(C) string) error {
 	if len(batch) < 2 {
 		return nil
 	}
 	seen := make(map[string]struct{}, len(batch))
 	for _, c := range batch {
-		id := c.rec.key.SessionID
+		id := session(c)
 		if _, dup := seen[id]; dup {
-			return fmt.Errorf("recording turns: two turns of session %s in one statement", id)
+			return fmt.Errorf("two calls of session %s in one statement", id)
 		}
 		seen[id] = struct{}{}
 	}

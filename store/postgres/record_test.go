@@ -128,7 +128,7 @@ func TestRecordBatchOneSessionTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.RecordBatch(ctx, []turn.Record{storetest.WholeTurn("s", "t1", 1), storetest.WholeTurn("s", "t2", 2)})
-	if err == nil || !strings.Contains(err.Error(), "two turns of session s in one statement") {
+	if err == nil || !strings.Contains(err.Error(), "two calls of session s in one statement") {
 		t.Fatalf("a batch with two turns of one session: %v, want it refused", err)
 	}
 	if lines := ledgerOf(t, s, "s"); len(lines) != 0 {

@@ -108,8 +108,16 @@ func (s *Store) resolveBatch(ctx context.Context, batch []*resolveCall) {
 
 // execResolve sends batch's transaction: BEGIN, each call's locks and
 // resolving statement, COMMIT; and reads what each call's statements
-// answered into it.
+// answered into it. A batch of several calls, each of its own session (as
+// the resolver takes them), is sent as the set-based statements instead
+// (execResolveMany).
 func (s *Store) execResolve(ctx context.Context, batch []*resolveCall) error {
+	if len(batch) > 1 {
+		if err := distinctSessions(batch, func(c *resolveCall) string { return c.b.Key.SessionID }); err != nil {
+			return fmt.Errorf("resolving: %w", err)
+		}
+		return s.execResolveMany(ctx, batch)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pb := &pgx.Batch{}

@@ -56,6 +56,8 @@ const (
 	whyReplica  = "one replica's running turns, of many sessions, in one statement every third of the lease TTL (RenewLeases) or per notification batch (CancelRequested)"
 	whyGroup    = "group statement: one statement for up to 64 turns of different sessions (group commit); plain PostgreSQL only: sharded (TURND_CITUS), one statement per turn, routed (record one, sqlLookupTurn)"
 	whyLocal    = "runs on the coordinator's own tables"
+	// whyResolveMany: the set-based statements of Resolve's group commit.
+	whyResolveMany = "group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed"
 )
 
 // singles lists every statement constant of the package (TestSinglesListed
@@ -77,6 +79,7 @@ var singles = []single{
 	{"sqlHeartbeat", sqlHeartbeat, 1, "", false},
 	{"sqlTurnCompletions", sqlTurnCompletions, 1, "", false},
 	{"sqlLockResolve", sqlLockResolve, 2, "", false},
+	{"sqlLockMany", sqlLockMany, 0, whyResolveMany, false},
 	{"sqlLockLate", sqlLockLate, 1, "", false},
 	{"sqlBeginResolve", sqlBeginResolve, 0, "transaction control: Resolve's pipeline, whose statements are routed by its session", true},
 	{"sqlCommit", sqlCommit, 0, "transaction control: Resolve's pipeline, whose statements are routed by its session", true},
@@ -122,7 +125,9 @@ var familyRoute = map[string]single{
 	"record":  {route: 0, why: whyGroup},
 	"commit":  {route: 1},
 	"resolve": {route: 1},
-	"late":    {route: 1},
+	// Resolve's group commit of several sessions.
+	"resolve many": {route: 0, why: whyResolveMany},
+	"late":         {route: 1},
 	// Options.Sharded's RecordTurn, one turn of one session.
 	"record one": {route: 1},
 	"approve":    {route: 1},

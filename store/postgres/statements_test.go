@@ -68,6 +68,7 @@ var families = []family{
 	{"record", recordSQL, []string{"outputs", "webhooks", "on conflict"}},
 	{"commit", commitSQL, []string{"lines", "results", "outputs", "parks", "webhook"}},
 	{"resolve", resolveSQL, []string{"results", "outputs", "webhook"}},
+	{"resolve many", resolveManySQL, []string{"results", "outputs", "webhook"}},
 	{"late", recordLateSQL, []string{"outputs"}},
 	{"record one", recordOneSQL, []string{"outputs", "webhook"}},
 	{"approve", approveSQL, []string{"lines"}},
@@ -136,6 +137,15 @@ func statementCases() ([]statementCase, error) {
 			return nil, err
 		}
 		add("resolve", resolveSQL, parts, p.variant(), p.args())
+		// The set-based statement for two such calls: the second of
+		// another session, without optional rows.
+		other := turn.ResolveBatch{Key: turn.TurnKey{SessionID: "s2", TurnID: "t2"}, SettleStatus: b.SettleStatus, Now: b.Now}
+		q, err := resolveArgs(other)
+		if err != nil {
+			return nil, err
+		}
+		_, mp := manyArgs([]*resolveCall{{b: &b, p: p}, {b: &other, p: q}})
+		add("resolve many", resolveManySQL, parts, mp.variant(), mp.args())
 	}
 	k := turn.TurnKey{SessionID: "s", TurnID: "t"}
 	l := turn.Late{Max: 8, Line: turn.Line{Kind: turn.LineCompletionLate, Data: []byte(`{}`)}}
@@ -208,7 +218,7 @@ func TestStatementArgs(t *testing.T) {
 	for _, f := range families {
 		n += len(f.stmts)
 	}
-	if want := n - 2; len(cases) != want { // resolve's two variants of outputs without results
+	if want := n - 4; len(cases) != want { // the two resolving statements' two variants of outputs without results
 		t.Errorf("%d cases for %d variants", len(cases), want)
 	}
 	for _, c := range cases {

@@ -2459,6 +2459,574 @@ WITH items AS (
 )
 SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
 
+-- resolve many 0: no optional part
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 1: results
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
+-- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
+-- $30 r_started $31 r_finished $32 r_replayed
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
+        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
+        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
+        $30::timestamptz[], $31::timestamptz[], $32::text[])
+        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN gate g ON g.ord = r.ord
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 2: outputs
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 o_ord $17 o_id $18 o_turn_id $19 o_call
+-- $20 o_type $21 o_data $22 o_created $23 o_expires
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
+        $21::bytea[], $22::timestamptz[], $23::timestamptz[])
+        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate g ON g.ord = o.ord
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 3: results, outputs
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
+-- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
+-- $30 r_started $31 r_finished $32 r_replayed $33 o_ord $34 o_id $35 o_turn_id
+-- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
+        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
+        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
+        $30::timestamptz[], $31::timestamptz[], $32::text[])
+        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN gate g ON g.ord = r.ord
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
+        $38::bytea[], $39::timestamptz[], $40::timestamptz[])
+        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate g ON g.ord = o.ord
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 4: webhook
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 w_ord $17 w_id $18 w_url $19 w_event $20 w_body
+-- $21 w_next $22 w_created
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
+        $21::timestamptz[], $22::timestamptz[])
+        AS w (ord, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle st ON st.ord = w.ord
+    JOIN gate g ON g.ord = w.ord
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 5: results, webhook
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
+-- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
+-- $30 r_started $31 r_finished $32 r_replayed $33 w_ord $34 w_id $35 w_url
+-- $36 w_event $37 w_body $38 w_next $39 w_created
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
+        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
+        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
+        $30::timestamptz[], $31::timestamptz[], $32::text[])
+        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN gate g ON g.ord = r.ord
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
+        $38::timestamptz[], $39::timestamptz[])
+        AS w (ord, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle st ON st.ord = w.ord
+    JOIN gate g ON g.ord = w.ord
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 6: outputs, webhook
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 o_ord $17 o_id $18 o_turn_id $19 o_call
+-- $20 o_type $21 o_data $22 o_created $23 o_expires $24 w_ord $25 w_id
+-- $26 w_url $27 w_event $28 w_body $29 w_next $30 w_created
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
+        $21::bytea[], $22::timestamptz[], $23::timestamptz[])
+        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate g ON g.ord = o.ord
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest($24::bigint[], $25::text[], $26::text[], $27::text[], $28::text[],
+        $29::timestamptz[], $30::timestamptz[])
+        AS w (ord, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle st ON st.ord = w.ord
+    JOIN gate g ON g.ord = w.ord
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
+-- resolve many 7: results, outputs, webhook
+-- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
+-- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
+-- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
+-- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
+-- $30 r_started $31 r_finished $32 r_replayed $33 o_ord $34 o_id $35 o_turn_id
+-- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires $41 w_ord
+-- $42 w_id $43 w_url $44 w_event $45 w_body $46 w_next $47 w_created
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+), res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
+        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
+        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
+        $30::timestamptz[], $31::timestamptz[], $32::text[])
+        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN gate g ON g.ord = r.ord
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+), outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
+        $38::bytea[], $39::timestamptz[], $40::timestamptz[])
+        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate g ON g.ord = o.ord
+), hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest($41::bigint[], $42::text[], $43::text[], $44::text[], $45::text[],
+        $46::timestamptz[], $47::timestamptz[])
+        AS w (ord, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle st ON st.ord = w.ord
+    JOIN gate g ON g.ord = w.ord
+)
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord;
+
 -- late 0: no optional part
 -- $1 session $2 turn $3 hash $4 key $5 n $6 l_lines
 -- routed: session $1
@@ -2948,6 +3516,22 @@ LEFT JOIN LATERAL (
     ORDER BY key_hash
     FOR UPDATE
 ) c ON true;
+
+-- sqlLockMany
+-- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
+SELECT k.ord, c.key_hash, c.status
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k (session_id, turn_id, ord)
+CROSS JOIN LATERAL (
+    SELECT status FROM turns WHERE session_id = k.session_id AND id = k.turn_id FOR NO KEY UPDATE
+) t
+LEFT JOIN LATERAL (
+    SELECT key_hash, status FROM completions
+    WHERE session_id = k.session_id AND turn_id = k.turn_id
+        AND key_hash = ANY (ARRAY(SELECT i.key FROM unnest($3::bigint[], $4::bytea[]) AS i (ord, key) WHERE i.ord = k.ord))
+    ORDER BY key_hash
+    FOR UPDATE
+) c ON true
+ORDER BY k.ord;
 
 -- sqlLockLate
 -- routed: session $1

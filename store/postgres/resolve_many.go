@@ -1,0 +1,408 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnd/turnd/store/internal/sqlstore"
+	"github.com/turnd/turnd/turn"
+)
+
+// The set-based resolving statements: a group commit of several Resolves
+// (each of its own session: the resolver keys calls by session) sends one
+// lock statement and one resolving statement for the whole batch, each
+// call's rows named by its 1-based position (ord), instead of a lock and a
+// resolving statement per call. They decide as Resolve's per-call
+// statements do, call by call; ARCHITECTURE.md ("Resolve's group commit")
+// says what the batch saves.
+const (
+	// sqlLockMany is sqlLockResolve for a batch: for each call in ord
+	// order (the batch is sorted by turn key, so that two transactions
+	// lock turns in one order) it locks the turn's row, then that call's
+	// completions in key order. It returns no row for a call whose turn
+	// does not exist and one row of NULL completion columns for a call
+	// none of whose keys is its turn's (or that has none).
+	sqlLockMany = `SELECT k.ord, c.key_hash, c.status
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k (session_id, turn_id, ord)
+CROSS JOIN LATERAL (
+    SELECT status FROM turns WHERE session_id = k.session_id AND id = k.turn_id FOR NO KEY UPDATE
+) t
+LEFT JOIN LATERAL (
+    SELECT key_hash, status FROM completions
+    WHERE session_id = k.session_id AND turn_id = k.turn_id
+        AND key_hash = ANY (ARRAY(SELECT i.key FROM unnest($3::bigint[], $4::bytea[]) AS i (ord, key) WHERE i.ord = k.ord))
+    ORDER BY key_hash
+    FOR UPDATE
+) c ON true
+ORDER BY k.ord`
+
+	// The gate passes a call whose turn exists and every one of whose
+	// items' completions (locked by sqlLockMany) is in its expected
+	// status; the rest is resolveHead's, per gated call: the settle counts
+	// as pending no completion this statement resolves, and a call's lines
+	// take their seqs first, its settling lines (when it settles) after
+	// them, in one ledger batch.
+	resolveManyHead = `WITH b AS (
+    SELECT * FROM unnest(@b_session::text[], @b_turn::text[], @b_now::timestamptz[], @b_status::text[],
+        @b_settled::timestamptz[], @b_n::bigint[], @b_n_all::bigint[], @b_lines::text[], @b_all::text[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+), items AS MATERIALIZED (
+    SELECT * FROM unnest(@c_ord::bigint[], @c_key::bytea[], @c_expect::text[], @c_status::text[], @c_payload::text[],
+        @c_hash::bytea[])
+        AS r (ord, key_hash, expect, status, payload, payload_hash)
+), gate AS MATERIALIZED (
+    SELECT b.* FROM b
+    WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
+        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                AND c.turn_id = b.turn_id AND c.status = r.expect
+            WHERE r.ord = b.ord)
+            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+), done AS (
+    UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
+    FROM items r JOIN gate g ON g.ord = r.ord
+    WHERE c.session_id = g.session_id AND c.key_hash = r.key_hash AND c.turn_id = g.turn_id
+    RETURNING 1
+), settle AS MATERIALIZED (
+    UPDATE turns t SET status = g.status, settled_at = g.settled_at
+    FROM gate g
+    WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
+        AND NOT EXISTS (SELECT FROM completions c
+            WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
+                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+    RETURNING g.ord
+), seq AS (
+    UPDATE sessions s SET last_seq = s.last_seq + w.n
+    FROM (SELECT g.ord, g.session_id, g.turn_id,
+            CASE WHEN st.ord IS NULL THEN g.n ELSE g.n_all END AS n,
+            CASE WHEN st.ord IS NULL THEN g.lines ELSE g.all_lines END AS lines
+        FROM gate g LEFT JOIN settle st ON st.ord = g.ord) w
+    WHERE s.id = w.session_id AND w.n > 0
+    RETURNING w.session_id, w.turn_id, s.last_seq, w.n, w.lines
+), lines AS (
+    INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
+    SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
+    FROM seq q
+)`
+
+	// resolveManyResults upserts the gated calls' results (writeResults
+	// for a batch).
+	resolveManyResults = `, res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest(@r_ord::bigint[], @r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[],
+        @r_status::text[], @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
+        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
+        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
+        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN gate g ON g.ord = r.ord
+    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
+        name = excluded.name, effect = excluded.effect,
+        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
+        error_message = excluded.error_message, truncated = excluded.truncated,
+        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
+        output_id = excluded.output_id, attempts = excluded.attempts,
+        started_at = excluded.started_at, finished_at = excluded.finished_at,
+        replayed_from = excluded.replayed_from
+)`
+
+	// resolveManyOutputs inserts the gated calls' kept outputs.
+	resolveManyOutputs = `, outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest(@o_ord::bigint[], @o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[],
+        @o_data::bytea[], @o_created::timestamptz[], @o_expires::timestamptz[])
+        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate g ON g.ord = o.ord
+)`
+
+	// resolveManyWebhooks inserts the webhooks of the calls that settled
+	// their turn.
+	resolveManyWebhooks = `, hook AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest(@w_ord::bigint[], @w_id::text[], @w_url::text[], @w_event::text[], @w_body::text[],
+        @w_next::timestamptz[], @w_created::timestamptz[])
+        AS w (ord, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle st ON st.ord = w.ord
+    JOIN gate g ON g.ord = w.ord
+)`
+
+	resolveManyTail = `
+SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
+FROM b
+ORDER BY b.ord`
+)
+
+// resolveManySQL holds the set-based resolving statement's variants,
+// indexed by the parts any call of the batch has: results, outputs,
+// webhook (resolveResults, resolveOutputs, resolveHook).
+var resolveManySQL = variants(resolveManyHead, resolveManyTail,
+	[]string{resolveManyResults, resolveManyOutputs, resolveManyWebhooks})
+
+// lockManyParams are sqlLockMany's parameters.
+type lockManyParams struct {
+	session, turn []string
+	itemOrd       []int64
+	itemKey       [][]byte
+}
+
+func (p *lockManyParams) args() []any { return []any{p.session, p.turn, p.itemOrd, p.itemKey} }
+
+// resolveManyParams are the set-based resolving statement's parameters,
+// the calls' resolveParams as columns: one row per call (@b_…), and the
+// rows of every call's items, results, outputs and webhook, each naming
+// its call by ord.
+type resolveManyParams struct {
+	calls    manyCallCols
+	itemOrd  []int64
+	items    completionCols
+	resOrd   []int64
+	results  resultCols
+	outOrd   []int64
+	outputs  outputCols
+	webhooks webhookCols
+}
+
+// manyCallCols are the batch's calls (@b_session … @b_all).
+type manyCallCols struct {
+	session, turn []string
+	now           []time.Time
+	status        []string
+	settled       []pgtype.Timestamptz
+	n, nAll       []int64
+	lines, all    []string
+}
+
+// sortedByTurn returns batch sorted by turn key: the order in which
+// sqlLockMany locks the calls' turns.
+func sortedByTurn(batch []*resolveCall) []*resolveCall {
+	sorted := slices.Clone(batch)
+	slices.SortFunc(sorted, func(a, b *resolveCall) int {
+		return cmp.Or(cmp.Compare(a.b.Key.SessionID, b.b.Key.SessionID), cmp.Compare(a.b.Key.TurnID, b.b.Key.TurnID))
+	})
+	return sorted
+}
+
+// manyArgs encodes batch (sorted by sortedByTurn; each call of its own
+// session) as the set-based statements' parameters.
+func manyArgs(batch []*resolveCall) (lockManyParams, resolveManyParams) {
+	n := len(batch)
+	var ni, nr int
+	for _, c := range batch {
+		ni += len(c.p.completions.key)
+		nr += len(c.p.results.idx)
+	}
+	l := lockManyParams{session: make([]string, 0, n), turn: make([]string, 0, n),
+		itemOrd: make([]int64, 0, ni), itemKey: make([][]byte, 0, ni)}
+	p := resolveManyParams{
+		calls: manyCallCols{session: make([]string, 0, n), turn: make([]string, 0, n), now: make([]time.Time, 0, n),
+			status: make([]string, 0, n), settled: make([]pgtype.Timestamptz, 0, n), n: make([]int64, 0, n),
+			nAll: make([]int64, 0, n), lines: make([]string, 0, n), all: make([]string, 0, n)},
+		itemOrd: make([]int64, 0, ni),
+		items: completionCols{key: make([][]byte, 0, ni), expect: make([]string, 0, ni), status: make([]string, 0, ni),
+			payload: make([]*string, 0, ni), hash: make([][]byte, 0, ni)},
+		resOrd:  make([]int64, 0, nr),
+		results: makeResultCols(nr),
+	}
+	for i, c := range batch {
+		ord := int64(i + 1)
+		cp := &c.p
+		l.session = append(l.session, cp.key.SessionID)
+		l.turn = append(l.turn, cp.key.TurnID)
+		p.calls.session = append(p.calls.session, cp.key.SessionID)
+		p.calls.turn = append(p.calls.turn, cp.key.TurnID)
+		p.calls.now = append(p.calls.now, cp.now)
+		p.calls.status = append(p.calls.status, cp.status)
+		p.calls.settled = append(p.calls.settled, cp.settled)
+		p.calls.n = append(p.calls.n, cp.lines.n)
+		p.calls.nAll = append(p.calls.nAll, cp.all.n)
+		p.calls.lines = append(p.calls.lines, cp.lines.lines)
+		p.calls.all = append(p.calls.all, cp.all.lines)
+		for range cp.completions.key {
+			l.itemOrd = append(l.itemOrd, ord)
+			p.itemOrd = append(p.itemOrd, ord)
+		}
+		l.itemKey = append(l.itemKey, cp.completions.key...)
+		p.items.key = append(p.items.key, cp.completions.key...)
+		p.items.expect = append(p.items.expect, cp.completions.expect...)
+		p.items.status = append(p.items.status, cp.completions.status...)
+		p.items.payload = append(p.items.payload, cp.completions.payload...)
+		p.items.hash = append(p.items.hash, cp.completions.hash...)
+		for range cp.results.idx {
+			p.resOrd = append(p.resOrd, ord)
+		}
+		p.results.appendCols(&cp.results)
+		for range cp.outputs.id {
+			p.outOrd = append(p.outOrd, ord)
+		}
+		p.outputs.appendCols(&cp.outputs)
+		if w := cp.webhook; w != nil {
+			p.webhooks.turn = append(p.webhooks.turn, ord)
+			p.webhooks.id = append(p.webhooks.id, w.id)
+			p.webhooks.url = append(p.webhooks.url, w.url)
+			p.webhooks.event = append(p.webhooks.event, w.event)
+			p.webhooks.body = append(p.webhooks.body, w.body)
+			p.webhooks.next = append(p.webhooks.next, w.next)
+			p.webhooks.created = append(p.webhooks.created, w.created)
+		}
+	}
+	return l, p
+}
+
+func (p *resolveManyParams) variant() int {
+	v := 0
+	if len(p.resOrd) > 0 {
+		v |= resolveResults
+	}
+	if len(p.outOrd) > 0 {
+		v |= resolveOutputs
+	}
+	if len(p.webhooks.turn) > 0 {
+		v |= resolveHook
+	}
+	return v
+}
+
+func (p *resolveManyParams) args() []any {
+	b, c := &p.calls, &p.items
+	a := make([]any, 0, 64)
+	a = append(a, b.session, b.turn, b.now, b.status, b.settled, b.n, b.nAll, b.lines, b.all,
+		p.itemOrd, c.key, c.expect, c.status, c.payload, c.hash)
+	if len(p.resOrd) > 0 {
+		a = p.results.appendArgs(append(a, p.resOrd))
+	}
+	if len(p.outOrd) > 0 {
+		a = p.outputs.appendArgs(append(a, p.outOrd))
+	}
+	if w := &p.webhooks; len(w.turn) > 0 {
+		a = append(a, w.turn, w.id, w.url, w.event, w.body, w.next, w.created)
+	}
+	return a
+}
+
+// execResolveMany sends batch's transaction (BEGIN, sqlLockMany, the
+// set-based resolving statement, COMMIT) as one pipeline and reads what
+// each call's rows answered into it.
+func (s *Store) execResolveMany(ctx context.Context, batch []*resolveCall) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sorted := sortedByTurn(batch)
+	lp, rp := manyArgs(sorted)
+	pb := &pgx.Batch{}
+	pb.Queue(sqlBeginResolve)
+	pb.Queue(sqlLockMany, lp.args()...)
+	pb.Queue(resolveManySQL[rp.variant()].sql, rp.args()...)
+	pb.Queue(sqlCommit)
+	br := s.pool.SendBatch(ctx, pb)
+	err := readResolveMany(br, sorted)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+// readResolveMany reads the results of execResolveMany's pipeline into
+// each call of sorted.
+func readResolveMany(br pgx.BatchResults, sorted []*resolveCall) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	for _, c := range sorted {
+		c.passed, c.settled, c.statuses = false, false, nil
+	}
+	var (
+		ord         int64
+		key         []byte
+		status      *string
+		passed, set bool
+	)
+	call := func() (*resolveCall, error) {
+		if ord < 1 || ord > int64(len(sorted)) {
+			return nil, fmt.Errorf("resolving statement answered call %d of %d", ord, len(sorted))
+		}
+		return sorted[ord-1], nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&ord, &key, &status}, func() error {
+		c, err := call()
+		if err != nil {
+			return err
+		}
+		if c.statuses == nil {
+			c.statuses = make(map[[32]byte]turn.CompletionStatus) // the turn exists
+		}
+		if status == nil {
+			return nil // none of the call's keys is its turn's
+		}
+		h, err := sqlstore.DecodeHash(key)
+		if err != nil {
+			return err
+		}
+		c.statuses[h] = turn.CompletionStatus(*status)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if rows, err = br.Query(); err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&ord, &passed, &set}, func() error {
+		c, err := call()
+		if err != nil {
+			return err
+		}
+		c.passed, c.settled = passed, set
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = br.Exec()
+	return err
+}
+
+// appendCols appends the rows of o.
+func (c *resultCols) appendCols(o *resultCols) {
+	c.idx = append(c.idx, o.idx...)
+	c.call = append(c.call, o.call...)
+	c.name = append(c.name, o.name...)
+	c.effect = append(c.effect, o.effect...)
+	c.status = append(c.status, o.status...)
+	c.output = append(c.output, o.output...)
+	c.errCode = append(c.errCode, o.errCode...)
+	c.errMsg = append(c.errMsg, o.errMsg...)
+	c.truncated = append(c.truncated, o.truncated...)
+	c.bytes = append(c.bytes, o.bytes...)
+	c.lines = append(c.lines, o.lines...)
+	c.outputID = append(c.outputID, o.outputID...)
+	c.attempts = append(c.attempts, o.attempts...)
+	c.started = append(c.started, o.started...)
+	c.finished = append(c.finished, o.finished...)
+	c.replayed = append(c.replayed, o.replayed...)
+}
+
+// appendCols appends the rows of o.
+func (c *outputCols) appendCols(o *outputCols) {
+	c.id = append(c.id, o.id...)
+	c.turnID = append(c.turnID, o.turnID...)
+	c.call = append(c.call, o.call...)
+	c.contentType = append(c.contentType, o.contentType...)
+	c.data = append(c.data, o.data...)
+	c.created = append(c.created, o.created...)
+	c.expires = append(c.expires, o.expires...)
+}
