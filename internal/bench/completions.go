@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,7 +272,7 @@ func (c *completions) wait(ctx context.Context, cy *cycle, p *parkedCall) {
 	case status != http.StatusOK:
 		_, kind, msg = c.statusFailure(status, got)
 	default:
-		kind, msg = checkCompleted(got, p.n)
+		kind, msg = c.checkCompleted(got, p.n)
 	}
 	p.answerKind, p.answerMsg = kind, msg
 	close(p.answered)
@@ -286,7 +287,20 @@ func (c *completions) wait(ctx context.Context, cy *cycle, p *parkedCall) {
 }
 
 // checkCompleted checks a waiter's answer: the turn completed, its one
-// call ok with the output {"n": n} its delivery carried.
+// call ok with the output {"n": n} its delivery carried. As workload 1's
+// answers, most are checked by their text (loadtest.QuickCheck and the
+// output's text), one in loadtest.FullCheckEvery, and any the text leaves
+// in doubt, decoded.
+func (c *completions) checkCompleted(got []byte, n int) (kind, msg string) {
+	if c.checked.Add(1)%loadtest.FullCheckEvery != 0 && loadtest.QuickCheck(got, 1) &&
+		bytes.Contains(got, append(strconv.AppendInt([]byte(`"output":{"n":`), int64(n), 10), '}')) {
+		return "", ""
+	}
+	return checkCompleted(got, n)
+}
+
+// checkCompleted decodes and checks a waiter's answer (see
+// completions.checkCompleted).
 func checkCompleted(got []byte, n int) (kind, msg string) {
 	var t client.Turn
 	if err := json.Unmarshal(got, &t); err != nil {
@@ -304,6 +318,10 @@ func checkCompleted(got []byte, n int) (kind, msg string) {
 	return "", ""
 }
 
+// acceptedAnswer is turnd's answer to an accepted delivery, as it writes
+// it: compared as text, not decoded (any other answer is decoded).
+var acceptedAnswer = []byte(`{"status":"accepted"}` + "\n")
+
 // deliver POSTs p's result, {"output":{"n":<n>}}, and records how the
 // delivery was answered; one that failed stops p's waiter.
 func (c *completions) deliver(ctx context.Context, p *parkedCall) {
@@ -318,6 +336,8 @@ func (c *completions) deliver(ctx context.Context, p *parkedCall) {
 	case status != http.StatusOK:
 		_, kind, msg := c.statusFailure(status, got)
 		p.fail("delivery_"+kind, msg)
+	case bytes.Equal(got, acceptedAnswer):
+		close(p.delivered)
 	default:
 		var a struct {
 			Status string `json:"status"`

@@ -203,3 +203,45 @@ func offlineRunner(tb testing.TB, w Workload) *runner {
 	tb.Cleanup(r.close)
 	return r
 }
+
+// TestCheckCompletedByText: a waiter's answer checked by its text passes
+// only when a decoded check would: the turn completed, its call ok with the
+// delivered output; any other answer falls through to the decoded check and
+// fails as it does.
+func TestCheckCompletedByText(t *testing.T) {
+	t.Parallel()
+	answer := func(status, callStatus, output string) []byte {
+		b, err := json.Marshal(client.Turn{ID: "c", SessionID: "s", Status: status, Results: []client.Result{
+			{CallID: "c.0", Name: ToolDeferred, Status: callStatus, Output: json.RawMessage(output)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name     string
+		got      []byte
+		n        int
+		wantKind string
+	}{
+		{"completed with the delivered output", answer("completed", "ok", `{"n":10}`), 10, ""},
+		{"another delivery's output that starts alike", answer("completed", "ok", `{"n":10}`), 1, "wrong_result"},
+		{"the output nested deeper", answer("completed", "ok", `{"x":{"n":7}}`), 7, "wrong_result"},
+		{"a failed call", answer("completed", "error", `{"n":3}`), 3, "call_error"},
+		{"a turn still waiting", answer("waiting", "pending", `null`), 3, "turn_waiting"},
+		{"not a turn", []byte(`{"status":"completed"`), 3, "bad_answer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Fresh counters: every check of the loop but the
+			// FullCheckEvery-th goes by the text first.
+			c := &completions{runner: &runner{}}
+			for i := range 3 {
+				if kind, msg := c.checkCompleted(tt.got, tt.n); kind != tt.wantKind {
+					t.Errorf("check %d: kind %q (%s), want %q", i, kind, msg, tt.wantKind)
+				}
+			}
+		})
+	}
+}
