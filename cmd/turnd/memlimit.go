@@ -9,8 +9,9 @@ import (
 
 // The soft memory limit turnd serves under when GOMEMLIMIT is unset: after
 // every collection, what turnd holds but garbage, plus room for garbage of
-// the live heap's size, never below a floor (ARCHITECTURE.md, "The soft
-// memory limit", says why a fixed limit was not enough).
+// the live heap's size, never below a floor plus the goroutine stacks
+// (ARCHITECTURE.md, "The soft memory limit", says why a fixed limit was not
+// enough, and why stacks are not charged to the floor).
 
 // memSamples are the runtime/metrics the governor reads, in this order.
 var memSamples = []string{
@@ -19,12 +20,14 @@ var memSamples = []string{
 	"/memory/classes/heap/free:bytes",
 	"/memory/classes/heap/objects:bytes",
 	"/gc/heap/live:bytes",
+	"/memory/classes/heap/stacks:bytes",
 }
 
 // memoryLimitFor is the limit for memory held (mapped and not released to
-// the OS, less garbage) with live bytes of live heap, at a floor.
-func memoryLimitFor(held, live, floor uint64) uint64 {
-	return max(floor, held+max(live, floor/4))
+// the OS, less garbage), of which live bytes of live heap and stacks bytes
+// of goroutine stacks, at a floor that the stacks do not take from.
+func memoryLimitFor(held, live, stacks, floor uint64) uint64 {
+	return max(floor+stacks, held+max(live, floor/4))
 }
 
 // memoryGovernor sets the soft memory limit after every collection
@@ -57,12 +60,12 @@ func (g *memoryGovernor) adjust() {
 		}
 		return g.samples[i].Value.Uint64()
 	}
-	total, released, free, objects, live := v(0), v(1), v(2), v(3), v(4)
+	total, released, free, objects, live, stacks := v(0), v(1), v(2), v(3), v(4), v(5)
 	// Free heap pages (released to the OS or not) are reused before the
 	// heap grows, and heap objects not live are garbage (or not yet swept).
 	held := total - min(total, released+free)
 	held -= min(held, objects-min(objects, live))
-	limit := memoryLimitFor(held, live, g.floor)
+	limit := memoryLimitFor(held, live, stacks, g.floor)
 	debug.SetMemoryLimit(int64(min(limit, uint64(1)<<62)))
 	g.limit.Store(limit)
 }

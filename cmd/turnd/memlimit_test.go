@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 )
@@ -11,18 +12,19 @@ import (
 func TestMemoryLimitFor(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		name              string
-		held, live, floor uint64
-		want              uint64
+		name                      string
+		held, live, stacks, floor uint64
+		want                      uint64
 	}{
-		{"idle: the floor", 20 * mib, 5 * mib, 192 * mib, 192 * mib},
-		{"stacks of many waiters: held plus a quarter of the floor", 300 * mib, 40 * mib, 192 * mib, 348 * mib},
-		{"a large live heap: held plus the live heap again", 400 * mib, 300 * mib, 192 * mib, 700 * mib},
-		{"just under the floor", 150 * mib, 10 * mib, 192 * mib, 198 * mib},
+		{"idle: the floor", 20 * mib, 5 * mib, 1 * mib, 192 * mib, 193 * mib},
+		{"stacks of many waiters: held plus a quarter of the floor", 300 * mib, 40 * mib, 200 * mib, 192 * mib, 392 * mib},
+		{"stacks of waiters below the floor: the floor above them", 130 * mib, 45 * mib, 66 * mib, 192 * mib, 258 * mib},
+		{"a large live heap: held plus the live heap again", 400 * mib, 300 * mib, 2 * mib, 192 * mib, 700 * mib},
+		{"just under the floor", 150 * mib, 10 * mib, 0, 192 * mib, 198 * mib},
 	} {
-		if got := memoryLimitFor(c.held, c.live, c.floor); got != c.want {
-			t.Errorf("%s: memoryLimitFor(%d MiB, %d MiB, %d MiB) = %d MiB, want %d MiB",
-				c.name, c.held/mib, c.live/mib, c.floor/mib, got/mib, c.want/mib)
+		if got := memoryLimitFor(c.held, c.live, c.stacks, c.floor); got != c.want {
+			t.Errorf("%s: memoryLimitFor(%d MiB, %d MiB, %d MiB, %d MiB) = %d MiB, want %d MiB",
+				c.name, c.held/mib, c.live/mib, c.stacks/mib, c.floor/mib, got/mib, c.want/mib)
 		}
 	}
 }
@@ -62,6 +64,48 @@ func TestMemoryGovernorFollowsLiveHeap(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("a stopped governor set the runtime's limit to %d", got)
 	}
+}
+
+// The goroutine stacks that held answers keep are added to the floor, not
+// taken from it: goroutines holding 32 MiB of stacks raise the limit by
+// about that much, and once they end it falls back (most of the way).
+func TestMemoryGovernorAddsStacksToFloor(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	const floor = 32 << 20
+	g, stop := governMemory(floor)
+	defer stop()
+	release := make(chan struct{})
+	var grown sync.WaitGroup
+	var ended sync.WaitGroup
+	for range 512 {
+		grown.Add(1)
+		ended.Add(1)
+		go func() {
+			defer ended.Done()
+			deepen(64, func() { grown.Done(); <-release }) // about 64 KiB of stack each
+		}()
+	}
+	grown.Wait()
+	waitLimit(t, g, func(l uint64) bool { return l >= floor+24<<20 }, "the floor plus the goroutines' 32 MiB of stacks")
+	close(release)
+	ended.Wait()
+	// Exited goroutines' stacks go back to the heap at a later collection,
+	// but for those the runtime keeps for goroutines to come.
+	waitLimit(t, g, func(l uint64) bool { return l < floor+16<<20 }, "back near the floor once the goroutines ended")
+}
+
+// deepen calls itself depth times, each frame holding 1 KiB, then calls at.
+//
+//go:noinline
+func deepen(depth int, at func()) byte {
+	var frame [1 << 10]byte
+	frame[depth%len(frame)] = byte(depth)
+	if depth == 0 {
+		at()
+		return frame[0]
+	}
+	return deepen(depth-1, at) + frame[depth%len(frame)]
 }
 
 // waitLimit collects until the governor's limit satisfies ok (the finalizer

@@ -87,7 +87,8 @@ const serveGCPercent = 400
 // large bodies (late deliveries of 256 KiB, for instance) let the heap grow
 // to five times what was live, over 400 MiB in the chaos suite; near the
 // limit the collector runs sooner instead. Under ordinary load turnd stays
-// far below it (about 60 MiB), where it changes nothing.
+// far below it (about 60 MiB), where it changes nothing. Goroutine stacks
+// are added to it (memoryLimitFor).
 const serveMemoryLimit = 192 << 20
 
 // serve runs turnd until ctx ends: it builds everything (tools, store,
