@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,6 +104,10 @@ type NotifierOptions struct {
 	// MinBackoff and MaxBackoff bound the wait between reconnection
 	// attempts, which doubles from MinBackoff. Defaults 100ms and 5s.
 	MinBackoff, MaxBackoff time.Duration
+	// HelloInterval is how often a listening Notifier tells the others of
+	// its channel that it is there; one that has heard no other replica
+	// for three intervals publishes nothing (see Publish). Default 10s.
+	HelloInterval time.Duration
 }
 
 func (o NotifierOptions) withDefaults() NotifierOptions {
@@ -118,6 +123,9 @@ func (o NotifierOptions) withDefaults() NotifierOptions {
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = max(o.MinBackoff, 5*time.Second)
 	}
+	if o.HelloInterval <= 0 {
+		o.HelloInterval = 10 * time.Second
+	}
 	return o
 }
 
@@ -125,7 +133,9 @@ func (o NotifierOptions) withDefaults() NotifierOptions {
 // schema: Publish sends pg_notify on the schema's channel through the
 // store's pool (or Options.NotifyURL's), and Listen holds one dedicated
 // connection in LISTEN there, skipping this process's own publications.
-// See ARCHITECTURE.md, "Replica notifications".
+// Listening Notifiers say hello to each other, and one that knows of no
+// other replica publishes nothing. See ARCHITECTURE.md, "Replica
+// notifications".
 type Notifier struct {
 	store   *Store
 	channel string
@@ -136,6 +146,11 @@ type Notifier struct {
 	// mu guards listening: one Listen at a time per Notifier.
 	mu        sync.Mutex
 	listening bool
+	// listens while Listen runs; heardOther and saidHello are when another
+	// replica was last heard and this one last said hello (unix
+	// nanoseconds).
+	listens               atomic.Bool
+	heardOther, saidHello atomic.Int64
 }
 
 var _ turn.Notifier = (*Notifier)(nil)
@@ -187,8 +202,14 @@ const sqlPublish = `WITH async AS (
 SELECT count(pg_notify($1, p)) FROM async, unnest($2::text[]) AS p`
 
 // Publish announces that keys' turns changed; see turn.Notifier. One
-// statement carries up to a thousand keys.
+// statement carries up to a thousand keys. While Listen runs and has heard
+// no other replica say hello, or publish, for three hello intervals, it
+// sends nothing: no replica would hear it (a waiter that misses a change
+// learns of it from its own poll).
 func (n *Notifier) Publish(ctx context.Context, keys ...turn.TurnKey) error {
+	if n.alone() {
+		return nil
+	}
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), publishChunk)]
 		keys = keys[len(chunk):]
@@ -222,7 +243,9 @@ func (n *Notifier) Listen(ctx context.Context, f func(turn.TurnKey)) error {
 	}
 	n.listening = true
 	n.mu.Unlock()
+	n.listens.Store(true)
 	defer func() {
+		n.listens.Store(false) // one not listening knows of no one: it publishes
 		n.mu.Lock()
 		n.listening = false
 		n.mu.Unlock()
@@ -267,15 +290,33 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 		return wrap("listening", err)
 	}
 	n.log.Debug("turn notifications: listening", "channel", n.channel)
+	if err := n.say(ctx, payloadHello); err != nil {
+		return err
+	}
 	f(turn.TurnKey{}) // anything may have changed while no one listened
 	for {
-		wctx, cancel := context.WithTimeout(ctx, n.opts.PingInterval)
+		if time.Since(time.Unix(0, n.saidHello.Load())) >= n.opts.HelloInterval {
+			if err := n.say(ctx, payloadHere); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, min(n.opts.PingInterval, n.opts.HelloInterval))
 		msg, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			if k, ok := n.parse(msg.Payload); ok {
+			k, from, ok := n.parse(msg.Payload)
+			if from != fromNone {
+				n.heardOther.Store(time.Now().UnixNano())
+			}
+			if ok {
 				f(k)
+			} else if from == fromHello {
+				// A replica that just started listening learns of this
+				// one at once, not at its next hello.
+				if err := n.say(ctx, payloadHere); err != nil {
+					return err
+				}
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -294,17 +335,57 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 	}
 }
 
-// parse reads a payload; its own publications and malformed payloads are
+// alone reports whether Listen runs and has heard no other replica, say
+// hello or publish, for three hello intervals.
+func (n *Notifier) alone() bool {
+	return n.listens.Load() && time.Since(time.Unix(0, n.heardOther.Load())) > 3*n.opts.HelloInterval
+}
+
+// What follows a Notifier's origin when it tells the others that it
+// listens: hello when it starts listening (the others answer here), here
+// every hello interval and in answer. Turn keys always hold a '/', so no
+// key reads as either.
+const (
+	payloadHello = "hello"
+	payloadHere  = "here"
+)
+
+// say tells the other replicas of the channel that this one listens.
+func (n *Notifier) say(ctx context.Context, what string) error {
+	n.saidHello.Store(time.Now().UnixNano())
+	if _, err := n.store.notifyPool.Exec(ctx, sqlPublish, n.channel, []string{n.origin + " " + what}); err != nil {
+		return wrap("telling the other replicas this one listens", err)
+	}
+	return nil
+}
+
+// Who sent a payload: no other replica (this one, or malformed), another
+// replica (a publication, or here), or another replica that just started
+// listening (hello).
+const (
+	fromNone = iota
+	fromOther
+	fromHello
+)
+
+// parse reads a payload: the key of another replica's publication (ok),
+// and who sent it. Its own publications and malformed payloads are
 // skipped.
-func (n *Notifier) parse(payload string) (turn.TurnKey, bool) {
-	origin, key, ok := strings.Cut(payload, " ")
-	if !ok || origin == n.origin {
-		return turn.TurnKey{}, false
+func (n *Notifier) parse(payload string) (k turn.TurnKey, from int, ok bool) {
+	origin, key, cut := strings.Cut(payload, " ")
+	if !cut || origin == n.origin || origin == "" {
+		return turn.TurnKey{}, fromNone, false
 	}
-	sid, tid, ok := strings.Cut(key, "/")
-	if !ok || sid == "" || tid == "" {
+	switch key {
+	case payloadHello:
+		return turn.TurnKey{}, fromHello, false
+	case payloadHere:
+		return turn.TurnKey{}, fromOther, false
+	}
+	sid, tid, cut := strings.Cut(key, "/")
+	if !cut || sid == "" || tid == "" {
 		n.log.Debug("turn notifications: malformed payload", "payload", payload)
-		return turn.TurnKey{}, false
+		return turn.TurnKey{}, fromNone, false
 	}
-	return turn.TurnKey{SessionID: sid, TurnID: tid}, true
+	return turn.TurnKey{SessionID: sid, TurnID: tid}, fromOther, true
 }

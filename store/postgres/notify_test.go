@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +180,111 @@ func TestOpenNotifyURLUnreachable(t *testing.T) {
 	_, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Options{NotifyURL: "postgres://nobody@" + testnet.ClosedAddr(t) + "/none?connect_timeout=2"})
 	if err == nil {
 		t.Fatal("Open with an unreachable NotifyURL succeeded")
+	}
+}
+
+// rawListen listens on channel with a connection of its own, as something
+// that is not a turnd replica would, and returns the payloads it hears.
+func rawListen(t *testing.T, url, channel string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan string, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			msg, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				return
+			}
+			heard <- msg.Payload
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = conn.Close(context.Background())
+	})
+	return heard
+}
+
+// nextPayload returns the next payload heard that is not a replica saying
+// it listens (hello or here).
+func nextPayload(t *testing.T, heard <-chan string) string {
+	t.Helper()
+	for {
+		select {
+		case p := <-heard:
+			if !strings.HasSuffix(p, " hello") && !strings.HasSuffix(p, " here") {
+				return p
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification")
+			return ""
+		}
+	}
+}
+
+// A listening replica that knows of no other publishes nothing; once
+// another starts listening, the two hear each other's publications at
+// once. A Notifier that does not listen publishes whatever it knows.
+func TestNotifierAloneSendsNothing(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	o := postgres.NotifierOptions{HelloInterval: time.Hour} // no periodic hello within the test
+	a := newNotifier(t, openAt(t, url), o)
+	outsider := newNotifier(t, openAt(t, url), o) // never listens
+	raw := rawListen(t, url, a.Channel())
+	heardA := listening(t, a)
+	if k := next(t, heardA); k != (turn.TurnKey{}) {
+		t.Fatalf("first notification %v, want the zero key", k)
+	}
+	alone := turn.TurnKey{SessionID: "s", TurnID: "alone"}
+	sentinel := turn.TurnKey{SessionID: "s", TurnID: "sentinel"}
+	publish(t, a, alone)
+	publish(t, outsider, sentinel)
+	if p := nextPayload(t, raw); !strings.HasSuffix(p, " s/sentinel") {
+		t.Fatalf("heard %q before the outsider's sentinel: the lone replica published", p)
+	}
+	if k := next(t, heardA); k != sentinel {
+		t.Fatalf("the lone replica heard %v, want the outsider's sentinel", k)
+	}
+
+	b := newNotifier(t, openAt(t, url), o)
+	heardB := listening(t, b)
+	if k := next(t, heardB); k != (turn.TurnKey{}) {
+		t.Fatalf("first notification %v, want the zero key", k)
+	}
+	// b said hello when it started listening, and a answered here: b
+	// learns of a only from that answer (a's own hello came before b
+	// listened, and no periodic one comes within the hour).
+	toA := turn.TurnKey{SessionID: "s", TurnID: "to-a"}
+	deadline := time.Now().Add(10 * time.Second)
+	for learned := false; !learned; {
+		publish(t, b, toA)
+		select {
+		case k := <-heardA:
+			if k != toA {
+				t.Fatalf("a heard %v, want b's publication %v", k, toA)
+			}
+			learned = true
+		case <-time.After(50 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("b never published: it did not learn of a from a's answer to its hello")
+			}
+		}
+	}
+	// a learned of b from its hello, before answering it.
+	toB := turn.TurnKey{SessionID: "s", TurnID: "to-b"}
+	publish(t, a, toB)
+	if k := next(t, heardB); k != toB {
+		t.Fatalf("b heard %v, want a's publication %v", k, toB)
 	}
 }
