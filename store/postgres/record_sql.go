@@ -71,15 +71,6 @@ const (
     JOIN ins i ON i.ord = r.turn
 )`
 
-	recordOutputs = `, outs AS (
-    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest(@o_turn::bigint[], @o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[],
-        @o_data::bytea[], @o_created::timestamptz[], @o_expires::timestamptz[])
-        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
-    JOIN ins i ON i.ord = o.turn
-)`
-
 	recordWebhooks = `, hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, i.session_id, i.id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
@@ -95,6 +86,24 @@ SELECT b.ord, EXISTS (SELECT FROM ins i WHERE i.ord = b.ord), b.session_found,
         ELSE false END
 FROM batch b`
 )
+
+// recordOutputs inserts the recorded turns' kept outputs.
+var recordOutputs = batchOutputs("ins")
+
+// batchOutputs is the fragment of a statement for a batch of turns that
+// inserts their kept outputs (@o_turn, then writeOutputs' columns), each
+// row naming its turn by its position, ord, in the CTE named calls, which
+// gives the session and holds only the turns that write.
+func batchOutputs(calls string) string {
+	return `, outs AS (
+    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    FROM unnest(@o_turn::bigint[], @o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[],
+        @o_data::bytea[], @o_created::timestamptz[], @o_expires::timestamptz[])
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN ` + calls + ` i ON i.ord = o.turn
+)`
+}
 
 // recordSafe is the bit of recordSQL's index that adds recordOnConflict;
 // without it a taken turn id fails the whole statement with a unique

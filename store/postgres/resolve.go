@@ -118,18 +118,27 @@ func (s *Store) execResolve(ctx context.Context, batch []*resolveCall) error {
 		}
 		return s.execResolveMany(ctx, batch)
 	}
+	return s.sendResolve(ctx, func(pb *pgx.Batch) {
+		for _, c := range batch {
+			k := c.b.Key
+			pb.Queue(sqlLockResolve, c.p.completions.key, k.SessionID, k.TurnID)
+			pb.Queue(resolveSQL[c.p.variant()].sql, c.p.args()...)
+		}
+	}, func(br pgx.BatchResults) error { return readResolve(br, batch) })
+}
+
+// sendResolve sends a resolving transaction as one pipeline: BEGIN, the
+// statements queue queues, COMMIT; and reads what they answered with read,
+// which reads BEGIN's and COMMIT's answers too.
+func (s *Store) sendResolve(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pb := &pgx.Batch{}
 	pb.Queue(sqlBeginResolve)
-	for _, c := range batch {
-		k := c.b.Key
-		pb.Queue(sqlLockResolve, c.p.completions.key, k.SessionID, k.TurnID)
-		pb.Queue(resolveSQL[c.p.variant()].sql, c.p.args()...)
-	}
+	queue(pb)
 	pb.Queue(sqlCommit)
 	br := s.pool.SendBatch(ctx, pb)
-	err := readResolve(br, batch)
+	err := read(br)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

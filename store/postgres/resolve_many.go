@@ -105,25 +105,7 @@ ORDER BY k.ord`
         @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
         AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN gate g ON g.ord = r.ord
-    ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
-        name = excluded.name, effect = excluded.effect,
-        status = excluded.status, output = excluded.output, error_code = excluded.error_code,
-        error_message = excluded.error_message, truncated = excluded.truncated,
-        original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
-        output_id = excluded.output_id, attempts = excluded.attempts,
-        started_at = excluded.started_at, finished_at = excluded.finished_at,
-        replayed_from = excluded.replayed_from
-)`
-
-	// resolveManyOutputs inserts the gated calls' kept outputs.
-	resolveManyOutputs = `, outs AS (
-    INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest(@o_ord::bigint[], @o_id::text[], @o_turn_id::text[], @o_call::text[], @o_type::text[],
-        @o_data::bytea[], @o_created::timestamptz[], @o_expires::timestamptz[])
-        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
-    JOIN gate g ON g.ord = o.ord
+    JOIN gate g ON g.ord = r.ord` + resultsUpsert + `
 )`
 
 	// resolveManyWebhooks inserts the webhooks of the calls that settled
@@ -148,7 +130,7 @@ ORDER BY b.ord`
 // indexed by the parts any call of the batch has: results, outputs,
 // webhook (resolveResults, resolveOutputs, resolveHook).
 var resolveManySQL = variants(resolveManyHead, resolveManyTail,
-	[]string{resolveManyResults, resolveManyOutputs, resolveManyWebhooks})
+	[]string{resolveManyResults, batchOutputs("gate"), resolveManyWebhooks})
 
 // lockManyParams are sqlLockMany's parameters.
 type lockManyParams struct {
@@ -295,21 +277,12 @@ func (p *resolveManyParams) args() []any {
 // set-based resolving statement, COMMIT) as one pipeline and reads what
 // each call's rows answered into it.
 func (s *Store) execResolveMany(ctx context.Context, batch []*resolveCall) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	sorted := sortedByTurn(batch)
 	lp, rp := manyArgs(sorted)
-	pb := &pgx.Batch{}
-	pb.Queue(sqlBeginResolve)
-	pb.Queue(sqlLockMany, lp.args()...)
-	pb.Queue(resolveManySQL[rp.variant()].sql, rp.args()...)
-	pb.Queue(sqlCommit)
-	br := s.pool.SendBatch(ctx, pb)
-	err := readResolveMany(br, sorted)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return err
+	return s.sendResolve(ctx, func(pb *pgx.Batch) {
+		pb.Queue(sqlLockMany, lp.args()...)
+		pb.Queue(resolveManySQL[rp.variant()].sql, rp.args()...)
+	}, func(br pgx.BatchResults) error { return readResolveMany(br, sorted) })
 }
 
 // readResolveMany reads the results of execResolveMany's pipeline into

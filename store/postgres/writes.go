@@ -42,7 +42,12 @@ const (
         @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
         AS r (idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    WHERE EXISTS (SELECT FROM gate)
+    WHERE EXISTS (SELECT FROM gate)` + resultsUpsert + `
+)`
+
+	// resultsUpsert makes an insert of results replace the rows they
+	// already have.
+	resultsUpsert = `
     ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
         name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
@@ -50,8 +55,7 @@ const (
         original_bytes = excluded.original_bytes, original_lines = excluded.original_lines,
         output_id = excluded.output_id, attempts = excluded.attempts,
         started_at = excluded.started_at, finished_at = excluded.finished_at,
-        replayed_from = excluded.replayed_from
-)`
+        replayed_from = excluded.replayed_from`
 
 	// writeOutputs inserts kept outputs.
 	writeOutputs = `, outs AS (

@@ -2587,7 +2587,7 @@ ORDER BY b.ord;
 -- resolve many 2: outputs
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 o_ord $17 o_id $18 o_turn_id $19 o_call
+-- $14 c_payload $15 c_hash $16 o_turn $17 o_id $18 o_turn_id $19 o_call
 -- $20 o_type $21 o_data $22 o_created $23 o_expires
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
@@ -2632,11 +2632,11 @@ WITH b AS (
     FROM seq q
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
     FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
         $21::bytea[], $22::timestamptz[], $23::timestamptz[])
-        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
-    JOIN gate g ON g.ord = o.ord
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate i ON i.ord = o.turn
 )
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
@@ -2648,7 +2648,7 @@ ORDER BY b.ord;
 -- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
 -- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
 -- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed $33 o_ord $34 o_id $35 o_turn_id
+-- $30 r_started $31 r_finished $32 r_replayed $33 o_turn $34 o_id $35 o_turn_id
 -- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
@@ -2715,11 +2715,11 @@ WITH b AS (
         replayed_from = excluded.replayed_from
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
     FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
         $38::bytea[], $39::timestamptz[], $40::timestamptz[])
-        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
-    JOIN gate g ON g.ord = o.ord
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate i ON i.ord = o.turn
 )
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
@@ -2871,7 +2871,7 @@ ORDER BY b.ord;
 -- resolve many 6: outputs, webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 o_ord $17 o_id $18 o_turn_id $19 o_call
+-- $14 c_payload $15 c_hash $16 o_turn $17 o_id $18 o_turn_id $19 o_call
 -- $20 o_type $21 o_data $22 o_created $23 o_expires $24 w_ord $25 w_id
 -- $26 w_url $27 w_event $28 w_body $29 w_next $30 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
@@ -2917,11 +2917,11 @@ WITH b AS (
     FROM seq q
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
     FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
         $21::bytea[], $22::timestamptz[], $23::timestamptz[])
-        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
-    JOIN gate g ON g.ord = o.ord
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate i ON i.ord = o.turn
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
@@ -2941,7 +2941,7 @@ ORDER BY b.ord;
 -- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
 -- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
 -- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed $33 o_ord $34 o_id $35 o_turn_id
+-- $30 r_started $31 r_finished $32 r_replayed $33 o_turn $34 o_id $35 o_turn_id
 -- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires $41 w_ord
 -- $42 w_id $43 w_url $44 w_event $45 w_body $46 w_next $47 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
@@ -3009,11 +3009,11 @@ WITH b AS (
         replayed_from = excluded.replayed_from
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
-    SELECT o.id, g.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
+    SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
     FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
         $38::bytea[], $39::timestamptz[], $40::timestamptz[])
-        AS o (ord, id, turn_id, call_id, content_type, data, created_at, expires_at)
-    JOIN gate g ON g.ord = o.ord
+        AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
+    JOIN gate i ON i.ord = o.turn
 ), hook AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
