@@ -168,24 +168,29 @@ func readResolveCall(br pgx.BatchResults, c *resolveCall) error {
 	}
 	var key []byte
 	var status *string
-	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error {
-		if c.statuses == nil {
-			c.statuses = make(map[[32]byte]turn.CompletionStatus) // the turn exists
-		}
-		if status == nil {
-			return nil // none of the keys is the turn's
-		}
-		h, err := sqlstore.DecodeHash(key)
-		if err != nil {
-			return err
-		}
-		c.statuses[h] = turn.CompletionStatus(*status)
-		return nil
-	})
+	_, err = pgx.ForEachRow(rows, []any{&key, &status}, func() error { return c.locked(key, status) })
 	if err != nil {
 		return err
 	}
 	return br.QueryRow().Scan(&c.passed, &c.settled)
+}
+
+// locked takes a row of c's lock statement: its turn exists, and (unless
+// status is nil: none of c's keys is the turn's) the completion of key is
+// in status.
+func (c *resolveCall) locked(key []byte, status *string) error {
+	if c.statuses == nil {
+		c.statuses = make(map[[32]byte]turn.CompletionStatus)
+	}
+	if status == nil {
+		return nil
+	}
+	h, err := sqlstore.DecodeHash(key)
+	if err != nil {
+		return err
+	}
+	c.statuses[h] = turn.CompletionStatus(*status)
+	return nil
 }
 
 // resolveArgs encodes the resolving statement's parameters. As in Commit,

@@ -9,9 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/turnd/turnd/store/internal/sqlstore"
-	"github.com/turnd/turnd/turn"
 )
 
 // The set-based resolving statements: a group commit of several Resolves
@@ -315,18 +312,7 @@ func readResolveMany(br pgx.BatchResults, sorted []*resolveCall) error {
 		if err != nil {
 			return err
 		}
-		if c.statuses == nil {
-			c.statuses = make(map[[32]byte]turn.CompletionStatus) // the turn exists
-		}
-		if status == nil {
-			return nil // none of the call's keys is its turn's
-		}
-		h, err := sqlstore.DecodeHash(key)
-		if err != nil {
-			return err
-		}
-		c.statuses[h] = turn.CompletionStatus(*status)
-		return nil
+		return c.locked(key, status)
 	})
 	if err != nil {
 		return err
