@@ -32,6 +32,15 @@ type Notifier interface {
 	Listen(ctx context.Context, f func(TurnKey)) error
 }
 
+// A Notifier may also tell that no other replica would hear a publication
+// now (Alone), as postgres.Notifier does while it hears no other replica:
+// the service then queues none, instead of handing Publish keys it would
+// drop.
+type aloneNotifier interface {
+	Notifier
+	Alone() bool
+}
+
 // notes is how the service tells turn changes around: to the local
 // watchers of a turn at once, and through the Notifier to the other
 // replicas, which tell their watchers and check for cancel requests.
@@ -98,6 +107,9 @@ func (s *Service) changed(k TurnKey) { s.note(k, true) }
 // for the other replicas.
 func (s *Service) note(k TurnKey, publish bool) {
 	publish = publish && s.cfg.Notifier != nil && s.started.Load() && !s.stopped()
+	if a, ok := s.cfg.Notifier.(aloneNotifier); publish && ok && a.Alone() {
+		publish = false
+	}
 	n := &s.notes
 	n.mu.Lock()
 	for ch := range n.watchers[k] {

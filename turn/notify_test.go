@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,4 +325,55 @@ func TestCancelOfOrphanedTurn(t *testing.T) {
 		t.Fatalf("Cancel: %v %+v", err, tr)
 	}
 	close(blk.release)
+}
+
+// aloneMember is a bus member that can say that no other replica would
+// hear it (as postgres.Notifier does while it hears none).
+type aloneMember struct {
+	*busMember
+	alone atomic.Bool
+}
+
+func (m *aloneMember) Alone() bool { return m.alone.Load() }
+
+// A Notifier that says no other replica would hear it is handed nothing to
+// publish while it says so, and everything again once it does not.
+func TestAloneNotifierIsNotHandedPublications(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := &bus{}
+	n := &aloneMember{busMember: b.member()}
+	n.alone.Store(true)
+	a := f.replica("owner-a", n, 10*time.Second)
+	waitListening(t, b, 1)
+	published := func(tid string) int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.published[turn.TurnKey{SessionID: "s", TurnID: tid}]
+	}
+	submit := func(tid string, cs ...string) {
+		t.Helper()
+		if _, err := a.Submit(context.Background(), "s", turn.TurnRequest{ID: tid, Calls: calls(cs...)}); err != nil {
+			t.Fatalf("turn %s: %v", tid, err)
+		}
+		tr, err := a.WaitSettled(context.Background(), turn.TurnKey{SessionID: "s", TurnID: tid})
+		if err != nil || tr.Status != turn.StatusCompleted {
+			t.Fatalf("turn %s: %v %+v", tid, err, tr)
+		}
+	}
+	submit("quiet", "q1=write")
+	n.alone.Store(false)
+	submit("heard", "h1=write")
+	// The notify loop publishes in order: once the second turn's changes
+	// are out, any of the first's queued before them would be too.
+	deadline := time.Now().Add(10 * time.Second)
+	for published("heard") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the changes made once the notifier was not alone were never published")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := published("quiet"); got != 0 {
+		t.Errorf("the turn run while the notifier was alone was published %d times", got)
+	}
 }

@@ -207,7 +207,7 @@ SELECT count(pg_notify($1, p)) FROM async, unnest($2::text[]) AS p`
 // sends nothing: no replica would hear it (a waiter that misses a change
 // learns of it from its own poll).
 func (n *Notifier) Publish(ctx context.Context, keys ...turn.TurnKey) error {
-	if n.alone() {
+	if n.Alone() {
 		return nil
 	}
 	for len(keys) > 0 {
@@ -335,9 +335,10 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 	}
 }
 
-// alone reports whether Listen runs and has heard no other replica, say
-// hello or publish, for three hello intervals.
-func (n *Notifier) alone() bool {
+// Alone reports whether Listen runs and has heard no other replica, say
+// hello or publish, for three hello intervals: a publication would reach
+// no one, and Publish sends none.
+func (n *Notifier) Alone() bool {
 	return n.listens.Load() && time.Since(time.Unix(0, n.heardOther.Load())) > 3*n.opts.HelloInterval
 }
 
