@@ -367,7 +367,8 @@ LEFT JOIN LATERAL (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN @n_all::bigint ELSE @n::bigint END
-    WHERE id = @session AND EXISTS (SELECT FROM gate) AND (@n::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = @session AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN @n_all::bigint ELSE @n::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)

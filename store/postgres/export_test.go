@@ -43,6 +43,29 @@ func (s *Store) ResolveTogether(ctx context.Context, bs []turn.ResolveBatch) ([]
 	return settled, errs
 }
 
+// ResolveMany resolves bs (each of a session of its own) with the
+// set-based statements alone, as a batch of the group commit is, without
+// the call-by-call retry that would hide the batch's failure: it returns
+// the batch's error, else what Resolve would return for each.
+func (s *Store) ResolveMany(ctx context.Context, bs []turn.ResolveBatch) ([]bool, []error, error) {
+	batch := make([]*resolveCall, len(bs))
+	for i := range bs {
+		p, err := resolveArgs(bs[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		batch[i] = &resolveCall{b: &bs[i], p: p}
+	}
+	if err := s.execResolveMany(ctx, batch); err != nil {
+		return nil, nil, err
+	}
+	settled, errs := make([]bool, len(bs)), make([]error, len(bs))
+	for i, c := range batch {
+		settled[i], errs[i] = c.outcome("resolving", nil)
+	}
+	return settled, errs, nil
+}
+
 // RecordStatements returns the recording statement's variants (see
 // recordSQL), as sent to the server.
 func RecordStatements() []string {

@@ -2037,7 +2037,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2077,7 +2078,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2137,7 +2139,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2185,7 +2188,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2252,7 +2256,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2297,7 +2302,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2362,7 +2368,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
@@ -2415,7 +2422,8 @@ WITH items AS (
     RETURNING 1
 ), seq AS (
     UPDATE sessions SET last_seq = last_seq + CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END
-    WHERE id = $1 AND EXISTS (SELECT FROM gate) AND ($12::bigint > 0 OR EXISTS (SELECT FROM settle))
+    WHERE id = $1 AND EXISTS (SELECT FROM gate)
+        AND CASE WHEN EXISTS (SELECT FROM settle) THEN $11::bigint ELSE $12::bigint END > 0
     RETURNING last_seq
 ), lines AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
