@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,10 @@ type NotifierOptions struct {
 	// its channel that it is there; one that has heard no other replica
 	// for three intervals publishes nothing (see Publish). Default 10s.
 	HelloInterval time.Duration
+	// JoinWait is how long a Notifier publishes after its listening
+	// connection came up, before it counts what it heard: the others'
+	// answers to its hello take a moment. Default 1s.
+	JoinWait time.Duration
 }
 
 func (o NotifierOptions) withDefaults() NotifierOptions {
@@ -125,6 +130,9 @@ func (o NotifierOptions) withDefaults() NotifierOptions {
 	}
 	if o.HelloInterval <= 0 {
 		o.HelloInterval = 10 * time.Second
+	}
+	if o.JoinWait <= 0 {
+		o.JoinWait = time.Second
 	}
 	return o
 }
@@ -146,9 +154,11 @@ type Notifier struct {
 	// mu guards listening: one Listen at a time per Notifier.
 	mu        sync.Mutex
 	listening bool
-	// listens while Listen runs; heardOther and saidHello are when another
-	// replica was last heard and this one last said hello (unix
-	// nanoseconds).
+	// listens while the listening connection is up; heardOther and
+	// saidHello are when another replica was last heard and this one last
+	// said hello, as durations since born (monotonic: a step of the wall
+	// clock moves neither).
+	born                  time.Time
 	listens               atomic.Bool
 	heardOther, saidHello atomic.Int64
 }
@@ -167,7 +177,9 @@ func NewNotifier(ctx context.Context, s *Store, o NotifierOptions) (*Notifier, e
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("setting up turn notifications: %w", err)
 	}
-	return &Notifier{store: s, channel: channelFor(schema), origin: hex.EncodeToString(b), opts: o, log: o.Logger}, nil
+	n := &Notifier{store: s, channel: channelFor(schema), origin: hex.EncodeToString(b), opts: o, log: o.Logger, born: time.Now()}
+	n.heardOther.Store(math.MinInt64 / 2) // no other replica heard yet
+	return n, nil
 }
 
 // channelFor names the notification channel of a schema. Channel names are
@@ -243,9 +255,7 @@ func (n *Notifier) Listen(ctx context.Context, f func(turn.TurnKey)) error {
 	}
 	n.listening = true
 	n.mu.Unlock()
-	n.listens.Store(true)
 	defer func() {
-		n.listens.Store(false) // one not listening knows of no one: it publishes
 		n.mu.Lock()
 		n.listening = false
 		n.mu.Unlock()
@@ -290,15 +300,18 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 		return wrap("listening", err)
 	}
 	n.log.Debug("turn notifications: listening", "channel", n.channel)
-	if err := n.say(ctx, payloadHello); err != nil {
-		return err
+	// Publish counts what it heard once JoinWait has passed (alone); a
+	// replica heard more recently still counts.
+	if join := int64(n.now() - 3*n.opts.HelloInterval + n.opts.JoinWait); join > n.heardOther.Load() {
+		n.heardOther.Store(join)
 	}
+	n.listens.Store(true)
+	defer n.listens.Store(false) // one not listening knows of no one: it publishes
+	n.say(ctx, payloadHello)
 	f(turn.TurnKey{}) // anything may have changed while no one listened
 	for {
-		if time.Since(time.Unix(0, n.saidHello.Load())) >= n.opts.HelloInterval {
-			if err := n.say(ctx, payloadHere); err != nil {
-				return err
-			}
+		if n.since(&n.saidHello) >= n.opts.HelloInterval {
+			n.say(ctx, payloadHere)
 		}
 		wctx, cancel := context.WithTimeout(ctx, min(n.opts.PingInterval, n.opts.HelloInterval))
 		msg, err := conn.WaitForNotification(wctx)
@@ -307,16 +320,14 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 		case err == nil:
 			k, from, ok := n.parse(msg.Payload)
 			if from != fromNone {
-				n.heardOther.Store(time.Now().UnixNano())
+				n.heardOther.Store(int64(n.now()))
 			}
 			if ok {
 				f(k)
 			} else if from == fromHello {
 				// A replica that just started listening learns of this
 				// one at once, not at its next hello.
-				if err := n.say(ctx, payloadHere); err != nil {
-					return err
-				}
+				n.say(ctx, payloadHere)
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -339,8 +350,14 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 // hello or publish, for three hello intervals: a publication would reach
 // no one, and Publish sends none.
 func (n *Notifier) Alone() bool {
-	return n.listens.Load() && time.Since(time.Unix(0, n.heardOther.Load())) > 3*n.opts.HelloInterval
+	return n.listens.Load() && n.since(&n.heardOther) > 3*n.opts.HelloInterval
 }
+
+// now is the time since the Notifier was made, on the monotonic clock.
+func (n *Notifier) now() time.Duration { return time.Since(n.born) }
+
+// since is the time since the moment at (a duration since born).
+func (n *Notifier) since(at *atomic.Int64) time.Duration { return n.now() - time.Duration(at.Load()) }
 
 // What follows a Notifier's origin when it tells the others that it
 // listens: hello when it starts listening (the others answer here), here
@@ -351,13 +368,21 @@ const (
 	payloadHere  = "here"
 )
 
-// say tells the other replicas of the channel that this one listens.
-func (n *Notifier) say(ctx context.Context, what string) error {
-	n.saidHello.Store(time.Now().UnixNano())
-	if _, err := n.store.notifyPool.Exec(ctx, sqlPublish, n.channel, []string{n.origin + " " + what}); err != nil {
-		return wrap("telling the other replicas this one listens", err)
+// sayTimeout bounds a hello or a here, sent from the listening loop.
+const sayTimeout = 5 * time.Second
+
+// say tells the other replicas of the channel that this one listens. It
+// runs on the listening loop, so it waits at most sayTimeout, and a
+// failure is logged, not the connection's end: the others then count
+// this replica out after three hello intervals without a word, and its
+// waiters fall back to their poll, as when a notification is lost.
+func (n *Notifier) say(ctx context.Context, what string) {
+	n.saidHello.Store(int64(n.now()))
+	sctx, cancel := context.WithTimeout(ctx, sayTimeout)
+	defer cancel()
+	if _, err := n.store.notifyPool.Exec(sctx, sqlPublish, n.channel, []string{n.origin + " " + what}); err != nil && ctx.Err() == nil {
+		n.log.Warn("turn notifications: telling the other replicas this one listens failed", "channel", n.channel, "err", err)
 	}
-	return nil
 }
 
 // Who sent a payload: no other replica (this one, or malformed), another

@@ -238,7 +238,9 @@ func nextPayload(t *testing.T, heard <-chan string) string {
 func TestNotifierAloneSendsNothing(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	o := postgres.NotifierOptions{HelloInterval: time.Hour} // no periodic hello within the test
+	// No periodic hello within the test, and no wait for answers after
+	// joining: a Notifier that heard no one is alone at once.
+	o := postgres.NotifierOptions{HelloInterval: time.Hour, JoinWait: time.Nanosecond}
 	a := newNotifier(t, openAt(t, url), o)
 	outsider := newNotifier(t, openAt(t, url), o) // never listens
 	raw := rawListen(t, url, a.Channel())
@@ -286,5 +288,25 @@ func TestNotifierAloneSendsNothing(t *testing.T) {
 	publish(t, a, toB)
 	if k := next(t, heardB); k != toB {
 		t.Fatalf("b heard %v, want a's publication %v", k, toB)
+	}
+}
+
+// Just after its listening connection came up, a Notifier publishes even
+// though it has heard no one yet: the others' answers take a moment.
+func TestNotifierPublishesWhileJoining(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a := newNotifier(t, openAt(t, url), postgres.NotifierOptions{HelloInterval: time.Hour, JoinWait: time.Hour})
+	raw := rawListen(t, url, a.Channel())
+	heardA := listening(t, a)
+	if k := next(t, heardA); k != (turn.TurnKey{}) {
+		t.Fatalf("first notification %v, want the zero key", k)
+	}
+	if a.Alone() {
+		t.Fatal("alone while joining")
+	}
+	publish(t, a, turn.TurnKey{SessionID: "s", TurnID: "joining"})
+	if p := nextPayload(t, raw); !strings.HasSuffix(p, " s/joining") {
+		t.Fatalf("heard %q, want the joining replica's publication", p)
 	}
 }
