@@ -58,6 +58,39 @@ func (m *busMember) Listen(ctx context.Context, f func(turn.TurnKey)) error {
 	return nil
 }
 
+// publishedOf is how many times k was published.
+func (b *bus) publishedOf(k turn.TurnKey) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.published[k]
+}
+
+// waitPublished waits until k was published (what says what k's changes
+// are, for the failure).
+func waitPublished(t *testing.T, b *bus, k turn.TurnKey, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.publishedOf(k) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s were never published", what)
+		}
+		time.Sleep(time.Millisecond) // the notify loop publishes on its own goroutine
+	}
+}
+
+// submitCompleted submits turn tid of calls cs (see calls) to svc in
+// session sid and waits until it completed.
+func submitCompleted(t *testing.T, svc *turn.Service, sid, tid string, cs ...string) {
+	t.Helper()
+	if _, err := svc.Submit(context.Background(), sid, turn.TurnRequest{ID: tid, Calls: calls(cs...)}); err != nil {
+		t.Fatalf("turn %s: %v", tid, err)
+	}
+	tr, err := svc.WaitSettled(context.Background(), turn.TurnKey{SessionID: sid, TurnID: tid})
+	if err != nil || tr.Status != turn.StatusCompleted {
+		t.Fatalf("turn %s: %v %+v", tid, err, tr)
+	}
+}
+
 // listening reports whether n members listen.
 func (b *bus) listening(n int) bool {
 	b.mu.Lock()
@@ -224,33 +257,17 @@ func TestRecordedWholeIsNotPublished(t *testing.T) {
 	})
 	f.replica("owner-b", b.member(), 10*time.Second)
 	waitListening(t, b, 2)
-	published := func(tid string) int {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.published[turn.TurnKey{SessionID: "s", TurnID: tid}]
-	}
+	published := func(tid string) int { return b.publishedOf(turn.TurnKey{SessionID: "s", TurnID: tid}) }
 	submit := func(tid string, cs ...string) {
 		t.Helper()
-		if _, err := a.Submit(context.Background(), "s", turn.TurnRequest{ID: tid, Calls: calls(cs...)}); err != nil {
-			t.Fatalf("turn %s: %v", tid, err)
-		}
-		tr, err := a.WaitSettled(context.Background(), turn.TurnKey{SessionID: "s", TurnID: tid})
-		if err != nil || tr.Status != turn.StatusCompleted {
-			t.Fatalf("turn %s: %v %+v", tid, err, tr)
-		}
+		submitCompleted(t, a, "s", tid, cs...)
 	}
 	submit("first", "f1=read") // the session becomes known to a
 	submit("reads", "r1=read", "r2=read")
 	submit("writes", "w1=write")
 	// The notify loop publishes in order: once the write turn's changes
 	// are out, anything queued before them is too.
-	deadline := time.Now().Add(10 * time.Second)
-	for published("writes") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the write turn's changes were never published")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitPublished(t, b, turn.TurnKey{SessionID: "s", TurnID: "writes"}, "the write turn's changes")
 	if n := published("reads"); n != 0 {
 		t.Errorf("the turn of reads recorded whole was published %d times", n)
 	}
@@ -346,33 +363,17 @@ func TestAloneNotifierIsNotHandedPublications(t *testing.T) {
 	n.alone.Store(true)
 	a := f.replica("owner-a", n, 10*time.Second)
 	waitListening(t, b, 1)
-	published := func(tid string) int {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.published[turn.TurnKey{SessionID: "s", TurnID: tid}]
-	}
+	published := func(tid string) int { return b.publishedOf(turn.TurnKey{SessionID: "s", TurnID: tid}) }
 	submit := func(tid string, cs ...string) {
 		t.Helper()
-		if _, err := a.Submit(context.Background(), "s", turn.TurnRequest{ID: tid, Calls: calls(cs...)}); err != nil {
-			t.Fatalf("turn %s: %v", tid, err)
-		}
-		tr, err := a.WaitSettled(context.Background(), turn.TurnKey{SessionID: "s", TurnID: tid})
-		if err != nil || tr.Status != turn.StatusCompleted {
-			t.Fatalf("turn %s: %v %+v", tid, err, tr)
-		}
+		submitCompleted(t, a, "s", tid, cs...)
 	}
 	submit("quiet", "q1=write")
 	n.alone.Store(false)
 	submit("heard", "h1=write")
 	// The notify loop publishes in order: once the second turn's changes
 	// are out, any of the first's queued before them would be too.
-	deadline := time.Now().Add(10 * time.Second)
-	for published("heard") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the changes made once the notifier was not alone were never published")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitPublished(t, b, turn.TurnKey{SessionID: "s", TurnID: "heard"}, "the changes made once the notifier was not alone")
 	if got := published("quiet"); got != 0 {
 		t.Errorf("the turn run while the notifier was alone was published %d times", got)
 	}
