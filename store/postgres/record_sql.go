@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/turnd/turnd/store/internal/sqlstore"
 )
 
 // The recording statement (RecordTurn's group commit) records a batch of
@@ -41,7 +39,7 @@ const (
 	recordOnConflict = `
     ON CONFLICT (session_id, id) DO NOTHING`
 
-	recordBody = `
+	recordSteps = `
     RETURNING session_id, id
 ), ins AS (
     SELECT b.ord, b.session_id, b.id, b.nlines, b.lines
@@ -55,29 +53,6 @@ const (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
     SELECT q.id, q.turn_id, q.base + q.nlines, q.base + 1, q.lines::json
     FROM seq q
-), res AS (
-    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
-        error_code, error_message, truncated, original_bytes, original_lines, output_id,
-        attempts, started_at, finished_at, replayed_from)
-    SELECT i.session_id, i.id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
-        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
-        r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest(@r_turn::bigint[], @r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[],
-        @r_status::text[], @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
-        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
-        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
-        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
-            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN ins i ON i.ord = r.turn
-)`
-
-	recordWebhooks = `, hooks AS (
-    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT w.id, i.session_id, i.id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
-    FROM unnest(@w_turn::bigint[], @w_id::text[], @w_url::text[], @w_event::text[], @w_body::text[],
-        @w_next::timestamptz[], @w_created::timestamptz[])
-        AS w (turn, id, url, event, body, next_attempt_at, created_at)
-    JOIN ins i ON i.ord = w.turn
 )`
 
 	recordTail = `
@@ -87,8 +62,51 @@ SELECT b.ord, EXISTS (SELECT FROM ins i WHERE i.ord = b.ord), b.session_found,
 FROM batch b`
 )
 
-// recordOutputs inserts the recorded turns' kept outputs.
-var recordOutputs = batchOutputs("ins")
+// recordBody inserts the recorded turns' lines and results;
+// recordOutputs their kept outputs, recordWebhooks their webhooks.
+var (
+	recordBody     = recordSteps + batchResults("ins", "id", "")
+	recordOutputs  = batchOutputs("ins")
+	recordWebhooks = batchWebhooks("ins", "id")
+)
+
+// batchWebhooks is the fragment of a statement for a batch of turns that
+// inserts their webhooks (webhookCols), each naming its turn by its ord in
+// the CTE named calls, as in batchResults.
+func batchWebhooks(calls, turnID string) string {
+	return `, hooks AS (
+    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
+    SELECT w.id, i.session_id, i.` + turnID + `, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    FROM unnest(@w_turn::bigint[], @w_id::text[], @w_url::text[], @w_event::text[], @w_body::text[],
+        @w_next::timestamptz[], @w_created::timestamptz[])
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN ` + calls + ` i ON i.ord = w.turn
+)`
+}
+
+// batchResults is the fragment of a statement for a batch of turns that
+// inserts their results (@r_turn, then writeResults' columns), each row
+// naming its turn by its position, ord, in the CTE named calls, which
+// gives the session and (in its column turnID) the turn's id and holds only
+// the turns that write; tail follows the insert (resultsUpsert, or
+// nothing).
+func batchResults(calls, turnID, tail string) string {
+	return `, res AS (
+    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
+        error_code, error_message, truncated, original_bytes, original_lines, output_id,
+        attempts, started_at, finished_at, replayed_from)
+    SELECT i.session_id, i.` + turnID + `, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
+        r.attempts, r.started_at, r.finished_at, r.replayed_from
+    FROM unnest(@r_turn::bigint[], @r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[],
+        @r_status::text[], @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
+        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
+        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
+    JOIN ` + calls + ` i ON i.ord = r.turn` + tail + `
+)`
+}
 
 // batchOutputs is the fragment of a statement for a batch of turns that
 // inserts their kept outputs (@o_turn, then writeOutputs' columns), each
@@ -122,8 +140,8 @@ var recordSQL = append(variants(recordHead+recordBody, recordTail, []string{reco
 type recordParams struct {
 	calls    callCols
 	turns    turnCols
-	results  recordResultCols
-	outputs  recordOutputCols
+	results  batchResultCols
+	outputs  batchOutputCols
 	webhooks webhookCols
 }
 
@@ -151,31 +169,6 @@ type turnCols struct {
 	lines   []string // a ledger batch (sqlstore.LinesJSON)
 }
 
-// recordResultCols are a batch's results: @r_turn, then writeResults'
-// columns.
-type recordResultCols struct {
-	turn []int64
-	resultCols
-}
-
-// recordOutputCols are a batch's kept outputs: @o_turn, then writeOutputs'
-// columns.
-type recordOutputCols struct {
-	turn []int64
-	outputCols
-}
-
-// webhookCols are a batch's webhooks (@w_turn … @w_created).
-type webhookCols struct {
-	turn    []int64
-	id      []string
-	url     []string
-	event   []string
-	body    []string
-	next    []time.Time
-	created []time.Time
-}
-
 // makeRecordParams returns parameters with room for batch.
 func makeRecordParams(batch []*recordCall) recordParams {
 	var nc, nr int
@@ -192,7 +185,7 @@ func makeRecordParams(batch []*recordCall) recordParams {
 			hash: make([]string, 0, n), created: make([]time.Time, 0, n), settled: make([]pgtype.Timestamptz, 0, n),
 			nlines: make([]int64, 0, n), lines: make([]string, 0, n),
 		},
-		results: recordResultCols{turn: make([]int64, 0, nr), resultCols: makeResultCols(nr)},
+		results: batchResultCols{turn: make([]int64, 0, nr), resultCols: makeResultCols(nr)},
 	}
 }
 
@@ -225,10 +218,7 @@ func (p *recordParams) add(e *encodedRecord) {
 		p.outputs.add(e.key, &e.r.Outputs[j])
 	}
 	if w := e.r.Webhook; w != nil {
-		c := &p.webhooks
-		c.turn, c.id, c.url = append(c.turn, ord), append(c.id, w.ID), append(c.url, w.URL)
-		c.event, c.body = append(c.event, w.Event), append(c.body, string(w.Body))
-		c.next, c.created = append(c.next, sqlstore.WebhookDue(w)), append(c.created, w.CreatedAt)
+		p.webhooks.add(ord, webhookParamsOf(w))
 	}
 }
 
@@ -252,12 +242,12 @@ func (p *recordParams) args() []any {
 	a := make([]any, 0, 64)
 	a = append(a, c.turn, c.session, c.id)
 	a = append(a, t.session, t.id, t.status, t.mode, t.policy, t.calls, t.hash, t.created, t.settled, t.nlines, t.lines)
-	a = p.results.resultCols.appendArgs(append(a, p.results.turn))
+	a = p.results.appendArgs(a)
 	if p.outputs.len() > 0 {
-		a = p.outputs.outputCols.appendArgs(append(a, p.outputs.turn))
+		a = p.outputs.appendArgs(a)
 	}
-	if w := &p.webhooks; len(w.turn) > 0 {
-		a = append(a, w.turn, w.id, w.url, w.event, w.body, w.next, w.created)
+	if len(p.webhooks.turn) > 0 {
+		a = p.webhooks.appendArgs(a)
 	}
 	return a
 }

@@ -72,7 +72,7 @@ ORDER BY k.ord`
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -87,36 +87,6 @@ ORDER BY k.ord`
     FROM seq q
 )`
 
-	// resolveManyResults upserts the gated calls' results (writeResults
-	// for a batch).
-	resolveManyResults = `, res AS (
-    INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
-        error_code, error_message, truncated, original_bytes, original_lines, output_id,
-        attempts, started_at, finished_at, replayed_from)
-    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
-        r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
-        r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest(@r_ord::bigint[], @r_idx::integer[], @r_call::text[], @r_name::text[], @r_effect::text[],
-        @r_status::text[], @r_output::text[], @r_err_code::text[], @r_err_msg::text[], @r_truncated::boolean[],
-        @r_bytes::bigint[], @r_lines::bigint[], @r_output_id::text[], @r_attempts::integer[],
-        @r_started::timestamptz[], @r_finished::timestamptz[], @r_replayed::text[])
-        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
-            original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN gate g ON g.ord = r.ord` + resultsUpsert + `
-)`
-
-	// resolveManyWebhooks inserts the webhooks of the calls that settled
-	// their turn.
-	resolveManyWebhooks = `, hook AS (
-    INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
-    FROM unnest(@w_ord::bigint[], @w_id::text[], @w_url::text[], @w_event::text[], @w_body::text[],
-        @w_next::timestamptz[], @w_created::timestamptz[])
-        AS w (ord, id, url, event, body, next_attempt_at, created_at)
-    JOIN settle st ON st.ord = w.ord
-    JOIN gate g ON g.ord = w.ord
-)`
-
 	resolveManyTail = `
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
@@ -127,29 +97,19 @@ ORDER BY b.ord`
 // indexed by the parts any call of the batch has: results, outputs,
 // webhook (resolveResults, resolveOutputs, resolveHook).
 var resolveManySQL = variants(resolveManyHead, resolveManyTail,
-	[]string{resolveManyResults, batchOutputs("gate"), resolveManyWebhooks})
-
-// lockManyParams are sqlLockMany's parameters.
-type lockManyParams struct {
-	session, turn []string
-	itemOrd       []int64
-	itemKey       [][]byte
-}
-
-func (p *lockManyParams) args() []any { return []any{p.session, p.turn, p.itemOrd, p.itemKey} }
+	[]string{batchResults("gate", "turn_id", resultsUpsert), batchOutputs("gate"), batchWebhooks("settle", "turn_id")})
 
 // resolveManyParams are the set-based resolving statement's parameters,
 // the calls' resolveParams as columns: one row per call (@b_…), and the
 // rows of every call's items, results, outputs and webhook, each naming
-// its call by ord.
+// its call by ord. sqlLockMany takes the calls' keys and items from them
+// (lockArgs).
 type resolveManyParams struct {
 	calls    manyCallCols
 	itemOrd  []int64
 	items    completionCols
-	resOrd   []int64
-	results  resultCols
-	outOrd   []int64
-	outputs  outputCols
+	results  batchResultCols
+	outputs  batchOutputCols
 	webhooks webhookCols
 }
 
@@ -174,16 +134,14 @@ func sortedByTurn(batch []*resolveCall) []*resolveCall {
 }
 
 // manyArgs encodes batch (sorted by sortedByTurn; each call of its own
-// session) as the set-based statements' parameters.
-func manyArgs(batch []*resolveCall) (lockManyParams, resolveManyParams) {
+// session) as the set-based resolving statement's parameters.
+func manyArgs(batch []*resolveCall) resolveManyParams {
 	n := len(batch)
 	var ni, nr int
 	for _, c := range batch {
 		ni += len(c.p.completions.key)
 		nr += len(c.p.results.idx)
 	}
-	l := lockManyParams{session: make([]string, 0, n), turn: make([]string, 0, n),
-		itemOrd: make([]int64, 0, ni), itemKey: make([][]byte, 0, ni)}
 	p := resolveManyParams{
 		calls: manyCallCols{session: make([]string, 0, n), turn: make([]string, 0, n), now: make([]time.Time, 0, n),
 			status: make([]string, 0, n), settled: make([]pgtype.Timestamptz, 0, n), n: make([]int64, 0, n),
@@ -191,14 +149,11 @@ func manyArgs(batch []*resolveCall) (lockManyParams, resolveManyParams) {
 		itemOrd: make([]int64, 0, ni),
 		items: completionCols{key: make([][]byte, 0, ni), expect: make([]string, 0, ni), status: make([]string, 0, ni),
 			payload: make([]*string, 0, ni), hash: make([][]byte, 0, ni)},
-		resOrd:  make([]int64, 0, nr),
-		results: makeResultCols(nr),
+		results: batchResultCols{turn: make([]int64, 0, nr), resultCols: makeResultCols(nr)},
 	}
 	for i, c := range batch {
 		ord := int64(i + 1)
 		cp := &c.p
-		l.session = append(l.session, cp.key.SessionID)
-		l.turn = append(l.turn, cp.key.TurnID)
 		p.calls.session = append(p.calls.session, cp.key.SessionID)
 		p.calls.turn = append(p.calls.turn, cp.key.TurnID)
 		p.calls.now = append(p.calls.now, cp.now)
@@ -209,42 +164,34 @@ func manyArgs(batch []*resolveCall) (lockManyParams, resolveManyParams) {
 		p.calls.lines = append(p.calls.lines, cp.lines.lines)
 		p.calls.all = append(p.calls.all, cp.all.lines)
 		for range cp.completions.key {
-			l.itemOrd = append(l.itemOrd, ord)
 			p.itemOrd = append(p.itemOrd, ord)
 		}
-		l.itemKey = append(l.itemKey, cp.completions.key...)
 		p.items.key = append(p.items.key, cp.completions.key...)
 		p.items.expect = append(p.items.expect, cp.completions.expect...)
 		p.items.status = append(p.items.status, cp.completions.status...)
 		p.items.payload = append(p.items.payload, cp.completions.payload...)
 		p.items.hash = append(p.items.hash, cp.completions.hash...)
-		for range cp.results.idx {
-			p.resOrd = append(p.resOrd, ord)
-		}
-		p.results.appendCols(&cp.results)
-		for range cp.outputs.id {
-			p.outOrd = append(p.outOrd, ord)
-		}
-		p.outputs.appendCols(&cp.outputs)
-		if w := cp.webhook; w != nil {
-			p.webhooks.turn = append(p.webhooks.turn, ord)
-			p.webhooks.id = append(p.webhooks.id, w.id)
-			p.webhooks.url = append(p.webhooks.url, w.url)
-			p.webhooks.event = append(p.webhooks.event, w.event)
-			p.webhooks.body = append(p.webhooks.body, w.body)
-			p.webhooks.next = append(p.webhooks.next, w.next)
-			p.webhooks.created = append(p.webhooks.created, w.created)
+		p.results.addAll(ord, &cp.results)
+		p.outputs.addAll(ord, &cp.outputs)
+		if cp.webhook != nil {
+			p.webhooks.add(ord, *cp.webhook)
 		}
 	}
-	return l, p
+	return p
+}
+
+// lockArgs are sqlLockMany's arguments: the calls' turn keys, and their
+// items' keys with the ord of each.
+func (p *resolveManyParams) lockArgs() []any {
+	return []any{p.calls.session, p.calls.turn, p.itemOrd, p.items.key}
 }
 
 func (p *resolveManyParams) variant() int {
 	v := 0
-	if len(p.resOrd) > 0 {
+	if len(p.results.turn) > 0 {
 		v |= resolveResults
 	}
-	if len(p.outOrd) > 0 {
+	if p.outputs.len() > 0 {
 		v |= resolveOutputs
 	}
 	if len(p.webhooks.turn) > 0 {
@@ -258,14 +205,14 @@ func (p *resolveManyParams) args() []any {
 	a := make([]any, 0, 64)
 	a = append(a, b.session, b.turn, b.now, b.status, b.settled, b.n, b.nAll, b.lines, b.all,
 		p.itemOrd, c.key, c.expect, c.status, c.payload, c.hash)
-	if len(p.resOrd) > 0 {
-		a = p.results.appendArgs(append(a, p.resOrd))
+	if len(p.results.turn) > 0 {
+		a = p.results.appendArgs(a)
 	}
-	if len(p.outOrd) > 0 {
-		a = p.outputs.appendArgs(append(a, p.outOrd))
+	if p.outputs.len() > 0 {
+		a = p.outputs.appendArgs(a)
 	}
-	if w := &p.webhooks; len(w.turn) > 0 {
-		a = append(a, w.turn, w.id, w.url, w.event, w.body, w.next, w.created)
+	if len(p.webhooks.turn) > 0 {
+		a = p.webhooks.appendArgs(a)
 	}
 	return a
 }
@@ -275,9 +222,9 @@ func (p *resolveManyParams) args() []any {
 // each call's rows answered into it.
 func (s *Store) execResolveMany(ctx context.Context, batch []*resolveCall) error {
 	sorted := sortedByTurn(batch)
-	lp, rp := manyArgs(sorted)
+	rp := manyArgs(sorted)
 	return s.sendResolve(ctx, func(pb *pgx.Batch) {
-		pb.Queue(sqlLockMany, lp.args()...)
+		pb.Queue(sqlLockMany, rp.lockArgs()...)
 		pb.Queue(resolveManySQL[rp.variant()].sql, rp.args()...)
 	}, func(br pgx.BatchResults) error { return readResolveMany(br, sorted) })
 }
@@ -333,35 +280,4 @@ func readResolveMany(br pgx.BatchResults, sorted []*resolveCall) error {
 	}
 	_, err = br.Exec()
 	return err
-}
-
-// appendCols appends the rows of o.
-func (c *resultCols) appendCols(o *resultCols) {
-	c.idx = append(c.idx, o.idx...)
-	c.call = append(c.call, o.call...)
-	c.name = append(c.name, o.name...)
-	c.effect = append(c.effect, o.effect...)
-	c.status = append(c.status, o.status...)
-	c.output = append(c.output, o.output...)
-	c.errCode = append(c.errCode, o.errCode...)
-	c.errMsg = append(c.errMsg, o.errMsg...)
-	c.truncated = append(c.truncated, o.truncated...)
-	c.bytes = append(c.bytes, o.bytes...)
-	c.lines = append(c.lines, o.lines...)
-	c.outputID = append(c.outputID, o.outputID...)
-	c.attempts = append(c.attempts, o.attempts...)
-	c.started = append(c.started, o.started...)
-	c.finished = append(c.finished, o.finished...)
-	c.replayed = append(c.replayed, o.replayed...)
-}
-
-// appendCols appends the rows of o.
-func (c *outputCols) appendCols(o *outputCols) {
-	c.id = append(c.id, o.id...)
-	c.turnID = append(c.turnID, o.turnID...)
-	c.call = append(c.call, o.call...)
-	c.contentType = append(c.contentType, o.contentType...)
-	c.data = append(c.data, o.data...)
-	c.created = append(c.created, o.created...)
-	c.expires = append(c.expires, o.expires...)
 }

@@ -144,7 +144,7 @@ func statementCases() ([]statementCase, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, mp := manyArgs([]*resolveCall{{b: &b, p: p}, {b: &other, p: q}})
+		mp := manyArgs([]*resolveCall{{b: &b, p: p}, {b: &other, p: q}})
 		add("resolve many", resolveManySQL, parts, mp.variant(), mp.args())
 	}
 	k := turn.TurnKey{SessionID: "s", TurnID: "t"}

@@ -33,8 +33,15 @@ func webhookArgs(k turn.TurnKey, w *turn.Webhook) (*webhookParams, error) {
 	if err := sqlstore.CheckWebhook(k, w); err != nil {
 		return nil, err
 	}
-	return &webhookParams{id: w.ID, url: w.URL, event: w.Event, body: string(w.Body),
-		next: sqlstore.WebhookDue(w), created: w.CreatedAt}, nil
+	p := webhookParamsOf(w)
+	return &p, nil
+}
+
+// webhookParamsOf is w as a statement writes it (not checked: see
+// webhookArgs).
+func webhookParamsOf(w *turn.Webhook) webhookParams {
+	return webhookParams{id: w.ID, url: w.URL, event: w.Event, body: string(w.Body),
+		next: sqlstore.WebhookDue(w), created: w.CreatedAt}
 }
 
 // webhookColumns are the columns collectWebhooks scans, in order;

@@ -243,6 +243,71 @@ func (p *webhookParams) appendArgs(a []any) []any {
 	return append(a, p.id, p.url, p.event, p.body, p.next, p.created)
 }
 
+// The columns of the statements for a batch of turns (the recording
+// statement, the set-based resolving one): each row names its turn by its
+// 1-based position in the batch (@r_turn, @o_turn, @w_turn), then has the
+// columns of the one-turn fragments.
+
+// batchResultCols are a batch's results: @r_turn, then writeResults'
+// columns.
+type batchResultCols struct {
+	turn []int64
+	resultCols
+}
+
+// addAll appends rs, the results of the batch's turn ord.
+func (c *batchResultCols) addAll(ord int64, rs *resultCols) {
+	for range rs.idx {
+		c.turn = append(c.turn, ord)
+	}
+	c.appendCols(rs)
+}
+
+func (c *batchResultCols) appendArgs(a []any) []any {
+	return c.resultCols.appendArgs(append(a, c.turn))
+}
+
+// batchOutputCols are a batch's kept outputs: @o_turn, then writeOutputs'
+// columns.
+type batchOutputCols struct {
+	turn []int64
+	outputCols
+}
+
+// addAll appends os, the kept outputs of the batch's turn ord.
+func (c *batchOutputCols) addAll(ord int64, os *outputCols) {
+	for range os.id {
+		c.turn = append(c.turn, ord)
+	}
+	c.appendCols(os)
+}
+
+func (c *batchOutputCols) appendArgs(a []any) []any {
+	return c.outputCols.appendArgs(append(a, c.turn))
+}
+
+// webhookCols are a batch's webhooks (@w_turn … @w_created).
+type webhookCols struct {
+	turn    []int64
+	id      []string
+	url     []string
+	event   []string
+	body    []string
+	next    []time.Time
+	created []time.Time
+}
+
+// add appends w, the webhook of the batch's turn ord.
+func (c *webhookCols) add(ord int64, w webhookParams) {
+	c.turn, c.id, c.url = append(c.turn, ord), append(c.id, w.id), append(c.url, w.url)
+	c.event, c.body = append(c.event, w.event), append(c.body, w.body)
+	c.next, c.created = append(c.next, w.next), append(c.created, w.created)
+}
+
+func (c *webhookCols) appendArgs(a []any) []any {
+	return append(a, c.turn, c.id, c.url, c.event, c.body, c.next, c.created)
+}
+
 // writes are the rows of one turn that a write statement writes with its
 // fragments writeLines, writeResults and writeOutputs; a fragment without
 // rows is left out of the statement (see parts).
@@ -381,4 +446,35 @@ func (p *lateParams) args() []any {
 		a = p.outputs.appendArgs(a)
 	}
 	return a
+}
+
+// appendCols appends the rows of o.
+func (c *resultCols) appendCols(o *resultCols) {
+	c.idx = append(c.idx, o.idx...)
+	c.call = append(c.call, o.call...)
+	c.name = append(c.name, o.name...)
+	c.effect = append(c.effect, o.effect...)
+	c.status = append(c.status, o.status...)
+	c.output = append(c.output, o.output...)
+	c.errCode = append(c.errCode, o.errCode...)
+	c.errMsg = append(c.errMsg, o.errMsg...)
+	c.truncated = append(c.truncated, o.truncated...)
+	c.bytes = append(c.bytes, o.bytes...)
+	c.lines = append(c.lines, o.lines...)
+	c.outputID = append(c.outputID, o.outputID...)
+	c.attempts = append(c.attempts, o.attempts...)
+	c.started = append(c.started, o.started...)
+	c.finished = append(c.finished, o.finished...)
+	c.replayed = append(c.replayed, o.replayed...)
+}
+
+// appendCols appends the rows of o.
+func (c *outputCols) appendCols(o *outputCols) {
+	c.id = append(c.id, o.id...)
+	c.turnID = append(c.turnID, o.turnID...)
+	c.call = append(c.call, o.call...)
+	c.contentType = append(c.contentType, o.contentType...)
+	c.data = append(c.data, o.data...)
+	c.created = append(c.created, o.created...)
+	c.expires = append(c.expires, o.expires...)
 }

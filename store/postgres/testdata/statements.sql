@@ -2499,7 +2499,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2520,7 +2520,7 @@ ORDER BY b.ord;
 -- resolve many 1: results
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
 -- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
 -- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
 -- $30 r_started $31 r_finished $32 r_replayed
@@ -2552,7 +2552,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2569,16 +2569,16 @@ WITH b AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
         attempts, started_at, finished_at, replayed_from)
-    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+    SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
     FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
         $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
         $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
         $30::timestamptz[], $31::timestamptz[], $32::text[])
-        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN gate g ON g.ord = r.ord
+    JOIN gate i ON i.ord = r.turn
     ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
         name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
@@ -2625,7 +2625,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2653,7 +2653,7 @@ ORDER BY b.ord;
 -- resolve many 3: results, outputs
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
 -- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
 -- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
 -- $30 r_started $31 r_finished $32 r_replayed $33 o_turn $34 o_id $35 o_turn_id
@@ -2686,7 +2686,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2703,16 +2703,16 @@ WITH b AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
         attempts, started_at, finished_at, replayed_from)
-    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+    SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
     FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
         $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
         $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
         $30::timestamptz[], $31::timestamptz[], $32::text[])
-        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN gate g ON g.ord = r.ord
+    JOIN gate i ON i.ord = r.turn
     ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
         name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
@@ -2736,7 +2736,7 @@ ORDER BY b.ord;
 -- resolve many 4: webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 w_ord $17 w_id $18 w_url $19 w_event $20 w_body
+-- $14 c_payload $15 c_hash $16 w_turn $17 w_id $18 w_url $19 w_event $20 w_body
 -- $21 w_next $22 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
@@ -2766,7 +2766,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2779,14 +2779,13 @@ WITH b AS (
     INSERT INTO ledger_batches (session_id, turn_id, last_seq, first_seq, lines)
     SELECT q.session_id, q.turn_id, q.last_seq, q.last_seq - q.n + 1, q.lines::json
     FROM seq q
-), hook AS (
+), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
     FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
         $21::timestamptz[], $22::timestamptz[])
-        AS w (ord, id, url, event, body, next_attempt_at, created_at)
-    JOIN settle st ON st.ord = w.ord
-    JOIN gate g ON g.ord = w.ord
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle i ON i.ord = w.turn
 )
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
@@ -2795,10 +2794,10 @@ ORDER BY b.ord;
 -- resolve many 5: results, webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
 -- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
 -- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed $33 w_ord $34 w_id $35 w_url
+-- $30 r_started $31 r_finished $32 r_replayed $33 w_turn $34 w_id $35 w_url
 -- $36 w_event $37 w_body $38 w_next $39 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
@@ -2828,7 +2827,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2845,16 +2844,16 @@ WITH b AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
         attempts, started_at, finished_at, replayed_from)
-    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+    SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
     FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
         $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
         $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
         $30::timestamptz[], $31::timestamptz[], $32::text[])
-        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN gate g ON g.ord = r.ord
+    JOIN gate i ON i.ord = r.turn
     ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
         name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
@@ -2863,14 +2862,13 @@ WITH b AS (
         output_id = excluded.output_id, attempts = excluded.attempts,
         started_at = excluded.started_at, finished_at = excluded.finished_at,
         replayed_from = excluded.replayed_from
-), hook AS (
+), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
     FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
         $38::timestamptz[], $39::timestamptz[])
-        AS w (ord, id, url, event, body, next_attempt_at, created_at)
-    JOIN settle st ON st.ord = w.ord
-    JOIN gate g ON g.ord = w.ord
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle i ON i.ord = w.turn
 )
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
@@ -2880,7 +2878,7 @@ ORDER BY b.ord;
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
 -- $14 c_payload $15 c_hash $16 o_turn $17 o_id $18 o_turn_id $19 o_call
--- $20 o_type $21 o_data $22 o_created $23 o_expires $24 w_ord $25 w_id
+-- $20 o_type $21 o_data $22 o_created $23 o_expires $24 w_turn $25 w_id
 -- $26 w_url $27 w_event $28 w_body $29 w_next $30 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
@@ -2910,7 +2908,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2930,14 +2928,13 @@ WITH b AS (
         $21::bytea[], $22::timestamptz[], $23::timestamptz[])
         AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
     JOIN gate i ON i.ord = o.turn
-), hook AS (
+), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
     FROM unnest($24::bigint[], $25::text[], $26::text[], $27::text[], $28::text[],
         $29::timestamptz[], $30::timestamptz[])
-        AS w (ord, id, url, event, body, next_attempt_at, created_at)
-    JOIN settle st ON st.ord = w.ord
-    JOIN gate g ON g.ord = w.ord
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle i ON i.ord = w.turn
 )
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
@@ -2946,11 +2943,11 @@ ORDER BY b.ord;
 -- resolve many 7: results, outputs, webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
 -- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_ord $17 r_idx $18 r_call $19 r_name
+-- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
 -- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
 -- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
 -- $30 r_started $31 r_finished $32 r_replayed $33 o_turn $34 o_id $35 o_turn_id
--- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires $41 w_ord
+-- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires $41 w_turn
 -- $42 w_id $43 w_url $44 w_event $45 w_body $46 w_next $47 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
@@ -2980,7 +2977,7 @@ WITH b AS (
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
                 AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
-    RETURNING g.ord
+    RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
     FROM (SELECT g.ord, g.session_id, g.turn_id,
@@ -2997,16 +2994,16 @@ WITH b AS (
     INSERT INTO results (session_id, turn_id, idx, call_id, name, effect, status, output,
         error_code, error_message, truncated, original_bytes, original_lines, output_id,
         attempts, started_at, finished_at, replayed_from)
-    SELECT g.session_id, g.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
+    SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
     FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
         $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
         $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
         $30::timestamptz[], $31::timestamptz[], $32::text[])
-        AS r (ord, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
+        AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
-    JOIN gate g ON g.ord = r.ord
+    JOIN gate i ON i.ord = r.turn
     ON CONFLICT (session_id, call_id, turn_id, idx) DO UPDATE SET
         name = excluded.name, effect = excluded.effect,
         status = excluded.status, output = excluded.output, error_code = excluded.error_code,
@@ -3022,14 +3019,13 @@ WITH b AS (
         $38::bytea[], $39::timestamptz[], $40::timestamptz[])
         AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
     JOIN gate i ON i.ord = o.turn
-), hook AS (
+), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
-    SELECT w.id, g.session_id, g.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
+    SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
     FROM unnest($41::bigint[], $42::text[], $43::text[], $44::text[], $45::text[],
         $46::timestamptz[], $47::timestamptz[])
-        AS w (ord, id, url, event, body, next_attempt_at, created_at)
-    JOIN settle st ON st.ord = w.ord
-    JOIN gate g ON g.ord = w.ord
+        AS w (turn, id, url, event, body, next_attempt_at, created_at)
+    JOIN settle i ON i.ord = w.turn
 )
 SELECT b.ord, EXISTS (SELECT FROM gate g WHERE g.ord = b.ord), EXISTS (SELECT FROM settle st WHERE st.ord = b.ord)
 FROM b
