@@ -214,8 +214,7 @@ const sqlPublish = `WITH async AS (
 SELECT count(pg_notify($1, p)) FROM async, unnest($2::text[]) AS p`
 
 // Publish announces that keys' turns changed; see turn.Notifier. One
-// statement carries up to a thousand keys. While Listen runs and has heard
-// no other replica say hello, or publish, for three hello intervals, it
+// statement carries up to a thousand keys. While the Notifier is Alone it
 // sends nothing: no replica would hear it (a waiter that misses a change
 // learns of it from its own poll).
 func (n *Notifier) Publish(ctx context.Context, keys ...turn.TurnKey) error {
@@ -346,9 +345,10 @@ func (n *Notifier) listen(ctx context.Context, f func(turn.TurnKey)) error {
 	}
 }
 
-// Alone reports whether Listen runs and has heard no other replica, say
-// hello or publish, for three hello intervals: a publication would reach
-// no one, and Publish sends none.
+// Alone reports whether the listening connection is up and, past
+// JoinWait, has heard no other replica say hello or here, or publish, for
+// three hello intervals: a publication would reach no one, and Publish
+// sends none.
 func (n *Notifier) Alone() bool {
 	return n.listens.Load() && n.since(&n.heardOther) > 3*n.opts.HelloInterval
 }
