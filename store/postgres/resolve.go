@@ -113,9 +113,6 @@ func (s *Store) resolveBatch(ctx context.Context, batch []*resolveCall) {
 // (execResolveMany).
 func (s *Store) execResolve(ctx context.Context, batch []*resolveCall) error {
 	if len(batch) > 1 {
-		if err := distinctSessions(batch, func(c *resolveCall) string { return c.b.Key.SessionID }); err != nil {
-			return fmt.Errorf("resolving: %w", err)
-		}
 		return s.execResolveMany(ctx, batch)
 	}
 	return s.sendResolve(ctx, func(pb *pgx.Batch) {

@@ -221,6 +221,11 @@ func (p *resolveManyParams) args() []any {
 // set-based resolving statement, COMMIT) as one pipeline and reads what
 // each call's rows answered into it.
 func (s *Store) execResolveMany(ctx context.Context, batch []*resolveCall) error {
+	// The statement moves each session's last_seq once: a second call of a
+	// session would lose its lines.
+	if err := distinctSessions(batch, func(c *resolveCall) string { return c.b.Key.SessionID }); err != nil {
+		return fmt.Errorf("resolving: %w", err)
+	}
 	sorted := sortedByTurn(batch)
 	rp := manyArgs(sorted)
 	return s.sendResolve(ctx, func(pb *pgx.Batch) {

@@ -158,3 +158,39 @@ func written(t *testing.T, s *postgres.Store, prefix string, n int) string {
 	add("output", out, err)
 	return strings.ReplaceAll(strings.ReplaceAll(b.String(), `"`+sid+`"`, `"S"`), "_"+prefix+"1", "_S")
 }
+
+// TestResolveTogetherOneSessionTwice: two resolutions of one session's
+// turns in one batch (which the group commit never makes: it keys calls by
+// session) are not sent to the set-based statement, which moves a
+// session's seqs once per statement; each resolves alone, and the ledger's
+// seqs stay distinct and in order.
+func TestResolveTogetherOneSessionTwice(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	c1 := storetest.WaitingTurn(t, s, "s", "t1", 1)[0]
+	c2 := storetest.WaitingTurn(t, s, "s", "t2", 1)[0]
+	if _, _, err := s.ResolveMany(ctx, []turn.ResolveBatch{storetest.Delivered(c1, `1`, now), storetest.Delivered(c2, `2`, now)}); err == nil ||
+		!strings.Contains(err.Error(), "two calls of session s in one statement") {
+		t.Fatalf("the set-based statement given two resolutions of one session: %v, want it refused", err)
+	}
+	settled, errs := s.ResolveTogether(ctx, []turn.ResolveBatch{storetest.Delivered(c1, `1`, now), storetest.Delivered(c2, `2`, now)})
+	for i := range errs {
+		if errs[i] != nil || !settled[i] {
+			t.Errorf("resolution %d: settled %v, %v", i, settled[i], errs[i])
+		}
+	}
+	lines, err := s.Ledger(ctx, "s", 0, 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		if l.Seq != int64(i+1) {
+			t.Fatalf("line %d has seq %d: %+v", i, l.Seq, lines)
+		}
+	}
+	if n := len(lines); n != 8 { // per turn: received, pending, answered, settled
+		t.Errorf("%d ledger lines, want 8: %+v", n, lines)
+	}
+}
