@@ -88,7 +88,27 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": res.Status})
+	writeDelivered(w, res.Status)
+}
+
+// deliveredAnswers are the answers to a delivery, by status, as writeJSON
+// would write {"status": status}: every delivery is answered one of them,
+// so they are written as they are, not encoded each time.
+var deliveredAnswers = map[string][]byte{
+	"accepted":          []byte(`{"status":"accepted"}` + "\n"),
+	"already_completed": []byte(`{"status":"already_completed"}` + "\n"),
+}
+
+// writeDelivered answers 200 {"status": status}.
+func writeDelivered(w http.ResponseWriter, status string) {
+	body, ok := deliveredAnswers[status]
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]string{"status": status})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 func (s *server) completionStatus(w http.ResponseWriter, r *http.Request) {

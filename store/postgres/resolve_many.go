@@ -24,16 +24,20 @@ const (
 	// lock turns in one order) it locks the turn's row, then that call's
 	// completions in key order. It returns no row for a call whose turn
 	// does not exist and one row of NULL completion columns for a call
-	// none of whose keys is its turn's (or that has none).
+	// none of whose keys is its turn's (or that has none). A call's keys
+	// are the slice lo:hi (1-based, inclusive; empty when lo > hi) of the
+	// batch's keys, which hold each call's keys together, in ord order: a
+	// slice per call, where a subquery over all the keys per call would
+	// read every key once per call.
 	sqlLockMany = `SELECT k.ord, c.key_hash, c.status
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k (session_id, turn_id, ord)
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[]) WITH ORDINALITY AS k (session_id, turn_id, lo, hi, ord)
 CROSS JOIN LATERAL (
     SELECT status FROM turns WHERE session_id = k.session_id AND id = k.turn_id FOR NO KEY UPDATE
 ) t
 LEFT JOIN LATERAL (
     SELECT key_hash, status FROM completions
     WHERE session_id = k.session_id AND turn_id = k.turn_id
-        AND key_hash = ANY (ARRAY(SELECT i.key FROM unnest($3::bigint[], $4::bytea[]) AS i (ord, key) WHERE i.ord = k.ord))
+        AND key_hash = ANY (($5::bytea[])[k.lo:k.hi])
     ORDER BY key_hash
     FOR UPDATE
 ) c ON true
@@ -41,14 +45,16 @@ ORDER BY k.ord`
 
 	// The gate passes a call whose turn exists and every one of whose
 	// items' completions (locked by sqlLockMany) is in its expected
-	// status; the rest is resolveHead's, per gated call: the settle counts
+	// status (a call's items are the slice lo:hi of the item columns, as
+	// in sqlLockMany); the rest is resolveHead's, per gated call: the settle counts
 	// as pending no completion this statement resolves, and a call's lines
 	// take their seqs first, its settling lines (when it settles) after
 	// them, in one ledger batch.
 	resolveManyHead = `WITH b AS (
     SELECT * FROM unnest(@b_session::text[], @b_turn::text[], @b_now::timestamptz[], @b_status::text[],
-        @b_settled::timestamptz[], @b_n::bigint[], @b_n_all::bigint[], @b_lines::text[], @b_all::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        @b_settled::timestamptz[], @b_n::bigint[], @b_n_all::bigint[], @b_lines::text[], @b_all::text[],
+        @b_lo::integer[], @b_hi::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
     SELECT * FROM unnest(@c_ord::bigint[], @c_key::bytea[], @c_expect::text[], @c_status::text[], @c_payload::text[],
         @c_hash::bytea[])
@@ -56,10 +62,10 @@ ORDER BY k.ord`
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest((@c_key::bytea[])[b.lo:b.hi], (@c_expect::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -71,7 +77,7 @@ ORDER BY k.ord`
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL ((@c_key::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -121,6 +127,9 @@ type manyCallCols struct {
 	settled       []pgtype.Timestamptz
 	n, nAll       []int64
 	lines, all    []string
+	// lo and hi bound each call's items in the item columns (1-based,
+	// inclusive; lo > hi for none).
+	lo, hi []int32
 }
 
 // sortedByTurn returns batch sorted by turn key: the order in which
@@ -145,7 +154,8 @@ func manyArgs(batch []*resolveCall) resolveManyParams {
 	p := resolveManyParams{
 		calls: manyCallCols{session: make([]string, 0, n), turn: make([]string, 0, n), now: make([]time.Time, 0, n),
 			status: make([]string, 0, n), settled: make([]pgtype.Timestamptz, 0, n), n: make([]int64, 0, n),
-			nAll: make([]int64, 0, n), lines: make([]string, 0, n), all: make([]string, 0, n)},
+			nAll: make([]int64, 0, n), lines: make([]string, 0, n), all: make([]string, 0, n),
+			lo: make([]int32, 0, n), hi: make([]int32, 0, n)},
 		itemOrd: make([]int64, 0, ni),
 		items: completionCols{key: make([][]byte, 0, ni), expect: make([]string, 0, ni), status: make([]string, 0, ni),
 			payload: make([]*string, 0, ni), hash: make([][]byte, 0, ni)},
@@ -163,6 +173,8 @@ func manyArgs(batch []*resolveCall) resolveManyParams {
 		p.calls.nAll = append(p.calls.nAll, cp.all.n)
 		p.calls.lines = append(p.calls.lines, cp.lines.lines)
 		p.calls.all = append(p.calls.all, cp.all.lines)
+		p.calls.lo = append(p.calls.lo, int32(len(p.itemOrd)+1))
+		p.calls.hi = append(p.calls.hi, int32(len(p.itemOrd)+len(cp.completions.key)))
 		for range cp.completions.key {
 			p.itemOrd = append(p.itemOrd, ord)
 		}
@@ -180,10 +192,10 @@ func manyArgs(batch []*resolveCall) resolveManyParams {
 	return p
 }
 
-// lockArgs are sqlLockMany's arguments: the calls' turn keys, and their
-// items' keys with the ord of each.
+// lockArgs are sqlLockMany's arguments: the calls' turn keys and the
+// bounds of their items, and the items' keys.
 func (p *resolveManyParams) lockArgs() []any {
-	return []any{p.calls.session, p.calls.turn, p.itemOrd, p.items.key}
+	return []any{p.calls.session, p.calls.turn, p.calls.lo, p.calls.hi, p.items.key}
 }
 
 func (p *resolveManyParams) variant() int {
@@ -203,7 +215,7 @@ func (p *resolveManyParams) variant() int {
 func (p *resolveManyParams) args() []any {
 	b, c := &p.calls, &p.items
 	a := make([]any, 0, 64)
-	a = append(a, b.session, b.turn, b.now, b.status, b.settled, b.n, b.nAll, b.lines, b.all,
+	a = append(a, b.session, b.turn, b.now, b.status, b.settled, b.n, b.nAll, b.lines, b.all, b.lo, b.hi,
 		p.itemOrd, c.key, c.expect, c.status, c.payload, c.hash)
 	if len(p.results.turn) > 0 {
 		a = p.results.appendArgs(a)

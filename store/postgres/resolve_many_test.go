@@ -64,6 +64,14 @@ func TestResolveManyAsAlone(t *testing.T) {
 			b.Key.TurnID = "nope"
 			return b
 		}, turn.ErrNotFound, false},
+		// Its session sorts between the others' (b4 < b45 < b5), so the
+		// calls after it find their items past an empty slice.
+		{"no items, beside a call still parked", func(p string) turn.ResolveBatch {
+			c := storetest.WaitingTurn(t, s, p+"45", "t1", 1)[0]
+			b := storetest.Delivered(c, `45`, now)
+			b.Items = nil
+			return b
+		}, nil, false},
 		{"both parked calls of a turn at once", func(p string) turn.ResolveBatch {
 			cs := storetest.WaitingTurn(t, s, p+"5", "t1", 2)
 			b := storetest.Delivered(cs[0], `"x"`, now)
@@ -114,21 +122,20 @@ func TestResolveManyAsAlone(t *testing.T) {
 				t.Errorf("%s, %s: settled %v, want %v", c.name, who, got.settled, c.settles)
 			}
 		}
-		a, b := written(t, s, "a", i+1), written(t, s, "b", i+1)
+		a, b := written(t, s, "a", batches["a"][i].Key.SessionID), written(t, s, "b", batches["b"][i].Key.SessionID)
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: resolved together it wrote\n%s\nalone\n%s", c.name, b, a)
 		}
 	}
 }
 
-// written renders what the store holds of session prefix+n's turns t1 and
-// t2 (their status, results, ledger, completions, webhooks and the kept
-// output of the first case), with the session id replaced by "S" and
-// the completions' key hashes (derived from it) left out.
-func written(t *testing.T, s *postgres.Store, prefix string, n int) string {
+// written renders what the store holds of session sid's turns t1 and t2
+// (their status, results, ledger, completions, webhooks and the kept
+// output of the first case, under prefix), with the session id replaced by
+// "S" and the completions' key hashes (derived from it) left out.
+func written(t *testing.T, s *postgres.Store, prefix, sid string) string {
 	t.Helper()
 	ctx := t.Context()
-	sid := fmt.Sprintf("%s%d", prefix, n)
 	var b strings.Builder
 	add := func(what string, v any, err error) {
 		if err != nil && !errors.Is(err, turn.ErrNotFound) {

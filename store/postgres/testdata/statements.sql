@@ -2469,24 +2469,25 @@ SELECT EXISTS (SELECT FROM gate), EXISTS (SELECT FROM settle);
 
 -- resolve many 0: no optional part
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2498,7 +2499,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2519,27 +2520,28 @@ ORDER BY b.ord;
 
 -- resolve many 1: results
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
--- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
--- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 r_turn $19 r_idx $20 r_call
+-- $21 r_name $22 r_effect $23 r_status $24 r_output $25 r_err_code
+-- $26 r_err_msg $27 r_truncated $28 r_bytes $29 r_lines $30 r_output_id
+-- $31 r_attempts $32 r_started $33 r_finished $34 r_replayed
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2551,7 +2553,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2572,10 +2574,10 @@ WITH b AS (
     SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
-        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
-        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
-        $30::timestamptz[], $31::timestamptz[], $32::text[])
+    FROM unnest($18::bigint[], $19::integer[], $20::text[], $21::text[], $22::text[],
+        $23::text[], $24::text[], $25::text[], $26::text[], $27::boolean[],
+        $28::bigint[], $29::bigint[], $30::text[], $31::integer[],
+        $32::timestamptz[], $33::timestamptz[], $34::text[])
         AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     JOIN gate i ON i.ord = r.turn
@@ -2594,25 +2596,26 @@ ORDER BY b.ord;
 
 -- resolve many 2: outputs
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 o_turn $17 o_id $18 o_turn_id $19 o_call
--- $20 o_type $21 o_data $22 o_created $23 o_expires
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 o_turn $19 o_id $20 o_turn_id
+-- $21 o_call $22 o_type $23 o_data $24 o_created $25 o_expires
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2624,7 +2627,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2641,8 +2644,8 @@ WITH b AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
-        $21::bytea[], $22::timestamptz[], $23::timestamptz[])
+    FROM unnest($18::bigint[], $19::text[], $20::text[], $21::text[], $22::text[],
+        $23::bytea[], $24::timestamptz[], $25::timestamptz[])
         AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
     JOIN gate i ON i.ord = o.turn
 )
@@ -2652,28 +2655,30 @@ ORDER BY b.ord;
 
 -- resolve many 3: results, outputs
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
--- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
--- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed $33 o_turn $34 o_id $35 o_turn_id
--- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 r_turn $19 r_idx $20 r_call
+-- $21 r_name $22 r_effect $23 r_status $24 r_output $25 r_err_code
+-- $26 r_err_msg $27 r_truncated $28 r_bytes $29 r_lines $30 r_output_id
+-- $31 r_attempts $32 r_started $33 r_finished $34 r_replayed $35 o_turn
+-- $36 o_id $37 o_turn_id $38 o_call $39 o_type $40 o_data $41 o_created
+-- $42 o_expires
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2685,7 +2690,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2706,10 +2711,10 @@ WITH b AS (
     SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
-        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
-        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
-        $30::timestamptz[], $31::timestamptz[], $32::text[])
+    FROM unnest($18::bigint[], $19::integer[], $20::text[], $21::text[], $22::text[],
+        $23::text[], $24::text[], $25::text[], $26::text[], $27::boolean[],
+        $28::bigint[], $29::bigint[], $30::text[], $31::integer[],
+        $32::timestamptz[], $33::timestamptz[], $34::text[])
         AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     JOIN gate i ON i.ord = r.turn
@@ -2724,8 +2729,8 @@ WITH b AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
-        $38::bytea[], $39::timestamptz[], $40::timestamptz[])
+    FROM unnest($35::bigint[], $36::text[], $37::text[], $38::text[], $39::text[],
+        $40::bytea[], $41::timestamptz[], $42::timestamptz[])
         AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
     JOIN gate i ON i.ord = o.turn
 )
@@ -2735,25 +2740,26 @@ ORDER BY b.ord;
 
 -- resolve many 4: webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 w_turn $17 w_id $18 w_url $19 w_event $20 w_body
--- $21 w_next $22 w_created
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 w_turn $19 w_id $20 w_url
+-- $21 w_event $22 w_body $23 w_next $24 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2765,7 +2771,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2782,8 +2788,8 @@ WITH b AS (
 ), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
-    FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
-        $21::timestamptz[], $22::timestamptz[])
+    FROM unnest($18::bigint[], $19::text[], $20::text[], $21::text[], $22::text[],
+        $23::timestamptz[], $24::timestamptz[])
         AS w (turn, id, url, event, body, next_attempt_at, created_at)
     JOIN settle i ON i.ord = w.turn
 )
@@ -2793,28 +2799,29 @@ ORDER BY b.ord;
 
 -- resolve many 5: results, webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
--- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
--- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed $33 w_turn $34 w_id $35 w_url
--- $36 w_event $37 w_body $38 w_next $39 w_created
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 r_turn $19 r_idx $20 r_call
+-- $21 r_name $22 r_effect $23 r_status $24 r_output $25 r_err_code
+-- $26 r_err_msg $27 r_truncated $28 r_bytes $29 r_lines $30 r_output_id
+-- $31 r_attempts $32 r_started $33 r_finished $34 r_replayed $35 w_turn
+-- $36 w_id $37 w_url $38 w_event $39 w_body $40 w_next $41 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2826,7 +2833,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2847,10 +2854,10 @@ WITH b AS (
     SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
-        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
-        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
-        $30::timestamptz[], $31::timestamptz[], $32::text[])
+    FROM unnest($18::bigint[], $19::integer[], $20::text[], $21::text[], $22::text[],
+        $23::text[], $24::text[], $25::text[], $26::text[], $27::boolean[],
+        $28::bigint[], $29::bigint[], $30::text[], $31::integer[],
+        $32::timestamptz[], $33::timestamptz[], $34::text[])
         AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     JOIN gate i ON i.ord = r.turn
@@ -2865,8 +2872,8 @@ WITH b AS (
 ), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
-    FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
-        $38::timestamptz[], $39::timestamptz[])
+    FROM unnest($35::bigint[], $36::text[], $37::text[], $38::text[], $39::text[],
+        $40::timestamptz[], $41::timestamptz[])
         AS w (turn, id, url, event, body, next_attempt_at, created_at)
     JOIN settle i ON i.ord = w.turn
 )
@@ -2876,26 +2883,27 @@ ORDER BY b.ord;
 
 -- resolve many 6: outputs, webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 o_turn $17 o_id $18 o_turn_id $19 o_call
--- $20 o_type $21 o_data $22 o_created $23 o_expires $24 w_turn $25 w_id
--- $26 w_url $27 w_event $28 w_body $29 w_next $30 w_created
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 o_turn $19 o_id $20 o_turn_id
+-- $21 o_call $22 o_type $23 o_data $24 o_created $25 o_expires $26 w_turn
+-- $27 w_id $28 w_url $29 w_event $30 w_body $31 w_next $32 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2907,7 +2915,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2924,15 +2932,15 @@ WITH b AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
-        $21::bytea[], $22::timestamptz[], $23::timestamptz[])
+    FROM unnest($18::bigint[], $19::text[], $20::text[], $21::text[], $22::text[],
+        $23::bytea[], $24::timestamptz[], $25::timestamptz[])
         AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
     JOIN gate i ON i.ord = o.turn
 ), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
-    FROM unnest($24::bigint[], $25::text[], $26::text[], $27::text[], $28::text[],
-        $29::timestamptz[], $30::timestamptz[])
+    FROM unnest($26::bigint[], $27::text[], $28::text[], $29::text[], $30::text[],
+        $31::timestamptz[], $32::timestamptz[])
         AS w (turn, id, url, event, body, next_attempt_at, created_at)
     JOIN settle i ON i.ord = w.turn
 )
@@ -2942,29 +2950,31 @@ ORDER BY b.ord;
 
 -- resolve many 7: results, outputs, webhook
 -- $1 b_session $2 b_turn $3 b_now $4 b_status $5 b_settled $6 b_n $7 b_n_all
--- $8 b_lines $9 b_all $10 c_ord $11 c_key $12 c_expect $13 c_status
--- $14 c_payload $15 c_hash $16 r_turn $17 r_idx $18 r_call $19 r_name
--- $20 r_effect $21 r_status $22 r_output $23 r_err_code $24 r_err_msg
--- $25 r_truncated $26 r_bytes $27 r_lines $28 r_output_id $29 r_attempts
--- $30 r_started $31 r_finished $32 r_replayed $33 o_turn $34 o_id $35 o_turn_id
--- $36 o_call $37 o_type $38 o_data $39 o_created $40 o_expires $41 w_turn
--- $42 w_id $43 w_url $44 w_event $45 w_body $46 w_next $47 w_created
+-- $8 b_lines $9 b_all $10 b_lo $11 b_hi $12 c_ord $13 c_key $14 c_expect
+-- $15 c_status $16 c_payload $17 c_hash $18 r_turn $19 r_idx $20 r_call
+-- $21 r_name $22 r_effect $23 r_status $24 r_output $25 r_err_code
+-- $26 r_err_msg $27 r_truncated $28 r_bytes $29 r_lines $30 r_output_id
+-- $31 r_attempts $32 r_started $33 r_finished $34 r_replayed $35 o_turn
+-- $36 o_id $37 o_turn_id $38 o_call $39 o_type $40 o_data $41 o_created
+-- $42 o_expires $43 w_turn $44 w_id $45 w_url $46 w_event $47 w_body $48 w_next
+-- $49 w_created
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 WITH b AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[],
-        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[])
-        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, ord)
+        $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+        $10::integer[], $11::integer[])
+        WITH ORDINALITY AS b (session_id, turn_id, now, status, settled_at, n, n_all, lines, all_lines, lo, hi, ord)
 ), items AS MATERIALIZED (
-    SELECT * FROM unnest($10::bigint[], $11::bytea[], $12::text[], $13::text[], $14::text[],
-        $15::bytea[])
+    SELECT * FROM unnest($12::bigint[], $13::bytea[], $14::text[], $15::text[], $16::text[],
+        $17::bytea[])
         AS r (ord, key_hash, expect, status, payload, payload_hash)
 ), gate AS MATERIALIZED (
     SELECT b.* FROM b
     WHERE EXISTS (SELECT FROM turns t WHERE t.session_id = b.session_id AND t.id = b.turn_id)
-        AND (SELECT count(*) FROM items r JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
-                AND c.turn_id = b.turn_id AND c.status = r.expect
-            WHERE r.ord = b.ord)
-            = (SELECT count(*) FROM items r WHERE r.ord = b.ord)
+        AND (SELECT count(*) FROM unnest(($13::bytea[])[b.lo:b.hi], ($14::text[])[b.lo:b.hi]) AS r (key_hash, expect)
+                JOIN completions c ON c.session_id = b.session_id AND c.key_hash = r.key_hash
+                    AND c.turn_id = b.turn_id AND c.status = r.expect)
+            = greatest(b.hi - b.lo + 1, 0)
 ), done AS (
     UPDATE completions c SET status = r.status, payload = r.payload::json, payload_hash = r.payload_hash, resolved_at = g.now
     FROM items r JOIN gate g ON g.ord = r.ord
@@ -2976,7 +2986,7 @@ WITH b AS (
     WHERE t.session_id = g.session_id AND t.id = g.turn_id AND t.status = 'waiting'
         AND NOT EXISTS (SELECT FROM completions c
             WHERE c.session_id = g.session_id AND c.turn_id = g.turn_id AND c.status IN ('pending', 'early', 'approved')
-                AND c.key_hash <> ALL (ARRAY(SELECT r.key_hash FROM items r WHERE r.ord = g.ord)))
+                AND c.key_hash <> ALL (($13::bytea[])[g.lo:g.hi]))
     RETURNING g.ord, g.session_id, g.turn_id
 ), seq AS (
     UPDATE sessions s SET last_seq = s.last_seq + w.n
@@ -2997,10 +3007,10 @@ WITH b AS (
     SELECT i.session_id, i.turn_id, r.idx, r.call_id, r.name, r.effect, r.status, r.output::json,
         r.error_code, r.error_message, r.truncated, r.original_bytes, r.original_lines, r.output_id,
         r.attempts, r.started_at, r.finished_at, r.replayed_from
-    FROM unnest($16::bigint[], $17::integer[], $18::text[], $19::text[], $20::text[],
-        $21::text[], $22::text[], $23::text[], $24::text[], $25::boolean[],
-        $26::bigint[], $27::bigint[], $28::text[], $29::integer[],
-        $30::timestamptz[], $31::timestamptz[], $32::text[])
+    FROM unnest($18::bigint[], $19::integer[], $20::text[], $21::text[], $22::text[],
+        $23::text[], $24::text[], $25::text[], $26::text[], $27::boolean[],
+        $28::bigint[], $29::bigint[], $30::text[], $31::integer[],
+        $32::timestamptz[], $33::timestamptz[], $34::text[])
         AS r (turn, idx, call_id, name, effect, status, output, error_code, error_message, truncated,
             original_bytes, original_lines, output_id, attempts, started_at, finished_at, replayed_from)
     JOIN gate i ON i.ord = r.turn
@@ -3015,15 +3025,15 @@ WITH b AS (
 ), outs AS (
     INSERT INTO outputs (id, session_id, turn_id, call_id, content_type, data, created_at, expires_at)
     SELECT o.id, i.session_id, o.turn_id, o.call_id, o.content_type, o.data, o.created_at, o.expires_at
-    FROM unnest($33::bigint[], $34::text[], $35::text[], $36::text[], $37::text[],
-        $38::bytea[], $39::timestamptz[], $40::timestamptz[])
+    FROM unnest($35::bigint[], $36::text[], $37::text[], $38::text[], $39::text[],
+        $40::bytea[], $41::timestamptz[], $42::timestamptz[])
         AS o (turn, id, turn_id, call_id, content_type, data, created_at, expires_at)
     JOIN gate i ON i.ord = o.turn
 ), hooks AS (
     INSERT INTO webhooks (id, session_id, turn_id, url, event, body, next_attempt_at, created_at)
     SELECT w.id, i.session_id, i.turn_id, w.url, w.event, w.body::json, w.next_attempt_at, w.created_at
-    FROM unnest($41::bigint[], $42::text[], $43::text[], $44::text[], $45::text[],
-        $46::timestamptz[], $47::timestamptz[])
+    FROM unnest($43::bigint[], $44::text[], $45::text[], $46::text[], $47::text[],
+        $48::timestamptz[], $49::timestamptz[])
         AS w (turn, id, url, event, body, next_attempt_at, created_at)
     JOIN settle i ON i.ord = w.turn
 )
@@ -3524,14 +3534,14 @@ LEFT JOIN LATERAL (
 -- sqlLockMany
 -- fans out: group statement: one statement for up to 32 resolutions of different sessions (Resolve's group commit); plain PostgreSQL only: sharded (TURND_CITUS), sqlLockResolve and the resolving statement per resolution, routed
 SELECT k.ord, c.key_hash, c.status
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k (session_id, turn_id, ord)
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[]) WITH ORDINALITY AS k (session_id, turn_id, lo, hi, ord)
 CROSS JOIN LATERAL (
     SELECT status FROM turns WHERE session_id = k.session_id AND id = k.turn_id FOR NO KEY UPDATE
 ) t
 LEFT JOIN LATERAL (
     SELECT key_hash, status FROM completions
     WHERE session_id = k.session_id AND turn_id = k.turn_id
-        AND key_hash = ANY (ARRAY(SELECT i.key FROM unnest($3::bigint[], $4::bytea[]) AS i (ord, key) WHERE i.ord = k.ord))
+        AND key_hash = ANY (($5::bytea[])[k.lo:k.hi])
     ORDER BY key_hash
     FOR UPDATE
 ) c ON true
