@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/turnd/turnd/budget"
@@ -133,11 +134,34 @@ func payloadHash(d Delivery) [32]byte {
 	return sha256.Sum256(b)
 }
 
+// deliveryPayload is the payload a delivery keeps: {"output": …} or
+// {"error": …}, as encoding/json writes that map. An output that is
+// already as encoding/json would write it (compact, nothing it escapes) is
+// written as it is.
 func deliveryPayload(d Delivery) json.RawMessage {
 	if d.Error != nil {
 		return mustJSON(map[string]any{"error": d.Error})
 	}
-	return mustJSON(map[string]any{"output": d.Output})
+	if !plainJSON(d.Output) {
+		return mustJSON(map[string]any{"output": d.Output})
+	}
+	b := make([]byte, 0, len(`{"output":}`)+len(d.Output))
+	b = append(b, `{"output":`...)
+	b = append(b, d.Output...)
+	return append(b, '}')
+}
+
+// plainJSON reports whether raw, valid JSON, is as encoding/json would
+// write it: no whitespace, and none of the bytes it escapes in strings
+// (<, >, &, and U+2028 and U+2029, which start with 0xE2).
+func plainJSON(raw json.RawMessage) bool {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+			return false
+		}
+	}
+	return len(raw) > 0
 }
 
 // Complete delivers the one final result of a deferred call.
@@ -334,9 +358,27 @@ func (s *Service) deliveredResult(d DeliveryTarget, sess Session, payload json.R
 		outs = append(outs, *out)
 	}
 	line := Line{SessionID: k.SessionID, TurnID: k.TurnID, CallID: c.CallID, Kind: LineCallAnswered, At: now,
-		Data: mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": completion.Hash(c.KeyHash).Fingerprint(),
-			"truncated": res.Truncated, "error": res.Error})}
+		Data: answeredByKey(res, completion.Hash(c.KeyHash).Fingerprint())}
 	return res, outs, line, nil
+}
+
+// answeredByKey is the data of the call_answered line of res, delivered to
+// the key of fingerprint fp: {"completed_by", "error", "key", "status",
+// "truncated"}, as encoding/json writes that map. Written as it is when the
+// call has no error (every delivered output), encoded otherwise.
+func answeredByKey(res Result, fp string) json.RawMessage {
+	if res.Error != nil {
+		return mustJSON(map[string]any{"status": res.Status, "completed_by": "key", "key": fp,
+			"truncated": res.Truncated, "error": res.Error})
+	}
+	b := make([]byte, 0, 96)
+	b = append(b, `{"completed_by":"key","error":null,"key":`...)
+	b = appendJSONString(b, fp)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, string(res.Status))
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, res.Truncated)
+	return append(b, '}')
 }
 
 // applyPayload returns base answered by a delivered payload ({output} or

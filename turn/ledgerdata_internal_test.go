@@ -160,3 +160,46 @@ func TestWithWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveredDataAsMarshalled: a delivery's kept payload and its
+// call_answered data, written by hand when they can be, are the bytes
+// json.Marshal wrote from their maps before.
+func TestDeliveredDataAsMarshalled(t *testing.T) {
+	t.Parallel()
+	outputs := []string{`1`, `{"n":7}`, `"x"`, `null`, `[1,{"a":[]}]`, `{"a": 1}`, "{\"a\":\n1}", `"<a&b>"`,
+		`"\u2028"`, "\"\u2028\"", `"é😀"`, `"€"`, `{"b":1,"a":2}`, `"a\\u0041"`, `-1.5e+10`}
+	for _, o := range awkward {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs = append(outputs, string(b))
+	}
+	for _, o := range outputs {
+		got := deliveryPayload(Delivery{Output: json.RawMessage(o)})
+		want, err := json.Marshal(map[string]any{"output": json.RawMessage(o)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("payload of output %q: %s, json.Marshal wrote %s", o, got, want)
+		}
+	}
+	e := &CallError{Code: "denied", Message: "<no>"}
+	if got, want := deliveryPayload(Delivery{Error: e}), mustJSON(map[string]any{"error": e}); string(got) != string(want) {
+		t.Errorf("payload of an error: %s, want %s", got, want)
+	}
+	for _, fp := range append([]string{"0a1b2c3d"}, awkward...) {
+		for _, res := range []Result{{Status: CallOK}, {Status: CallOK, Truncated: true}, {Status: CallFailed, Error: e}, {Status: CallStatus(fp)}} {
+			got := answeredByKey(res, fp)
+			want, err := json.Marshal(map[string]any{"status": res.Status, "completed_by": "key", "key": fp,
+				"truncated": res.Truncated, "error": res.Error})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("call_answered data of %+v, key %q: %s, json.Marshal wrote %s", res, fp, got, want)
+			}
+		}
+	}
+}

@@ -38,7 +38,7 @@ func (s *Store) ResolveTogether(ctx context.Context, bs []turn.ResolveBatch) ([]
 	}
 	s.resolveBatch(ctx, batch)
 	for i, c := range batch {
-		settled[i], errs[i] = c.outcome("resolving", <-c.done)
+		settled[i], errs[i] = c.outcome(<-c.done)
 	}
 	return settled, errs
 }
@@ -61,7 +61,7 @@ func (s *Store) ResolveMany(ctx context.Context, bs []turn.ResolveBatch) ([]bool
 	}
 	settled, errs := make([]bool, len(bs)), make([]error, len(bs))
 	for i, c := range batch {
-		settled[i], errs[i] = c.outcome("resolving", nil)
+		settled[i], errs[i] = c.outcome(nil)
 	}
 	return settled, errs, nil
 }

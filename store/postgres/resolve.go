@@ -55,16 +55,15 @@ func newResolver(s *Store, par int) *group[*resolveCall, string] {
 // way nothing of b is written. Once queued the call waits for its outcome
 // whatever ctx does, as RecordTurn's.
 func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) {
-	op := fmt.Sprintf("resolving completions of turn %s/%s", b.Key.SessionID, b.Key.TurnID)
 	if err := sqlstore.CheckResolve(b); err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
+		return false, fmt.Errorf("%s: %w", resolveOp(b.Key), err)
 	}
 	p, err := resolveArgs(b)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
+		return false, fmt.Errorf("%s: %w", resolveOp(b.Key), err)
 	}
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
+		return false, fmt.Errorf("%s: %w", resolveOp(b.Key), err)
 	}
 	c := &resolveCall{b: &b, p: p, done: make(chan error, 1)}
 	if s.sharded {
@@ -73,25 +72,38 @@ func (s *Store) Resolve(ctx context.Context, b turn.ResolveBatch) (bool, error) 
 	} else {
 		s.resolver.do(ctx, c)
 	}
-	return c.outcome(op, <-c.done)
+	return c.outcome(<-c.done)
+}
+
+// resolveOp names a Resolve of turn k in its errors: built only for an
+// error, as most resolutions end without one.
+func resolveOp(k turn.TurnKey) string {
+	return "resolving completions of turn " + k.SessionID + "/" + k.TurnID
 }
 
 // outcome is what Resolve returns for c, whose transaction ended with err.
-func (c *resolveCall) outcome(op string, err error) (bool, error) {
+func (c *resolveCall) outcome(err error) (bool, error) {
+	if !c.passed || err != nil {
+		return c.failed(err)
+	}
+	return c.settled, nil
+}
+
+// failed is outcome for a call that did not pass or whose transaction
+// failed.
+func (c *resolveCall) failed(err error) (bool, error) {
 	b := c.b
+	op := resolveOp(b.Key)
 	if err != nil {
 		return false, wrap(op, err)
 	}
-	if !c.passed {
-		if c.statuses == nil {
-			return false, wrap(op, pgx.ErrNoRows) // the turn does not exist
-		}
-		if err := sqlstore.CheckExpected(b.Items, c.statuses); err != nil {
-			return false, fmt.Errorf("%s: %w", op, err)
-		}
-		return false, fmt.Errorf("%s: the resolution did not pass its checks", op)
+	if c.statuses == nil {
+		return false, wrap(op, pgx.ErrNoRows) // the turn does not exist
 	}
-	return c.settled, nil
+	if err := sqlstore.CheckExpected(b.Items, c.statuses); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	return false, fmt.Errorf("%s: the resolution did not pass its checks", op)
 }
 
 // resolveBatch resolves batch in one transaction and answers every call;
