@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -108,11 +109,45 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // matched.
 func routeOf(r *http.Request) string {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if p := rc.RoutePattern(); p != "" {
+		if p := routePattern(rc); p != "" {
 			return p
 		}
 	}
 	return "unmatched"
+}
+
+// routeKey is the route patterns of a request routed through at most
+// three routers (turnd's routes are), which name its route pattern.
+type routeKey struct {
+	n       int
+	a, b, c string
+}
+
+// routePatterns caches rc.RoutePattern by routeKey: chi builds it anew
+// (joined, its wildcards replaced) at every call, and every request asks.
+// The keys are the routes' own patterns, so the cache stays small.
+var routePatterns sync.Map // routeKey → string
+
+// routePattern is rc.RoutePattern(), cached for a request routed through
+// at most three routers.
+func routePattern(rc *chi.Context) string {
+	ps := rc.RoutePatterns
+	if len(ps) == 0 || len(ps) > 3 {
+		return rc.RoutePattern()
+	}
+	k := routeKey{n: len(ps), a: ps[0]}
+	if len(ps) > 1 {
+		k.b = ps[1]
+	}
+	if len(ps) > 2 {
+		k.c = ps[2]
+	}
+	if p, ok := routePatterns.Load(k); ok {
+		return p.(string)
+	}
+	p := rc.RoutePattern()
+	routePatterns.Store(k, p)
+	return p
 }
 
 // quietRoutes are the probes and the scrape: logged at debug level, since

@@ -20,7 +20,7 @@ func nameSpan(next http.Handler) http.Handler {
 			return
 		}
 		if rc := chi.RouteContext(r.Context()); rc != nil {
-			if p := rc.RoutePattern(); p != "" {
+			if p := routePattern(rc); p != "" {
 				span.SetName(r.Method + " " + p)
 				span.SetAttributes(attribute.String("http.route", p))
 			}

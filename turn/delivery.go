@@ -123,6 +123,19 @@ func lookupBy[T any](s *Service, raw string, get func(sid string, h [32]byte) (T
 // payloadHash identifies a delivery regardless of its JSON formatting, to
 // tell an identical repeat from a different payload.
 func payloadHash(d Delivery) [32]byte {
+	if d.Error == nil && len(d.Output) > 0 {
+		// As encoding/json writes the struct below when the canonical
+		// output needs nothing of it (plainJSON), without its reflection.
+		if c := canonicalJSON(d.Output); plainJSON(c) {
+			h := sha256.New()
+			h.Write([]byte(`{"output":`))
+			h.Write(c)
+			h.Write([]byte{'}'})
+			var sum [32]byte
+			h.Sum(sum[:0])
+			return sum
+		}
+	}
 	v := struct {
 		Output json.RawMessage `json:"output,omitempty"`
 		Error  *CallError      `json:"error,omitempty"`

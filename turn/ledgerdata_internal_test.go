@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"testing"
 	"time"
@@ -200,6 +201,32 @@ func TestDeliveredDataAsMarshalled(t *testing.T) {
 			if string(got) != string(want) {
 				t.Errorf("call_answered data of %+v, key %q: %s, json.Marshal wrote %s", res, fp, got, want)
 			}
+		}
+	}
+}
+
+// TestPayloadHashAsMarshalled: a delivery's payload hash, computed without
+// json.Marshal when it can be, hashes the bytes json.Marshal wrote: hashes
+// kept by an earlier release still tell a repeat from a conflict.
+func TestPayloadHashAsMarshalled(t *testing.T) {
+	t.Parallel()
+	outputs := []string{`1`, `{"n":7}`, `{"b":1,"a":2}`, `{"a": [1, 2]}`, `"<a&b>"`, "\"\u2028\"", `"é"`, `"€"`, `1.0`, `1e2`, `"\u00e9"`}
+	for _, o := range awkward {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs = append(outputs, string(b))
+	}
+	for _, o := range outputs {
+		b, err := json.Marshal(struct {
+			Output json.RawMessage `json:"output,omitempty"`
+		}{canonicalJSON(json.RawMessage(o))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := payloadHash(Delivery{Output: json.RawMessage(o)}), sha256.Sum256(b); got != want {
+			t.Errorf("hash of output %s: %x, want the hash of %s, %x", o, got, b, want)
 		}
 	}
 }
