@@ -198,6 +198,8 @@ type execution struct {
 
 	dir      string   // the run's temp dir
 	cleanups []func() // run backwards by tearDown
+	// scratch is the PostgreSQL baseline's table, made at its first slice.
+	scratch string
 
 	tools  *ToolServer // nil for the builtin tools
 	server *Server     // nil for a turnd at c.URL
@@ -444,9 +446,19 @@ func (e *execution) baseline(ctx context.Context, d time.Duration) (loadtest.Res
 func (e *execution) inserts(ctx, windowed context.Context, d time.Duration) (loadtest.Result, error) {
 	defer func() { e.measured++ }()
 	c := e.c
+	if e.baselineDB != "" && e.scratch == "" {
+		// One scratch table for every slice, made before the first and
+		// dropped when the run ends (loadtest.InsertInto says why).
+		table, drop, err := loadtest.ScratchTable(ctx, e.baselineDB, loadtest.ScratchName())
+		if err != nil {
+			return loadtest.Result{}, fmt.Errorf("baseline: %w", err)
+		}
+		e.scratch = table
+		e.cleanups = append(e.cleanups, drop)
+	}
 	switch {
 	case e.usePgbench:
-		r, err := PgbenchBaseline(windowed, e.pgbench, e.baselineDB, e.dir, c.baselineClients(), d)
+		r, err := PgbenchBaseline(windowed, e.pgbench, e.baselineDB, e.dir, e.scratch, c.baselineClients(), d)
 		if err == nil || c.BaselineClient == BaselineClientPgbench || e.measured > 0 || ctx.Err() != nil {
 			return r, err
 		}
@@ -455,9 +467,9 @@ func (e *execution) inserts(ctx, windowed context.Context, d time.Duration) (loa
 		// for all of its baseline.
 		e.logf("pgbench failed, the baseline runs on the Go loop instead: %v", err)
 		e.usePgbench = false
-		return PostgresBaseline(windowed, e.baselineDB, c.baselineClients(), d)
+		return PostgresBaseline(windowed, e.baselineDB, e.scratch, c.baselineClients(), d)
 	case e.baselineDB != "":
-		return PostgresBaseline(windowed, e.baselineDB, c.baselineClients(), d)
+		return PostgresBaseline(windowed, e.baselineDB, e.scratch, c.baselineClients(), d)
 	}
 	return SQLiteBaseline(windowed, e.sqliteDir, c.baselineClients(), d)
 }

@@ -60,18 +60,23 @@ func PgbenchPath() (string, bool) {
 //
 //	INSERT INTO <scratch>.bench_insert (v) VALUES ('client row')
 //
-// into the table of a scratch schema (loadtest.ScratchTable), as the Go
-// loop's. pgbench runs one thread per CPU (at most one per client) and logs
-// every transaction's latency into dir, from which the percentiles come.
-func PgbenchBaseline(ctx context.Context, bin, dbURL, dir string, clients int, d time.Duration) (loadtest.Result, error) {
+// into table, the table of a scratch schema (loadtest.ScratchTable) made by
+// the caller, or with table "" one of its own, created and dropped; as the
+// Go loop's. pgbench runs one thread per CPU (at most one per client) and
+// logs every transaction's latency into dir, from which the percentiles
+// come.
+func PgbenchBaseline(ctx context.Context, bin, dbURL, dir, table string, clients int, d time.Duration) (loadtest.Result, error) {
 	if clients < 1 {
 		return loadtest.Result{}, fmt.Errorf("pgbench baseline: clients %d: must be at least 1", clients)
 	}
-	table, drop, err := loadtest.ScratchTable(ctx, dbURL, loadtest.ScratchName())
-	if err != nil {
-		return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
+	if table == "" {
+		t, drop, err := loadtest.ScratchTable(ctx, dbURL, loadtest.ScratchName())
+		if err != nil {
+			return loadtest.Result{}, fmt.Errorf("pgbench baseline: %w", err)
+		}
+		defer drop()
+		table = t
 	}
-	defer drop()
 
 	work, err := os.MkdirTemp(dir, "pgbench-")
 	if err != nil {

@@ -388,7 +388,7 @@ func measureComparison(b *testing.B, cfg benchConfig, phases []string) map[strin
 		switch kind {
 		case "insert":
 			if cfg.pgbench != "" {
-				r, err = bench.PgbenchBaseline(ctx, cfg.pgbench, dbURL, b.TempDir(), cfg.clients, cfg.phase)
+				r, err = bench.PgbenchBaseline(ctx, cfg.pgbench, dbURL, b.TempDir(), "", cfg.clients, cfg.phase)
 			} else {
 				r, err = loadtest.InsertBaseline(ctx, dbURL, cfg.clients, cfg.phase)
 			}

@@ -67,7 +67,16 @@ func insertBaseline(ctx context.Context, dbURL, scratch string, clients int, d t
 		return Result{}, fmt.Errorf("insert baseline: %w", err)
 	}
 	defer drop()
+	return InsertInto(ctx, dbURL, table, clients, d)
+}
 
+// InsertInto is InsertBaseline into table, a table of ScratchTable's that
+// the caller made and drops: a run of several baseline slices makes one
+// for all of them, as a schema created or dropped between slices would
+// make every session of the database plan its prepared statements again
+// (PostgreSQL resets every cached plan when a schema changes), turnd's
+// under measurement included.
+func InsertInto(ctx context.Context, dbURL, table string, clients int, d time.Duration) (Result, error) {
 	insert := "INSERT INTO " + table + " (v) VALUES ($1)"
 	conns := make([]*pgx.Conn, clients)
 	var mu sync.Mutex
