@@ -162,13 +162,10 @@ func TestWithWaits(t *testing.T) {
 	}
 }
 
-// TestDeliveredDataAsMarshalled: a delivery's kept payload and its
-// call_answered data, written by hand when they can be, are the bytes
-// json.Marshal wrote from their maps before.
-func TestDeliveredDataAsMarshalled(t *testing.T) {
-	t.Parallel()
-	outputs := []string{`1`, `{"n":7}`, `"x"`, `null`, `[1,{"a":[]}]`, `{"a": 1}`, "{\"a\":\n1}", `"<a&b>"`,
-		`"\u2028"`, "\"\u2028\"", `"é😀"`, `"€"`, `{"b":1,"a":2}`, `"a\\u0041"`, `-1.5e+10`}
+// deliveredOutputs are outputs, then each awkward string as a JSON
+// string: the delivered outputs of the tests below.
+func deliveredOutputs(t *testing.T, outputs ...string) []string {
+	t.Helper()
 	for _, o := range awkward {
 		b, err := json.Marshal(o)
 		if err != nil {
@@ -176,6 +173,16 @@ func TestDeliveredDataAsMarshalled(t *testing.T) {
 		}
 		outputs = append(outputs, string(b))
 	}
+	return outputs
+}
+
+// TestDeliveredDataAsMarshalled: a delivery's kept payload and its
+// call_answered data, written by hand when they can be, are the bytes
+// json.Marshal wrote from their maps before.
+func TestDeliveredDataAsMarshalled(t *testing.T) {
+	t.Parallel()
+	outputs := deliveredOutputs(t, `1`, `{"n":7}`, `"x"`, `null`, `[1,{"a":[]}]`, `{"a": 1}`, "{\"a\":\n1}", `"<a&b>"`,
+		`"\u2028"`, "\"\u2028\"", `"é😀"`, `"€"`, `{"b":1,"a":2}`, `"a\\u0041"`, `-1.5e+10`)
 	for _, o := range outputs {
 		got := deliveryPayload(Delivery{Output: json.RawMessage(o)})
 		want, err := json.Marshal(map[string]any{"output": json.RawMessage(o)})
@@ -210,14 +217,7 @@ func TestDeliveredDataAsMarshalled(t *testing.T) {
 // kept by an earlier release still tell a repeat from a conflict.
 func TestPayloadHashAsMarshalled(t *testing.T) {
 	t.Parallel()
-	outputs := []string{`1`, `{"n":7}`, `{"b":1,"a":2}`, `{"a": [1, 2]}`, `"<a&b>"`, "\"\u2028\"", `"é"`, `"€"`, `1.0`, `1e2`, `"\u00e9"`}
-	for _, o := range awkward {
-		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		outputs = append(outputs, string(b))
-	}
+	outputs := deliveredOutputs(t, `1`, `{"n":7}`, `{"b":1,"a":2}`, `{"a": [1, 2]}`, `"<a&b>"`, "\"\u2028\"", `"é"`, `"€"`, `1.0`, `1e2`, `"\u00e9"`)
 	for _, o := range outputs {
 		b, err := json.Marshal(struct {
 			Output json.RawMessage `json:"output,omitempty"`
