@@ -85,48 +85,7 @@ func planCacheMode(t *testing.T, pool *pgxpool.Pool) string {
 const (
 	recordPrefix = "WITH answered AS"
 	lookupPrefix = "SELECT q.ord"
-	// The resolving transactions' statements: a lone resolution's lock and
-	// resolving statement, a batch's.
-	lockOnePrefix     = "SELECT c.key_hash, c.status"
-	resolveOnePrefix  = "WITH items AS"
-	lockManyPrefix    = "SELECT k.ord, c.key_hash"
-	resolveManyPrefix = "WITH b AS"
 )
-
-// TestResolvingStatementsPlanOnce: the resolving transactions run on the
-// group statements' connections, and their statements use generic plans
-// only, a lone resolution's and a batch's alike, however few calls the
-// first batches hold.
-func TestResolvingStatementsPlanOnce(t *testing.T) {
-	t.Parallel()
-	s := planStore(t)
-	ctx := t.Context()
-	now := time.Now().UTC()
-	for i := range 6 {
-		c := storetest.WaitingTurn(t, s, fmt.Sprintf("one%d", i), "t1", 1)[0]
-		if _, err := s.Resolve(ctx, storetest.Delivered(c, "1", now)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 6 {
-		var bs []turn.ResolveBatch
-		for j := range 2 {
-			c := storetest.WaitingTurn(t, s, fmt.Sprintf("many%d.%d", i, j), "t1", 1)[0]
-			bs = append(bs, storetest.Delivered(c, "1", now))
-		}
-		if _, errs, err := s.ResolveMany(ctx, bs); err != nil || errs[0] != nil || errs[1] != nil {
-			t.Fatalf("resolving a batch of two: %v %v", err, errs)
-		}
-	}
-	for _, st := range []struct{ what, prefix string }{
-		{"locking one", lockOnePrefix}, {"resolving one", resolveOnePrefix},
-		{"locking a batch", lockManyPrefix}, {"resolving a batch", resolveManyPrefix},
-	} {
-		if custom, generic := groupPlans(t, s, st.prefix); custom != 0 || generic != 6 {
-			t.Errorf("%s, 6 times: %d custom and %d generic plans on the group connections, want 0 and 6", st.what, custom, generic)
-		}
-	}
-}
 
 // TestGroupStatementsPlanOnce: the recording and lookup statements use
 // their generic plans, not plans for each batch's values, however small the

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnd/turnd/store/internal/sqlstore"
 	"github.com/turnd/turnd/turn"
@@ -147,25 +146,12 @@ func (s *Store) sendResolve(ctx context.Context, queue func(*pgx.Batch), read fu
 	pb.Queue(sqlBeginResolve)
 	queue(pb)
 	pb.Queue(sqlCommit)
-	br := s.resolvePool().SendBatch(ctx, pb)
+	br := s.pool.SendBatch(ctx, pb)
 	err := read(br)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	return err
-}
-
-// resolvePool is the pool resolving transactions run on: the group
-// statements' (one of them, with generic plans only: a connection of the
-// main pool planned the set-based statements anew, about a millisecond
-// each, for its first five batches, and for good had those plans' estimates
-// stayed below the generic one's), but on Citus, where each Resolve runs
-// alone, outside the group and its bound on concurrent statements.
-func (s *Store) resolvePool() *pgxpool.Pool {
-	if s.sharded {
-		return s.pool
-	}
-	return s.groupPool
 }
 
 // readResolve reads the results of execResolve's pipeline into each call.

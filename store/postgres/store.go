@@ -23,7 +23,7 @@ type Options struct {
 	// MaxConns caps the main pool's connections. Every in-flight store call
 	// holds one for a single round trip, so a few per core suffice. The
 	// group statements have a pool of their own besides it, of up to
-	// 3 × GroupStatements connections (see GroupPool).
+	// 2 × GroupStatements connections (see GroupPool).
 	// Default: 4 × GOMAXPROCS, at least 8.
 	MaxConns int32
 	// MinConns connections are kept open even when idle. Default: 0.
@@ -41,8 +41,7 @@ type Options struct {
 	// ApplicationName is shown in pg_stat_activity. Default: "turnd".
 	ApplicationName string
 	// GroupStatements is how many group-commit statements of each kind
-	// (recording whole turns, looking them up, resolving completions) may
-	// run at once; beyond the
+	// (recording whole turns, looking them up) may run at once; beyond the
 	// first, one starts only when enough calls wait (16 of either kind;
 	// see group), and a statement that ends beside another leaves fewer
 	// to it. Calls that arrive meanwhile wait and share the
@@ -163,9 +162,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, wrap("opening postgres store", err)
 	}
-	// Each kind of group statement (lookups, recordings, resolutions) runs
-	// at most GroupStatements at a time.
-	groupCfg.MaxConns = int32(3 * opts.GroupStatements)
+	// Each kind of group statement runs at most GroupStatements at a time.
+	groupCfg.MaxConns = int32(2 * opts.GroupStatements)
 	groupCfg.MinConns = 0
 	genericPlans(groupCfg)
 	groupPool, err := pgxpool.NewWithConfig(ctx, groupCfg)
