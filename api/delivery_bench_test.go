@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 
@@ -14,12 +15,19 @@ import (
 // of one deferred call, are posted with Prefer: wait and held (not timed);
 // an op is then one POST /v1/complete/{key}, whose waiter is answered with
 // the settled turn. With -benchmem it reports what an op allocates in the
-// process, the client's side included; a -memprofile focused on the
-// server's frames (api.(*server), turn, store) tells the server's part.
+// process, the client's side (a plain net/http client) included; a
+// -memprofile focused on the server's frames (api.(*server), turn, store)
+// tells the server's part.
 func BenchmarkDeliveryAnswered(b *testing.B) {
 	for _, o := range teststores.Kinds {
 		b.Run(o.Name, func(b *testing.B) {
 			s := stackOn(b, o.Open(b), stackOptions{})
+			// A plain client: the stack's own checks every answer against
+			// the OpenAPI document, which would be most of what an op
+			// allocates.
+			tr := &http.Transport{MaxIdleConnsPerHost: 8}
+			b.Cleanup(tr.CloseIdleConnections)
+			s.client = &http.Client{Transport: tr}
 			keys := make([]string, b.N)
 			var (
 				wg  sync.WaitGroup
