@@ -185,7 +185,7 @@ func makeRecordParams(batch []*recordCall) recordParams {
 			hash: make([]string, 0, n), created: make([]time.Time, 0, n), settled: make([]pgtype.Timestamptz, 0, n),
 			nlines: make([]int64, 0, n), lines: make([]string, 0, n),
 		},
-		results: batchResultCols{turn: make([]int64, 0, nr), resultCols: makeResultCols(nr)},
+		results: batchResultCols{turn: make([]int64, 0, nr), cols: makeResultCols(nr)},
 	}
 }
 
@@ -211,11 +211,11 @@ func (p *recordParams) add(e *encodedRecord) {
 	}
 	for j := range e.res {
 		p.results.turn = append(p.results.turn, ord)
-		p.results.add(&e.res[j], e.outs[j])
+		p.results.cols.add(&e.res[j], e.outs[j])
 	}
 	for j := range e.r.Outputs {
 		p.outputs.turn = append(p.outputs.turn, ord)
-		p.outputs.add(e.key, &e.r.Outputs[j])
+		p.outputs.cols.add(e.key, &e.r.Outputs[j])
 	}
 	if w := e.r.Webhook; w != nil {
 		p.webhooks.add(ord, webhookParamsOf(w))
@@ -226,7 +226,7 @@ func (p *recordParams) add(e *encodedRecord) {
 // without ON CONFLICT.
 func (p *recordParams) variant() int {
 	v := 0
-	if p.outputs.len() > 0 {
+	if len(p.outputs.turn) > 0 {
 		v |= 1
 	}
 	if len(p.webhooks.turn) > 0 {
@@ -243,7 +243,7 @@ func (p *recordParams) args() []any {
 	a = append(a, c.turn, c.session, c.id)
 	a = append(a, t.session, t.id, t.status, t.mode, t.policy, t.calls, t.hash, t.created, t.settled, t.nlines, t.lines)
 	a = p.results.appendArgs(a)
-	if p.outputs.len() > 0 {
+	if len(p.outputs.turn) > 0 {
 		a = p.outputs.appendArgs(a)
 	}
 	if len(p.webhooks.turn) > 0 {

@@ -159,7 +159,7 @@ func manyArgs(batch []*resolveCall) resolveManyParams {
 		itemOrd: make([]int64, 0, ni),
 		items: completionCols{key: make([][]byte, 0, ni), expect: make([]string, 0, ni), status: make([]string, 0, ni),
 			payload: make([]*string, 0, ni), hash: make([][]byte, 0, ni)},
-		results: batchResultCols{turn: make([]int64, 0, nr), resultCols: makeResultCols(nr)},
+		results: batchResultCols{turn: make([]int64, 0, nr), cols: makeResultCols(nr)},
 	}
 	for i, c := range batch {
 		ord := int64(i + 1)
@@ -203,7 +203,7 @@ func (p *resolveManyParams) variant() int {
 	if len(p.results.turn) > 0 {
 		v |= resolveResults
 	}
-	if p.outputs.len() > 0 {
+	if len(p.outputs.turn) > 0 {
 		v |= resolveOutputs
 	}
 	if len(p.webhooks.turn) > 0 {
@@ -220,7 +220,7 @@ func (p *resolveManyParams) args() []any {
 	if len(p.results.turn) > 0 {
 		a = p.results.appendArgs(a)
 	}
-	if p.outputs.len() > 0 {
+	if len(p.outputs.turn) > 0 {
 		a = p.outputs.appendArgs(a)
 	}
 	if len(p.webhooks.turn) > 0 {

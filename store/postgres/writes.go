@@ -248,42 +248,38 @@ func (p *webhookParams) appendArgs(a []any) []any {
 // 1-based position in the batch (@r_turn, @o_turn, @w_turn), then has the
 // columns of the one-turn fragments.
 
-// batchResultCols are a batch's results: @r_turn, then writeResults'
-// columns.
-type batchResultCols struct {
+// batchCols are a batch's rows of one kind: @r_turn or @o_turn, each
+// row's turn by its position, then the kind's one-turn columns (cols).
+type batchCols[C any, P rowCols[C]] struct {
 	turn []int64
-	resultCols
+	cols C
 }
 
-// addAll appends rs, the results of the batch's turn ord.
-func (c *batchResultCols) addAll(ord int64, rs *resultCols) {
-	for range rs.idx {
+// rowCols are the columns of one turn's rows of a kind (resultCols,
+// outputCols), as batchCols uses them.
+type rowCols[C any] interface {
+	*C
+	len() int
+	appendCols(*C)
+	appendArgs([]any) []any
+}
+
+// batchResultCols are a batch's results (writeResults' columns).
+type batchResultCols = batchCols[resultCols, *resultCols]
+
+// batchOutputCols are a batch's kept outputs (writeOutputs' columns).
+type batchOutputCols = batchCols[outputCols, *outputCols]
+
+// addAll appends rows, the rows of the batch's turn ord.
+func (c *batchCols[C, P]) addAll(ord int64, rows *C) {
+	for range P(rows).len() {
 		c.turn = append(c.turn, ord)
 	}
-	c.appendCols(rs)
+	P(&c.cols).appendCols(rows)
 }
 
-func (c *batchResultCols) appendArgs(a []any) []any {
-	return c.resultCols.appendArgs(append(a, c.turn))
-}
-
-// batchOutputCols are a batch's kept outputs: @o_turn, then writeOutputs'
-// columns.
-type batchOutputCols struct {
-	turn []int64
-	outputCols
-}
-
-// addAll appends os, the kept outputs of the batch's turn ord.
-func (c *batchOutputCols) addAll(ord int64, os *outputCols) {
-	for range os.id {
-		c.turn = append(c.turn, ord)
-	}
-	c.appendCols(os)
-}
-
-func (c *batchOutputCols) appendArgs(a []any) []any {
-	return c.outputCols.appendArgs(append(a, c.turn))
+func (c *batchCols[C, P]) appendArgs(a []any) []any {
+	return P(&c.cols).appendArgs(append(a, c.turn))
 }
 
 // webhookCols are a batch's webhooks (@w_turn … @w_created).
@@ -447,6 +443,8 @@ func (p *lateParams) args() []any {
 	}
 	return a
 }
+
+func (c *resultCols) len() int { return len(c.idx) }
 
 // appendCols appends the rows of o.
 func (c *resultCols) appendCols(o *resultCols) {
