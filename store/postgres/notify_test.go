@@ -68,6 +68,25 @@ func publish(t *testing.T, n *postgres.Notifier, keys ...turn.TurnKey) {
 	}
 }
 
+// connected waits for a listener's first notification, the zero key its
+// (re)connection sends; when is when that is, for the failure's message.
+func connected(t *testing.T, heard <-chan turn.TurnKey, when string) {
+	t.Helper()
+	if k := next(t, heard); k != (turn.TurnKey{}) {
+		t.Fatalf("%s: notification %v, want the zero key", when, k)
+	}
+}
+
+// publishHeard publishes k from n, and fails (what the case is) unless
+// the next notification heard is k.
+func publishHeard(t *testing.T, n *postgres.Notifier, heard <-chan turn.TurnKey, k turn.TurnKey, what string) {
+	t.Helper()
+	publish(t, n, k)
+	if got := next(t, heard); got != k {
+		t.Errorf("%s: heard %v, want %v", what, got, k)
+	}
+}
+
 // The listener hears the other notifiers of its schema — not itself, not
 // another schema's — and, after connecting, the zero key.
 func TestNotifier(t *testing.T) {
@@ -82,9 +101,7 @@ func TestNotifier(t *testing.T) {
 	}
 
 	heard := listening(t, listener)
-	if k := next(t, heard); k != (turn.TurnKey{}) {
-		t.Fatalf("first notification %v, want the zero key (connected)", k)
-	}
+	connected(t, heard, "first")
 	if err := listener.Listen(context.Background(), func(turn.TurnKey) {}); err == nil {
 		t.Error("a second Listen on one notifier did not fail")
 	}
@@ -116,9 +133,7 @@ func TestNotifierReconnects(t *testing.T) {
 	listener := newNotifier(t, st, postgres.NotifierOptions{MinBackoff: 10 * time.Millisecond})
 	publisher := newNotifier(t, openAt(t, url), postgres.NotifierOptions{})
 	heard := listening(t, listener)
-	if k := next(t, heard); k != (turn.TurnKey{}) {
-		t.Fatalf("first notification %v, want the zero key", k)
-	}
+	connected(t, heard, "first")
 
 	ctx := context.Background()
 	listen := "LISTEN " + pgx.Identifier{listener.Channel()}.Sanitize()
@@ -126,14 +141,8 @@ func TestNotifierReconnects(t *testing.T) {
 	if err := st.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1`, listen).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("terminating the listening connection: %d terminated, %v", n, err)
 	}
-	if k := next(t, heard); k != (turn.TurnKey{}) {
-		t.Fatalf("after the connection broke: %v, want the zero key (reconnected)", k)
-	}
-	k := turn.TurnKey{SessionID: "s", TurnID: "after"}
-	publish(t, publisher, k)
-	if got := next(t, heard); got != k {
-		t.Errorf("after reconnecting heard %v, want %v", got, k)
-	}
+	connected(t, heard, "after the connection broke")
+	publishHeard(t, publisher, heard, turn.TurnKey{SessionID: "s", TurnID: "after"}, "after reconnecting")
 }
 
 // On Citus the notifications are the coordinator's: replicas whose stores
@@ -158,20 +167,11 @@ func TestNotifierThroughNotifyURL(t *testing.T) {
 	localSender := newNotifier(t, openAt(t, url), postgres.NotifierOptions{})
 	heard, heardLocal := listening(t, hearer), listening(t, local)
 	for _, h := range []<-chan turn.TurnKey{heard, heardLocal} {
-		if k := next(t, h); k != (turn.TurnKey{}) {
-			t.Fatalf("first notification %v, want the zero key (connected)", k)
-		}
+		connected(t, h, "first")
 	}
-	k := turn.TurnKey{SessionID: "s", TurnID: "via-coordinator"}
-	publish(t, sender, k)
-	if got := next(t, heard); got != k {
-		t.Errorf("through the notification database: heard %v, want %v", got, k)
-	}
-	sentinel := turn.TurnKey{SessionID: "s", TurnID: "sentinel"}
-	publish(t, localSender, sentinel)
-	if got := next(t, heardLocal); got != sentinel {
-		t.Errorf("on the stores' own database: heard %v before the sentinel, want nothing of the coordinator's", got)
-	}
+	publishHeard(t, sender, heard, turn.TurnKey{SessionID: "s", TurnID: "via-coordinator"}, "through the notification database")
+	publishHeard(t, localSender, heardLocal, turn.TurnKey{SessionID: "s", TurnID: "sentinel"},
+		"on the stores' own database, where nothing of the coordinator's comes before the sentinel")
 }
 
 // A notification database that cannot be reached fails Open.
@@ -245,9 +245,7 @@ func TestNotifierAloneSendsNothing(t *testing.T) {
 	outsider := newNotifier(t, openAt(t, url), o) // never listens
 	raw := rawListen(t, url, a.Channel())
 	heardA := listening(t, a)
-	if k := next(t, heardA); k != (turn.TurnKey{}) {
-		t.Fatalf("first notification %v, want the zero key", k)
-	}
+	connected(t, heardA, "first")
 	alone := turn.TurnKey{SessionID: "s", TurnID: "alone"}
 	sentinel := turn.TurnKey{SessionID: "s", TurnID: "sentinel"}
 	publish(t, a, alone)
@@ -261,9 +259,7 @@ func TestNotifierAloneSendsNothing(t *testing.T) {
 
 	b := newNotifier(t, openAt(t, url), o)
 	heardB := listening(t, b)
-	if k := next(t, heardB); k != (turn.TurnKey{}) {
-		t.Fatalf("first notification %v, want the zero key", k)
-	}
+	connected(t, heardB, "first")
 	// b said hello when it started listening, and a answered here: b
 	// learns of a only from that answer (a's own hello came before b
 	// listened, and no periodic one comes within the hour).
@@ -284,11 +280,7 @@ func TestNotifierAloneSendsNothing(t *testing.T) {
 		}
 	}
 	// a learned of b from its hello, before answering it.
-	toB := turn.TurnKey{SessionID: "s", TurnID: "to-b"}
-	publish(t, a, toB)
-	if k := next(t, heardB); k != toB {
-		t.Fatalf("b heard %v, want a's publication %v", k, toB)
-	}
+	publishHeard(t, a, heardB, turn.TurnKey{SessionID: "s", TurnID: "to-b"}, "b, a's publication")
 }
 
 // Just after its listening connection came up, a Notifier publishes even
@@ -299,9 +291,7 @@ func TestNotifierPublishesWhileJoining(t *testing.T) {
 	a := newNotifier(t, openAt(t, url), postgres.NotifierOptions{HelloInterval: time.Hour, JoinWait: time.Hour})
 	raw := rawListen(t, url, a.Channel())
 	heardA := listening(t, a)
-	if k := next(t, heardA); k != (turn.TurnKey{}) {
-		t.Fatalf("first notification %v, want the zero key", k)
-	}
+	connected(t, heardA, "first")
 	if a.Alone() {
 		t.Fatal("alone while joining")
 	}
