@@ -54,10 +54,13 @@ type notes struct {
 	check    map[TurnKey]struct{}
 	checkAll bool
 	wake     chan struct{}
+	// alone is the Notifier when it can tell that it is Alone, else nil.
+	alone aloneNotifier
 }
 
-func newNotes() notes {
-	return notes{watchers: make(map[TurnKey]map[chan struct{}]struct{}), wake: make(chan struct{}, 1)}
+func newNotes(n Notifier) notes {
+	alone, _ := n.(aloneNotifier)
+	return notes{watchers: make(map[TurnKey]map[chan struct{}]struct{}), wake: make(chan struct{}, 1), alone: alone}
 }
 
 // signal wakes ch's receiver unless a wake is already pending.
@@ -106,11 +109,8 @@ func (s *Service) changed(k TurnKey) { s.note(k, true) }
 // note wakes k's watchers here and, with publish, queues the publication
 // for the other replicas.
 func (s *Service) note(k TurnKey, publish bool) {
-	publish = publish && s.cfg.Notifier != nil && s.started.Load() && !s.stopped()
-	if a, ok := s.cfg.Notifier.(aloneNotifier); publish && ok && a.Alone() {
-		publish = false
-	}
 	n := &s.notes
+	publish = publish && s.cfg.Notifier != nil && s.started.Load() && !s.stopped() && (n.alone == nil || !n.alone.Alone())
 	n.mu.Lock()
 	for ch := range n.watchers[k] {
 		signal(ch)

@@ -79,7 +79,7 @@ func New(cfg Config) (*Service, error) {
 		hookCtx:     hookCtx,
 		cancelHooks: cancelHooks,
 		hookWake:    make(chan struct{}, 1),
-		notes:       newNotes(),
+		notes:       newNotes(cfg.Notifier),
 		sessions:    newSessionCache(sessionCacheSize),
 		recent:      newRecentIDs(recentIDsSize),
 		cfg:         cfg,
