@@ -172,6 +172,7 @@ func benchBaselineFlags(fs *flag.FlagSet, c *benchConfig) {
 	fs.IntVar(&c.Rounds, "rounds", 1, "split --duration and --baseline into this many rounds of baseline, load, baseline, so that both see the same machine; the report lists each round's ratio")
 	fs.IntVar(&c.BaselineClients, "baseline-clients", 0, "baseline concurrency (default: --concurrency, or min(--max-in-flight, 32) with --rate)")
 	fs.StringVar(&c.BaselineDatabaseURL, "baseline-database-url", "", "with --url: the PostgreSQL that turnd uses, for the baseline")
+	fs.BoolVar(&c.Statements, "statements", false, "also report the execution time per turn (or completion) of the costliest statements turnd's PostgreSQL ran in the load's windows, from pg_stat_statements: the bench's throwaway cluster preloads it and creates the extension; another must have both. It costs PostgreSQL a little on every statement")
 }
 
 // benchReportFlags adds the flags of what the bench prints, and of the

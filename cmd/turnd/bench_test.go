@@ -398,10 +398,14 @@ func checkCPU(t *testing.T, what string, s *bench.CPUSplit, turnd, postgres bool
 
 func TestBenchSQLite(t *testing.T) {
 	t.Parallel()
-	rep := runBenchBinary(t, childEnv(), "--store", "sqlite", "--turns", "50", "--concurrency", "4", "--baseline", "1s")
+	rep := runBenchBinary(t, childEnv(), "--store", "sqlite", "--turns", "50", "--concurrency", "4", "--baseline", "1s", "--statements")
 	checkReport(t, rep, 50, 4, "sqlite", bench.BaselineSQLite)
 	if rep.Turns.Reads != 200 || rep.Turns.Truncated != 0 || rep.Tool == nil || rep.Tool.Calls < 200 {
 		t.Errorf("turns %+v, tool %+v", rep.Turns, rep.Tool)
+	}
+	// --statements on SQLite: nothing to read, and the report says why.
+	if len(rep.Statements) != 0 || !strings.Contains(rep.StatementsNote, "SQLite") {
+		t.Errorf("statements %+v, note %q", rep.Statements, rep.StatementsNote)
 	}
 }
 
@@ -448,7 +452,7 @@ func TestBenchCompletions(t *testing.T) {
 		args                  []string
 	}{
 		{"sqlite", "sqlite", bench.BaselineSQLite, []string{"--store", "sqlite"}},
-		{"postgres in rounds", "postgres", bench.BaselinePostgres, []string{"--rounds", "2"}},
+		{"postgres in rounds", "postgres", bench.BaselinePostgres, []string{"--rounds", "2", "--statements"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -469,6 +473,12 @@ func TestBenchCompletions(t *testing.T) {
 			}
 			if tt.store == "postgres" && len(rep.Rounds) != 2 {
 				t.Errorf("rounds %+v", rep.Rounds)
+			}
+			// --statements on a database the bench did not make, whose
+			// server does not preload pg_stat_statements (the tests'
+			// cluster) or that lacks the extension: a note, not a failure.
+			if tt.store == "postgres" && (len(rep.Statements) != 0 || !strings.Contains(rep.StatementsNote, "pg_stat_statements")) {
+				t.Errorf("statements %+v, note %q", rep.Statements, rep.StatementsNote)
 			}
 		})
 	}
@@ -600,10 +610,28 @@ func TestBenchThrowawayPostgres(t *testing.T) {
 	if _, ok := bench.PostgresBinDir(); !ok {
 		t.Skip("no PostgreSQL server binaries")
 	}
-	rep := runBenchBinary(t, childEnv(), "--store", "postgres", "--turns", "40", "--concurrency", "4", "--baseline", "1s")
+	rep := runBenchBinary(t, childEnv(), "--store", "postgres", "--turns", "40", "--concurrency", "4", "--baseline", "1s", "--statements")
 	checkReport(t, rep, 40, 4, "postgres", bench.BaselinePostgres)
 	if !strings.HasPrefix(rep.Target.StoreDetail, "throwaway PostgreSQL") {
 		t.Errorf("store detail %q", rep.Target.StoreDetail)
+	}
+	// --statements: the cluster preloads pg_stat_statements, and the
+	// report has turnd's costliest statements per turn, the costliest
+	// first, none of them the baseline's INSERTs or the meter's own
+	// reading.
+	if len(rep.Statements) == 0 {
+		t.Fatalf("no statements with --statements: %q", rep.StatementsNote)
+	}
+	for i, st := range rep.Statements {
+		if st.ExecUSPerOp <= 0 || st.CallsPerOp <= 0 || st.Query == "" {
+			t.Errorf("statement %d: %+v", i, st)
+		}
+		if i > 0 && st.ExecUSPerOp > rep.Statements[i-1].ExecUSPerOp {
+			t.Errorf("statement %d costs more than the one before it: %+v", i, rep.Statements)
+		}
+		if strings.Contains(st.Query, "pg_stat_statements") || strings.Contains(st.Query, "bench_insert") {
+			t.Errorf("statement %d is not turnd's: %q", i, st.Query)
+		}
 	}
 }
 

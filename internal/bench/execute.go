@@ -62,6 +62,13 @@ type Config struct {
 	// BaselineClients is the baseline's concurrency; 0 takes the
 	// workload's (closed loop) or MaxInFlight capped at 32 (open loop).
 	BaselineClients int
+	// Statements also reports the execution time per operation of the
+	// statements turnd's PostgreSQL ran in the load's windows, from
+	// pg_stat_statements (statements.go): the bench's own cluster then
+	// preloads it and creates the extension; on another it must be there.
+	// Off by default: pg_stat_statements costs PostgreSQL a little on
+	// every statement, the baseline's too.
+	Statements bool
 
 	// JSON prints the Report as one JSON object instead of text;
 	// Markdown as one row of a Markdown table (MarkdownHeader).
@@ -218,6 +225,11 @@ type execution struct {
 	// round's counts join the report's when the round does.
 	meter                          *cpuMeter
 	loadCPU, baseCPU, roundBaseCPU cpuTally
+	// statements reads pg_stat_statements at the load's windows' edges
+	// (Config.Statements); nil when not asked.
+	statements *statementMeter
+	// ownCluster: the PostgreSQL is the bench's throwaway cluster.
+	ownCluster bool
 
 	bases []loadtest.Result
 	loads []Load
@@ -264,6 +276,16 @@ func (e *execution) setUp(ctx context.Context) error {
 		serverPID = e.server.PID()
 	}
 	e.meter = newCPUMeter(ctx, serverPID, e.baselineDB)
+	switch {
+	case !e.c.Statements:
+	case e.baselineDB != "":
+		e.statements = openStatementMeter(ctx, e.baselineDB, e.ownCluster)
+		e.cleanups = append(e.cleanups, func() { e.statements.close(ctx) })
+	case e.sqliteDir != "":
+		e.statements = &statementMeter{note: "PostgreSQL's statements not measured: turnd's store is SQLite"}
+	default:
+		e.statements = &statementMeter{note: "PostgreSQL's statements not measured: turnd's database is not known to the bench (give --baseline-database-url)"}
+	}
 	pgbench, havePgbench := e.c.pgbench()
 	e.pgbench = pgbench
 	e.usePgbench = e.baselineDB != "" && havePgbench && e.c.BaselineClient != BaselineClientGo
@@ -339,7 +361,7 @@ func (e *execution) openStore(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	e.logf("starting a throwaway PostgreSQL (%s)", bin)
-	pg, err := StartPostgres(ctx, bin, e.dir)
+	pg, err := StartPostgres(ctx, bin, e.dir, c.Statements)
 	if err != nil {
 		return "", err
 	}
@@ -348,6 +370,7 @@ func (e *execution) openStore(ctx context.Context) (string, error) {
 			e.logf("%v", err)
 		}
 	})
+	e.ownCluster = true
 	t.Store, t.StoreDetail = "postgres", "throwaway PostgreSQL "+pg.Version+" cluster (synchronous_commit on)"
 	return pg.URL, nil
 }
@@ -378,6 +401,10 @@ func (e *execution) runRounds(ctx context.Context) (runErr error, report bool) {
 		}
 		e.logf("load: %s%s", describe(w), roundName(i, n, ""))
 		windowed, loadWindow := e.meter.watch(ctx)
+		var stmtWindow *statementWindow
+		if e.statements != nil {
+			windowed, stmtWindow = e.statements.watch(windowed)
+		}
 		var runErr error
 		var load Load
 		if w.Completions {
@@ -396,6 +423,9 @@ func (e *execution) runRounds(ctx context.Context) (runErr error, report bool) {
 		if load.Result.Elapsed > 0 && (runErr == nil || e.complete == 0) {
 			e.loads = append(e.loads, load)
 			e.loadCPU.add(loadWindow.opened, loadWindow.closed, load.Result.Ops)
+			if e.statements != nil {
+				e.statements.add(stmtWindow, load.Result.Ops)
+			}
 		}
 		if runErr != nil {
 			if e.complete == 0 && e.withBaseline {
@@ -509,6 +539,9 @@ func (e *execution) collect(ctx context.Context, runErr error) {
 	}
 	rep.fill(combineLoads(e.loads), e.tools)
 	rep.CPU = e.loadCPU.split()
+	if e.statements != nil {
+		rep.Statements, rep.StatementsNote = e.statements.costs(statementLimit)
+	}
 	if e.tools != nil {
 		_, _, _, first := e.tools.Stats()
 		if first != nil && rep.FirstError == "" {

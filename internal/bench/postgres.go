@@ -57,8 +57,9 @@ func PostgresBinDir() (string, bool) {
 // StartPostgres makes and starts a cluster in a new directory under
 // parent with the server binaries in bin. As root it runs them as the
 // postgres user (initdb refuses root). The cluster has the defaults that
-// matter here: synchronous_commit on, fsync on.
-func StartPostgres(ctx context.Context, bin, parent string) (*Postgres, error) {
+// matter here: synchronous_commit on, fsync on. With statements it
+// preloads pg_stat_statements, when the installation has it.
+func StartPostgres(ctx context.Context, bin, parent string, statements bool) (*Postgres, error) {
 	dir, err := os.MkdirTemp(parent, "pg-")
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -107,6 +108,9 @@ func StartPostgres(ctx context.Context, bin, parent string) (*Postgres, error) {
 		}
 		port = addr[strings.LastIndexByte(addr, ':')+1:]
 		opts := "-c listen_addresses=127.0.0.1 -p " + port + " -k " + dir + " -c max_connections=300 -c shared_buffers=128MB"
+		if statements && hasStatementsLibrary(bin) {
+			opts += " -c shared_preload_libraries=pg_stat_statements"
+		}
 		logPath := filepath.Join(dir, "server.log")
 		start := p.command(ctx, "pg_ctl", "-D", data, "-l", logPath, "-w", "-t", "60", "start", "-o", opts)
 		out, err := start.CombinedOutput()
@@ -146,4 +150,18 @@ func (p *Postgres) Stop() error {
 		return fmt.Errorf("postgres: stopping: %v\n%s", err, out)
 	}
 	return nil
+}
+
+// hasStatementsLibrary reports whether the installation whose server
+// binaries are in bin has pg_stat_statements' library, in the package
+// library directory of Debian's layout (bin/../lib) or of a build from
+// source (bin/../lib/postgresql). Preloading a library that is not there
+// stops the server from starting.
+func hasStatementsLibrary(bin string) bool {
+	for _, dir := range []string{"lib", filepath.Join("lib", "postgresql")} {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(bin), dir, "pg_stat_statements.so")); err == nil {
+			return true
+		}
+	}
+	return false
 }

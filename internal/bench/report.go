@@ -37,6 +37,11 @@ type Report struct {
 	// completed turn (see CPUSplit); null when /proc could not be read in
 	// a window, turnd exited in one, or no turn completed.
 	CPU *CPUSplit `json:"cpu"`
+	// Statements are the costliest statements of turnd's PostgreSQL in the
+	// load's windows, per completed turn (--statements; StatementsNote
+	// says why they are missing when asked for).
+	Statements     []StatementCost `json:"statements,omitempty"`
+	StatementsNote string          `json:"statements_note,omitempty"`
 	// Rounds are the rounds of a run of several (--rounds), each with its
 	// own baseline; absent for one round or without a baseline.
 	Rounds []RoundInfo `json:"rounds,omitempty"`
@@ -282,6 +287,14 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	if r.CPU != nil {
 		p("  cpu/%-6s %s", strings.TrimSuffix(unit, "s"), r.CPU.text("bench"))
+	}
+	if len(r.Statements) > 0 {
+		p("  statements per %s, the costliest (pg_stat_statements: execution time, calls):", strings.TrimSuffix(unit, "s"))
+		for _, l := range statementsText(r.Statements) {
+			p("  %s", l)
+		}
+	} else if r.StatementsNote != "" {
+		p("  statements %s", r.StatementsNote)
 	}
 	if b := r.Baseline; b != nil {
 		p("  baseline   %s (%s): %d single-row INSERT transactions from %d clients in %.2fs: %.1f tx/s, p50 %.2fms p99 %.2fms",

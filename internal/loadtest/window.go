@@ -12,9 +12,24 @@ type windowKey struct{}
 
 // WithWindow returns a copy of ctx whose runs call open as their measured
 // window opens, and the function open returns as it closes. Runs on ctx
-// one after another each call it for their own window.
+// one after another each call it for their own window. A hook already on
+// ctx runs inside this one: opened after it, closed before it.
 func WithWindow(ctx context.Context, open func() (closed func())) context.Context {
-	return context.WithValue(ctx, windowKey{}, open)
+	inner, ok := ctx.Value(windowKey{}).(func() func())
+	if !ok || inner == nil {
+		return context.WithValue(ctx, windowKey{}, open)
+	}
+	return context.WithValue(ctx, windowKey{}, func() func() {
+		closeOuter, closeInner := open(), inner()
+		return func() {
+			if closeInner != nil {
+				closeInner()
+			}
+			if closeOuter != nil {
+				closeOuter()
+			}
+		}
+	})
 }
 
 // OpenWindow calls ctx's window hook (see WithWindow), if any, and returns
