@@ -474,10 +474,11 @@ func TestBenchCompletions(t *testing.T) {
 			if tt.store == "postgres" && len(rep.Rounds) != 2 {
 				t.Errorf("rounds %+v", rep.Rounds)
 			}
-			// --statements on a database the bench did not make, whose
-			// server does not preload pg_stat_statements (the tests'
-			// cluster) or that lacks the extension: a note, not a failure.
-			if tt.store == "postgres" && (len(rep.Statements) != 0 || !strings.Contains(rep.StatementsNote, "pg_stat_statements")) {
+			// --statements on a database the bench did not make: its
+			// statements when the server preloads pg_stat_statements and
+			// the database has the extension, else (the tests' cluster) a
+			// note saying which is missing, not a failure.
+			if tt.store == "postgres" && len(rep.Statements) == 0 && !strings.Contains(rep.StatementsNote, "pg_stat_statements") {
 				t.Errorf("statements %+v, note %q", rep.Statements, rep.StatementsNote)
 			}
 		})
@@ -610,6 +611,7 @@ func TestBenchThrowawayPostgres(t *testing.T) {
 	if _, ok := bench.PostgresBinDir(); !ok {
 		t.Skip("no PostgreSQL server binaries")
 	}
+	bin, _ := bench.PostgresBinDir()
 	rep := runBenchBinary(t, childEnv(), "--store", "postgres", "--turns", "40", "--concurrency", "4", "--baseline", "1s", "--statements")
 	checkReport(t, rep, 40, 4, "postgres", bench.BaselinePostgres)
 	if !strings.HasPrefix(rep.Target.StoreDetail, "throwaway PostgreSQL") {
@@ -619,6 +621,9 @@ func TestBenchThrowawayPostgres(t *testing.T) {
 	// report has turnd's costliest statements per turn, the costliest
 	// first, none of them the baseline's INSERTs or the meter's own
 	// reading.
+	if !bench.HasStatementsLibrary(bin) && os.Getenv("CI") == "" {
+		t.Skipf("this PostgreSQL has no pg_stat_statements library (note %q)", rep.StatementsNote)
+	}
 	if len(rep.Statements) == 0 {
 		t.Fatalf("no statements with --statements: %q", rep.StatementsNote)
 	}

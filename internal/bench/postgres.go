@@ -108,7 +108,7 @@ func StartPostgres(ctx context.Context, bin, parent string, statements bool) (*P
 		}
 		port = addr[strings.LastIndexByte(addr, ':')+1:]
 		opts := "-c listen_addresses=127.0.0.1 -p " + port + " -k " + dir + " -c max_connections=300 -c shared_buffers=128MB"
-		if statements && hasStatementsLibrary(bin) {
+		if statements && HasStatementsLibrary(bin) {
 			opts += " -c shared_preload_libraries=pg_stat_statements"
 		}
 		logPath := filepath.Join(dir, "server.log")
@@ -152,15 +152,21 @@ func (p *Postgres) Stop() error {
 	return nil
 }
 
-// hasStatementsLibrary reports whether the installation whose server
-// binaries are in bin has pg_stat_statements' library, in the package
-// library directory of Debian's layout (bin/../lib) or of a build from
-// source (bin/../lib/postgresql). Preloading a library that is not there
-// stops the server from starting.
-func hasStatementsLibrary(bin string) bool {
-	for _, dir := range []string{"lib", filepath.Join("lib", "postgresql")} {
-		if _, err := os.Stat(filepath.Join(filepath.Dir(bin), dir, "pg_stat_statements.so")); err == nil {
-			return true
+// HasStatementsLibrary reports whether the installation whose server
+// binaries are in bin has pg_stat_statements' library: in the directory
+// its pg_config names (--pkglibdir), else in that of Debian's layout
+// (bin/../lib) or of a build from source (bin/../lib/postgresql).
+// Preloading a library that is not there stops the server from starting.
+func HasStatementsLibrary(bin string) bool {
+	dirs := []string{filepath.Join(filepath.Dir(bin), "lib"), filepath.Join(filepath.Dir(bin), "lib", "postgresql")}
+	if out, err := exec.Command(filepath.Join(bin, "pg_config"), "--pkglibdir").Output(); err == nil {
+		dirs = append([]string{strings.TrimSpace(string(out))}, dirs...)
+	}
+	for _, dir := range dirs {
+		for _, ext := range []string{".so", ".dylib"} {
+			if _, err := os.Stat(filepath.Join(dir, "pg_stat_statements"+ext)); err == nil {
+				return true
+			}
 		}
 	}
 	return false

@@ -64,9 +64,10 @@ type statementReading map[int64]statementSum
 // openStatementMeter connects to turnd's database at dbURL and makes sure
 // pg_stat_statements can be read there; with create (the bench's own
 // cluster) it creates the extension, which it never does in a database
-// that is not the bench's. Without it (the library not preloaded, the
-// extension not created or not installed) the meter reads nothing and its
-// note says why.
+// that is not the bench's. Without it (the extension not created or not
+// installed, the library not preloaded, PostgreSQL older than 13) the
+// meter reads nothing and its note says why, in PostgreSQL's words where
+// the reading failed.
 func openStatementMeter(ctx context.Context, dbURL string, create bool) *statementMeter {
 	m := &statementMeter{sums: map[int64]*statementSum{}}
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -74,18 +75,18 @@ func openStatementMeter(ctx context.Context, dbURL string, create bool) *stateme
 		m.note = "no connection to turnd's database: " + err.Error()
 		return m
 	}
-	var loaded, created bool
-	err = conn.QueryRow(ctx, sqlStatementsReady).Scan(&loaded, &created)
+	var created bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_stat_statements')`).Scan(&created)
 	switch {
-	case err != nil:
-	case !loaded:
-		err = errors.New("pg_stat_statements is not in the server's shared_preload_libraries")
-	case !created && create:
+	case err != nil || created:
+	case create:
 		_, err = conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`)
-	case !created:
-		err = errors.New("the pg_stat_statements extension is not created in turnd's database (CREATE EXTENSION pg_stat_statements)")
+	default:
+		err = errors.New("the pg_stat_statements extension is not created in turnd's database (CREATE EXTENSION pg_stat_statements, on a server that preloads it)")
 	}
 	if err == nil {
+		// Not preloaded, the reading fails: "pg_stat_statements must be
+		// loaded via shared_preload_libraries".
 		_, err = m.readWith(ctx, conn)
 	}
 	if err != nil {
@@ -103,19 +104,26 @@ func (m *statementMeter) close(ctx context.Context) {
 	}
 }
 
-// sqlStatementsReady tells whether the server preloads pg_stat_statements
-// and whether this database has the extension.
-const sqlStatementsReady = `SELECT 'pg_stat_statements' = ANY (regexp_split_to_array(current_setting('shared_preload_libraries'), '\s*,\s*')),
-    EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_stat_statements')`
-
 // sqlStatements reads the counters of the statements run in this
-// database, but the meter's own.
-const sqlStatements = `SELECT queryid, query, calls, rows, total_exec_time
+// database, but the meter's own, summed over the rows pg_stat_statements
+// keeps of one statement (one a role, and top-level apart from nested).
+// A role that may not read other roles' statements (pg_read_all_stats)
+// sees their queryid as NULL: those rows are left out, and a meter that
+// saw nothing says so.
+const sqlStatements = `SELECT queryid, min(query), sum(calls)::bigint, sum(rows)::bigint, sum(total_exec_time)
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND queryid IS NOT NULL AND query NOT LIKE '%pg_stat_statements%'`
+    AND queryid IS NOT NULL AND query NOT LIKE '%pg_stat_statements%'
+GROUP BY queryid`
+
+// readTimeout bounds a reading, which runs as a window opens or closes.
+const readTimeout = 5 * time.Second
 
 func (m *statementMeter) readWith(ctx context.Context, conn *pgx.Conn) (statementReading, error) {
+	// A window closes as its run ends, also when the run was stopped (its
+	// context cancelled, by an interrupt): the reading is still wanted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+	defer cancel()
 	rows, err := conn.Query(ctx, sqlStatements)
 	if err != nil {
 		return nil, err
@@ -177,8 +185,15 @@ func (m *statementMeter) add(w *statementWindow, ops int) {
 	}
 	m.ops += ops
 	for id, b := range w.closed {
-		a := w.opened[id] // a statement first run in the window starts at zero
-		if b.calls <= a.calls {
+		// A statement first seen in the window counts from zero; so does
+		// one whose counters went back (pg_stat_statements reset, or the
+		// statement evicted and seen again): what they hold then all came
+		// after the window opened.
+		a := w.opened[id]
+		if b.calls < a.calls || b.exec < a.exec || b.rows < a.rows {
+			a = statementSum{}
+		}
+		if b.calls == a.calls {
 			continue
 		}
 		s := m.sums[id]
@@ -203,6 +218,8 @@ func (m *statementMeter) costs(limit int) ([]StatementCost, string) {
 		return nil, "PostgreSQL's statements not measured: pg_stat_statements could not be read at the edge of a window"
 	case m.ops == 0:
 		return nil, "PostgreSQL's statements not measured: no operation completed"
+	case len(m.sums) == 0:
+		return nil, "PostgreSQL's statements not measured: no statement of turnd's database ran in the windows, as pg_stat_statements shows them to this role (a role other than turnd's needs pg_read_all_stats)"
 	}
 	return statementCosts(m.sums, m.ops, limit), ""
 }

@@ -50,6 +50,16 @@ func TestStatementCosts(t *testing.T) {
 		t.Errorf("the costliest one: %+v", got)
 	}
 
+	// Counters that went back in a window (pg_stat_statements reset, or
+	// the statement evicted and seen again) count from zero.
+	m.add(&statementWindow{
+		opened: statementReading{1: {query: "SELECT a", calls: 50, rows: 50, exec: 15 * ms}},
+		closed: statementReading{1: {query: "SELECT a", calls: 8, rows: 8, exec: 2 * ms}},
+	}, 100)
+	if got, _ := m.costs(5); len(got) != 2 || got[1] != (StatementCost{Query: "SELECT a", ExecUSPerOp: 40, CallsPerOp: 0.16, Rows: 48}) {
+		t.Errorf("after a reset: %+v", got)
+	}
+
 	// A window whose edge could not be read spoils the sums: no costs, a
 	// note. A meter that reads nothing says why; one whose windows ran no
 	// operation too.
@@ -66,6 +76,11 @@ func TestStatementCosts(t *testing.T) {
 	idle.add(&statementWindow{opened: statementReading{}, closed: statementReading{}}, 0)
 	if got, note := idle.costs(5); got != nil || !strings.Contains(note, "no operation") {
 		t.Errorf("no operation: %+v, %q", got, note)
+	}
+	// Operations, but no statement seen (a role that cannot see turnd's).
+	idle.add(&statementWindow{opened: statementReading{}, closed: statementReading{}}, 10)
+	if got, note := idle.costs(5); got != nil || !strings.Contains(note, "pg_read_all_stats") {
+		t.Errorf("no statement seen: %+v, %q", got, note)
 	}
 }
 
@@ -97,7 +112,7 @@ func TestStatementMeterOnPostgres(t *testing.T) {
 	if !ok {
 		t.Skip("no PostgreSQL server binaries")
 	}
-	if !hasStatementsLibrary(bin) {
+	if !HasStatementsLibrary(bin) {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("PostgreSQL at %s has no pg_stat_statements library", bin)
 		}
@@ -150,11 +165,19 @@ func TestStatementMeterOnPostgres(t *testing.T) {
 		}
 	}
 	insert(3) // before any window: not counted
-	for range 2 {
-		wctx, w := m.watch(ctx)
+	for i := range 2 {
+		// The second window's run is stopped before it closes (an
+		// interrupt cancels its context): the closing reading is still
+		// taken.
+		rctx, stop := context.WithCancel(ctx)
+		wctx, w := m.watch(rctx)
 		closeWindow := loadtest.OpenWindow(wctx)
 		insert(7)
+		if i == 1 {
+			stop()
+		}
 		closeWindow()
+		stop()
 		m.add(w, 7)
 	}
 	insert(4) // after the windows: not counted
