@@ -110,6 +110,14 @@ func eachStack(t *testing.T, test func(t *testing.T, s *stack)) {
 	})
 }
 
+// eachBenchStack runs bench on a stack of default options over each
+// store, as a sub-benchmark named by the store.
+func eachBenchStack(b *testing.B, bench func(b *testing.B, s *stack)) {
+	for _, o := range teststores.Kinds {
+		b.Run(o.Name, func(b *testing.B) { bench(b, stackOn(b, o.Open(b), stackOptions{})) })
+	}
+}
+
 // stackOn is newStack over an open store st, for benchmarks too.
 func stackOn(t testing.TB, st turn.Store, o stackOptions) *stack {
 	t.Helper()

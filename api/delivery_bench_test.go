@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-
-	"github.com/turnd/turnd/internal/teststores"
 )
 
 // BenchmarkDeliveryAnswered is the completion workload of `turnd bench
@@ -19,46 +17,43 @@ import (
 // -memprofile focused on the server's frames (api.(*server), turn, store)
 // tells the server's part.
 func BenchmarkDeliveryAnswered(b *testing.B) {
-	for _, o := range teststores.Kinds {
-		b.Run(o.Name, func(b *testing.B) {
-			s := stackOn(b, o.Open(b), stackOptions{})
-			// A plain client: the stack's own checks every answer against
-			// the OpenAPI document, which would be most of what an op
-			// allocates.
-			tr := &http.Transport{MaxIdleConnsPerHost: 8}
-			b.Cleanup(tr.CloseIdleConnections)
-			s.client = &http.Client{Transport: tr}
-			keys := make([]string, b.N)
-			var (
-				wg  sync.WaitGroup
-				mu  sync.Mutex
-				bad []string
-			)
-			for i := range b.N {
-				wg.Go(func() {
-					r := s.do("POST", fmt.Sprintf("/v1/sessions/d%d/turns", i),
-						`{"id":"t","calls":[{"id":"c","name":"deferred","arguments":{}}]}`, "Prefer", "wait=60")
-					var t wireTurn
-					if r.status != 200 || json.Unmarshal(r.body, &t) != nil || t.Status != "completed" {
-						mu.Lock()
-						bad = append(bad, fmt.Sprintf("turn d%d: %d %.300s", i, r.status, r.body))
-						mu.Unlock()
-					}
-				})
-				keys[i] = (<-s.tools.keys)[0]
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for _, k := range keys {
-				if r := s.do("POST", "/v1/complete/"+k, `{"output":{"n":1}}`); r.status != 200 {
-					b.Fatalf("delivery: %d %s", r.status, r.body)
+	eachBenchStack(b, func(b *testing.B, s *stack) {
+		// A plain client: the stack's own checks every answer against
+		// the OpenAPI document, which would be most of what an op
+		// allocates.
+		tr := &http.Transport{MaxIdleConnsPerHost: 8}
+		b.Cleanup(tr.CloseIdleConnections)
+		s.client = &http.Client{Transport: tr}
+		keys := make([]string, b.N)
+		var (
+			wg  sync.WaitGroup
+			mu  sync.Mutex
+			bad []string
+		)
+		for i := range b.N {
+			wg.Go(func() {
+				r := s.do("POST", fmt.Sprintf("/v1/sessions/d%d/turns", i),
+					`{"id":"t","calls":[{"id":"c","name":"deferred","arguments":{}}]}`, "Prefer", "wait=60")
+				var t wireTurn
+				if r.status != 200 || json.Unmarshal(r.body, &t) != nil || t.Status != "completed" {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("turn d%d: %d %.300s", i, r.status, r.body))
+					mu.Unlock()
 				}
+			})
+			keys[i] = (<-s.tools.keys)[0]
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for _, k := range keys {
+			if r := s.do("POST", "/v1/complete/"+k, `{"output":{"n":1}}`); r.status != 200 {
+				b.Fatalf("delivery: %d %s", r.status, r.body)
 			}
-			wg.Wait()
-			b.StopTimer()
-			if len(bad) > 0 {
-				b.Fatalf("%d waiters were not answered the completed turn; first: %s", len(bad), bad[0])
-			}
-		})
-	}
+		}
+		wg.Wait()
+		b.StopTimer()
+		if len(bad) > 0 {
+			b.Fatalf("%d waiters were not answered the completed turn; first: %s", len(bad), bad[0])
+		}
+	})
 }

@@ -127,13 +127,7 @@ func payloadHash(d Delivery) [32]byte {
 		// As encoding/json writes the struct below when the canonical
 		// output needs nothing of it (plainJSON), without its reflection.
 		if c := canonicalJSON(d.Output); plainJSON(c) {
-			h := sha256.New()
-			h.Write([]byte(`{"output":`))
-			h.Write(c)
-			h.Write([]byte{'}'})
-			var sum [32]byte
-			h.Sum(sum[:0])
-			return sum
+			return sha256.Sum256(outputObject(c))
 		}
 	}
 	v := struct {
@@ -158,9 +152,15 @@ func deliveryPayload(d Delivery) json.RawMessage {
 	if !plainJSON(d.Output) {
 		return mustJSON(map[string]any{"output": d.Output})
 	}
-	b := make([]byte, 0, len(`{"output":}`)+len(d.Output))
+	return outputObject(d.Output)
+}
+
+// outputObject is {"output": raw} for raw as encoding/json writes it
+// (plainJSON), as encoding/json would write that object.
+func outputObject(raw json.RawMessage) json.RawMessage {
+	b := make([]byte, 0, len(`{"output":}`)+len(raw))
 	b = append(b, `{"output":`...)
-	b = append(b, d.Output...)
+	b = append(b, raw...)
 	return append(b, '}')
 }
 

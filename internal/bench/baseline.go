@@ -22,12 +22,8 @@ const (
 
 // PostgresBaseline is the rate of single-row INSERT transactions the
 // PostgreSQL at dbURL sustains from clients connections for d, into table
-// (loadtest.ScratchTable's, made by the caller), or with table "" into a
-// scratch schema of its own, created and dropped (loadtest.InsertBaseline).
+// (loadtest.ScratchTable's, made by the caller).
 func PostgresBaseline(ctx context.Context, dbURL, table string, clients int, d time.Duration) (loadtest.Result, error) {
-	if table == "" {
-		return loadtest.InsertBaseline(ctx, dbURL, clients, d)
-	}
 	return loadtest.InsertInto(ctx, dbURL, table, clients, d)
 }
 

@@ -226,7 +226,7 @@ type execution struct {
 	meter                          *cpuMeter
 	loadCPU, baseCPU, roundBaseCPU cpuTally
 	// statements reads pg_stat_statements at the load's windows' edges
-	// (Config.Statements); nil when not asked.
+	// (Config.Statements); when not asked, nothing.
 	statements *statementMeter
 	// ownCluster: the PostgreSQL is the bench's throwaway cluster.
 	ownCluster bool
@@ -276,6 +276,7 @@ func (e *execution) setUp(ctx context.Context) error {
 		serverPID = e.server.PID()
 	}
 	e.meter = newCPUMeter(ctx, serverPID, e.baselineDB)
+	e.statements = &statementMeter{} // reads nothing, says nothing
 	switch {
 	case !e.c.Statements:
 	case e.baselineDB != "":
@@ -401,10 +402,7 @@ func (e *execution) runRounds(ctx context.Context) (runErr error, report bool) {
 		}
 		e.logf("load: %s%s", describe(w), roundName(i, n, ""))
 		windowed, loadWindow := e.meter.watch(ctx)
-		var stmtWindow *statementWindow
-		if e.statements != nil {
-			windowed, stmtWindow = e.statements.watch(windowed)
-		}
+		windowed, stmtWindow := e.statements.watch(windowed)
 		var runErr error
 		var load Load
 		if w.Completions {
@@ -423,9 +421,7 @@ func (e *execution) runRounds(ctx context.Context) (runErr error, report bool) {
 		if load.Result.Elapsed > 0 && (runErr == nil || e.complete == 0) {
 			e.loads = append(e.loads, load)
 			e.loadCPU.add(loadWindow.opened, loadWindow.closed, load.Result.Ops)
-			if e.statements != nil {
-				e.statements.add(stmtWindow, load.Result.Ops)
-			}
+			e.statements.add(stmtWindow, load.Result.Ops)
 		}
 		if runErr != nil {
 			if e.complete == 0 && e.withBaseline {
@@ -539,9 +535,7 @@ func (e *execution) collect(ctx context.Context, runErr error) {
 	}
 	rep.fill(combineLoads(e.loads), e.tools)
 	rep.CPU = e.loadCPU.split()
-	if e.statements != nil {
-		rep.Statements, rep.StatementsNote = e.statements.costs(statementLimit)
-	}
+	rep.Statements, rep.StatementsNote = e.statements.costs(statementLimit)
 	if e.tools != nil {
 		_, _, _, first := e.tools.Stats()
 		if first != nil && rep.FirstError == "" {
