@@ -111,8 +111,11 @@ func testProvider(t *testing.T, srv *server, c *client.Client) {
 	if w.Ready || w.Turn == nil || w.Turn.ID != "msg_T4" {
 		t.Errorf("waiting reply: %+v", w)
 	}
+	// The async post answers before its approval call runs: wait for the
+	// call's approval before cancelling, or the cancel can come first and
+	// no approval is ever logged.
+	srv.completeURL(t) // msg_T4's approval
 	if _, err := c.CancelTurn(ctx, "prov2", "msg_T4"); err != nil {
 		t.Fatal(err)
 	}
-	srv.completeURL(t) // msg_T4's approval
 }
