@@ -20,13 +20,6 @@ const (
 	BaselineSQLite   = "sqlite_insert"
 )
 
-// PostgresBaseline is the rate of single-row INSERT transactions the
-// PostgreSQL at dbURL sustains from clients connections for d, into table
-// (loadtest.ScratchTable's, made by the caller).
-func PostgresBaseline(ctx context.Context, dbURL, table string, clients int, d time.Duration) (loadtest.Result, error) {
-	return loadtest.InsertInto(ctx, dbURL, table, clients, d)
-}
-
 // SQLiteBaseline is the rate of single-row INSERT transactions an SQLite
 // file in dir sustains from clients goroutines for d, opened the way the
 // embedded store opens its file for writing: WAL, synchronous=FULL, one

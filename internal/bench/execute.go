@@ -493,9 +493,9 @@ func (e *execution) inserts(ctx, windowed context.Context, d time.Duration) (loa
 		// for all of its baseline.
 		e.logf("pgbench failed, the baseline runs on the Go loop instead: %v", err)
 		e.usePgbench = false
-		return PostgresBaseline(windowed, e.baselineDB, e.scratch, c.baselineClients(), d)
+		return loadtest.InsertInto(windowed, e.baselineDB, e.scratch, c.baselineClients(), d)
 	case e.baselineDB != "":
-		return PostgresBaseline(windowed, e.baselineDB, e.scratch, c.baselineClients(), d)
+		return loadtest.InsertInto(windowed, e.baselineDB, e.scratch, c.baselineClients(), d)
 	}
 	return SQLiteBaseline(windowed, e.sqliteDir, c.baselineClients(), d)
 }
